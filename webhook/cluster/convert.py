@@ -1,0 +1,481 @@
+"""Read Kubernetes API objects (plain dicts from JSON/YAML) into the slim domain model.
+
+Wrong types raise ``InvalidInput`` naming the field; absent optional fields take the API defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from webhook.cluster.model import (
+    EMPTY_LABELS,
+    EMPTY_SCALARS,
+    NO_RESOURCES,
+    PREEMPT_LOWER_PRIORITY,
+    ClusterObject,
+    FrozenMap,
+    HostPort,
+    LabelSelector,
+    LabelSelectorRequirement,
+    Namespace,
+    Node,
+    NodeSelectorTerm,
+    Pod,
+    PodAffinityTerm,
+    PodDisruptionBudget,
+    PriorityClass,
+    ResourceQuota,
+    Resources,
+    ScopedResourceSelectorRequirement,
+    Taint,
+    Toleration,
+    TopologySpreadConstraint,
+)
+from webhook.cluster.quantity import Quantity, parse_quantity, quantity_milli_value, quantity_value
+from webhook.errors import InvalidInput, QuantityError
+
+JsonObject = Mapping[str, Any]
+
+_STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
+# Pod-level resources (spec.resources) may set only these (PodLevelResources).
+_POD_LEVEL_RESOURCES = ("cpu", "memory")
+
+
+def _mapping(value: object, path: str) -> JsonObject:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"{path}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: object, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidInput(f"{path}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str(value: object, path: str, default: str = "") -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise InvalidInput(f"{path}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _int(value: object, path: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise InvalidInput(f"{path}: expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _bool(value: object, path: str) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{path}: expected a boolean, got {type(value).__name__}")
+    return value
+
+
+def _labels(value: object, path: str) -> Mapping[str, str]:
+    raw = _mapping(value, path)
+    if not raw:
+        return EMPTY_LABELS
+    labels: dict[str, str] = {}
+    for key, val in raw.items():
+        if not isinstance(key, str):
+            raise InvalidInput(f"{path}: keys must be strings")
+        labels[key] = _str(val, f"{path}.{key}")
+    return FrozenMap(labels)
+
+
+def parse_time_ns(value: object, path: str) -> int | None:
+    """RFC 3339 time (with optional fractional seconds) to integer nanoseconds since the epoch."""
+    text = _str(value, path)
+    if not text:
+        return None
+    try:
+        main, _, rest = text.partition(".")
+        fraction = ""
+        zone = "Z"
+        if rest:
+            digits = len(rest) - len(rest.lstrip("0123456789"))
+            fraction, zone = rest[:digits], rest[digits:] or "Z"
+        elif text.endswith("Z"):
+            main, zone = text[:-1], "Z"
+        elif len(text) > 19:
+            main, zone = text[:19], text[19:]
+        zone = "+00:00" if zone in ("Z", "z") else zone
+        seconds = int(datetime.fromisoformat(main + zone).timestamp())
+    except ValueError as exc:
+        raise InvalidInput(f"{path}: invalid RFC 3339 time {text!r}") from exc
+    nanos = int((fraction + "000000000")[:9]) if fraction else 0
+    return seconds * 1_000_000_000 + nanos
+
+
+def quantity_map(value: object, path: str) -> dict[str, Quantity]:
+    raw = _mapping(value, path)
+    result: dict[str, Quantity] = {}
+    for name, qty in raw.items():
+        try:
+            result[str(name)] = parse_quantity(qty)
+        except QuantityError as exc:
+            raise InvalidInput(f"{path}.{name}: {exc}") from exc
+    return result
+
+
+def resources_from_quantities(raw: Mapping[str, object], path: str) -> Resources:
+    """A ResourceList (``{"cpu": "100m", ...}``) as integer millicores/bytes/counts."""
+    if not raw:
+        return NO_RESOURCES
+    try:
+        scalar = {str(k): quantity_value(v) for k, v in raw.items() if k not in _STANDARD_RESOURCES}
+        return Resources(
+            milli_cpu=quantity_milli_value(raw["cpu"]) if "cpu" in raw else 0,
+            memory=quantity_value(raw["memory"]) if "memory" in raw else 0,
+            ephemeral_storage=quantity_value(raw["ephemeral-storage"]) if "ephemeral-storage" in raw else 0,
+            pods=quantity_value(raw["pods"]) if "pods" in raw else 0,
+            scalar=FrozenMap(scalar) if scalar else EMPTY_SCALARS,
+        )
+    except QuantityError as exc:
+        raise InvalidInput(f"{path}: {exc}") from exc
+
+
+def _add(a: dict[str, int], b: Mapping[str, int]) -> None:
+    for name, val in b.items():
+        a[name] = a.get(name, 0) + val
+
+
+def _max_into(a: dict[str, int], b: Mapping[str, int]) -> None:
+    for name, val in b.items():
+        if val > a.get(name, 0):
+            a[name] = val
+
+
+def _to_units(raw: Mapping[str, object], path: str) -> dict[str, int]:
+    result: dict[str, int] = {}
+    for name, qty in raw.items():
+        try:
+            result[str(name)] = quantity_milli_value(qty) if name == "cpu" else quantity_value(qty)
+        except QuantityError as exc:
+            raise InvalidInput(f"{path}.{name}: {exc}") from exc
+    return result
+
+
+def container_requests(container: JsonObject, path: str) -> dict[str, int]:
+    """A container's requests in integer units; limits stand in for absent requests (API defaulting)."""
+    resources = _mapping(container.get("resources"), f"{path}.resources")
+    requests = dict(_mapping(resources.get("requests"), f"{path}.resources.requests"))
+    for name, qty in _mapping(resources.get("limits"), f"{path}.resources.limits").items():
+        requests.setdefault(name, qty)
+    return _to_units(requests, f"{path}.resources.requests")
+
+
+def pod_request_units(spec: JsonObject) -> dict[str, int]:
+    """Effective pod requests like upstream ``resource.PodRequests`` (cpu in millicores).
+
+    max(sum of containers + sidecars, peak during init) + overhead; pod-level resources replace the
+    aggregate for cpu and memory.
+    """
+    total: dict[str, int] = {}
+    for i, ctr in enumerate(_list(spec.get("containers"), "spec.containers")):
+        _add(total, container_requests(_mapping(ctr, f"spec.containers[{i}]"), f"spec.containers[{i}]"))
+    init_peak: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    for i, ctr in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
+        path = f"spec.initContainers[{i}]"
+        ctr = _mapping(ctr, path)
+        requests = container_requests(ctr, path)
+        if ctr.get("restartPolicy") == "Always":
+            _add(sidecars, requests)
+            _add(total, requests)
+            _max_into(init_peak, sidecars)
+        else:
+            peak = dict(sidecars)
+            _add(peak, requests)
+            _max_into(init_peak, peak)
+    _max_into(total, init_peak)
+    pod_level = _mapping(_mapping(spec.get("resources"), "spec.resources").get("requests"),
+                         "spec.resources.requests")
+    for name, val in _to_units(pod_level, "spec.resources.requests").items():
+        if name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-"):
+            total[name] = val
+    _add(total, _to_units(_mapping(spec.get("overhead"), "spec.overhead"), "spec.overhead"))
+    return total
+
+
+def resources_from_units(units: Mapping[str, int]) -> Resources:
+    if not any(units.values()):
+        return NO_RESOURCES
+    scalar = {k: v for k, v in units.items() if k not in _STANDARD_RESOURCES and v}
+    return Resources(
+        milli_cpu=units.get("cpu", 0),
+        memory=units.get("memory", 0),
+        ephemeral_storage=units.get("ephemeral-storage", 0),
+        scalar=FrozenMap(scalar) if scalar else EMPTY_SCALARS,
+    )
+
+
+def label_selector(value: object, path: str) -> LabelSelector | None:
+    if value is None:
+        return None
+    raw = _mapping(value, path)
+    expressions = tuple(
+        _requirement(_mapping(expr, f"{path}.matchExpressions[{i}]"), f"{path}.matchExpressions[{i}]")
+        for i, expr in enumerate(_list(raw.get("matchExpressions"), f"{path}.matchExpressions"))
+    )
+    return LabelSelector(_labels(raw.get("matchLabels"), f"{path}.matchLabels"), expressions)
+
+
+def _requirement(raw: JsonObject, path: str) -> LabelSelectorRequirement:
+    values = tuple(_str(v, f"{path}.values") for v in _list(raw.get("values"), f"{path}.values"))
+    return LabelSelectorRequirement(_str(raw.get("key"), f"{path}.key"),
+                                    _str(raw.get("operator"), f"{path}.operator"), values)
+
+
+def _node_selector_terms(value: object, path: str) -> tuple[NodeSelectorTerm, ...] | None:
+    if value is None:
+        return None
+    raw = _mapping(value, path)
+    terms = []
+    for i, term in enumerate(_list(raw.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")):
+        tpath = f"{path}.nodeSelectorTerms[{i}]"
+        term = _mapping(term, tpath)
+        terms.append(NodeSelectorTerm(
+            tuple(_requirement(_mapping(e, tpath), tpath)
+                  for e in _list(term.get("matchExpressions"), f"{tpath}.matchExpressions")),
+            tuple(_requirement(_mapping(e, tpath), tpath)
+                  for e in _list(term.get("matchFields"), f"{tpath}.matchFields")),
+        ))
+    return tuple(terms)
+
+
+def _affinity_terms(value: object, path: str) -> tuple[PodAffinityTerm, ...]:
+    terms = []
+    for i, term in enumerate(_list(value, path)):
+        tpath = f"{path}[{i}]"
+        term = _mapping(term, tpath)
+        namespace_selector = term.get("namespaceSelector")
+        terms.append(PodAffinityTerm(
+            label_selector=label_selector(term.get("labelSelector"), f"{tpath}.labelSelector"),
+            topology_key=_str(term.get("topologyKey"), f"{tpath}.topologyKey"),
+            namespaces=tuple(_str(n, f"{tpath}.namespaces") for n in _list(term.get("namespaces"), tpath)),
+            namespace_selector=label_selector(namespace_selector, f"{tpath}.namespaceSelector"),
+        ))
+    return tuple(terms)
+
+
+def _spread_constraints(value: object, path: str) -> tuple[TopologySpreadConstraint, ...]:
+    constraints = []
+    for i, raw in enumerate(_list(value, path)):
+        cpath = f"{path}[{i}]"
+        raw = _mapping(raw, cpath)
+        constraints.append(TopologySpreadConstraint(
+            max_skew=_int(raw.get("maxSkew"), f"{cpath}.maxSkew") or 1,
+            topology_key=_str(raw.get("topologyKey"), f"{cpath}.topologyKey"),
+            when_unsatisfiable=_str(raw.get("whenUnsatisfiable"), f"{cpath}.whenUnsatisfiable", "DoNotSchedule"),
+            label_selector=label_selector(raw.get("labelSelector"), f"{cpath}.labelSelector"),
+            min_domains=_int(raw.get("minDomains"), f"{cpath}.minDomains"),
+            node_affinity_policy=_str(raw.get("nodeAffinityPolicy"), f"{cpath}.nodeAffinityPolicy", "Honor"),
+            node_taints_policy=_str(raw.get("nodeTaintsPolicy"), f"{cpath}.nodeTaintsPolicy", "Ignore"),
+            match_label_keys=tuple(_str(k, cpath) for k in _list(raw.get("matchLabelKeys"), cpath)),
+        ))
+    return tuple(constraints)
+
+
+def _tolerations(value: object, path: str) -> tuple[Toleration, ...]:
+    result = []
+    for i, raw in enumerate(_list(value, path)):
+        tpath = f"{path}[{i}]"
+        raw = _mapping(raw, tpath)
+        result.append(Toleration(
+            key=_str(raw.get("key"), f"{tpath}.key"),
+            operator=_str(raw.get("operator"), f"{tpath}.operator", "Equal") or "Equal",
+            value=_str(raw.get("value"), f"{tpath}.value"),
+            effect=_str(raw.get("effect"), f"{tpath}.effect"),
+        ))
+    return tuple(result)
+
+
+def _host_ports(spec: JsonObject) -> tuple[HostPort, ...]:
+    ports = []
+    containers = [*_list(spec.get("initContainers"), "spec.initContainers"),
+                  *_list(spec.get("containers"), "spec.containers")]
+    for ctr in containers:
+        if not isinstance(ctr, Mapping):
+            continue
+        for i, port in enumerate(_list(ctr.get("ports"), "ports")):
+            port = _mapping(port, f"ports[{i}]")
+            host_port = _int(port.get("hostPort"), f"ports[{i}].hostPort")
+            if host_port:
+                ports.append(HostPort(_str(port.get("hostIP"), "hostIP") or "0.0.0.0",
+                                      _str(port.get("protocol"), "protocol") or "TCP", host_port))
+    return tuple(ports)
+
+
+def _unmodeled_features(spec: JsonObject) -> tuple[str, ...]:
+    gaps = []
+    for volume in _list(spec.get("volumes"), "spec.volumes"):
+        if isinstance(volume, Mapping) and "persistentVolumeClaim" in volume:
+            gaps.append("persistentVolumeClaim volumes (VolumeBinding/VolumeZone)")
+            break
+    if spec.get("resourceClaims"):
+        gaps.append("resourceClaims (DynamicResources)")
+    if spec.get("schedulingGates"):
+        gaps.append("schedulingGates (the pod is not scheduled until they are removed)")
+    scheduler = spec.get("schedulerName")
+    if scheduler not in (None, "", "default-scheduler"):
+        gaps.append(f"schedulerName {scheduler} (not the default scheduler)")
+    return tuple(gaps)
+
+
+def _disruption_target_by_preemption(status: JsonObject) -> bool:
+    for cond in _list(status.get("conditions"), "status.conditions"):
+        if isinstance(cond, Mapping) and cond.get("type") == "DisruptionTarget":
+            return cond.get("status") == "True" and cond.get("reason") == "PreemptionByScheduler"
+    return False
+
+
+def pod_from_dict(raw: JsonObject) -> Pod:
+    meta = _mapping(raw.get("metadata"), "metadata")
+    spec = _mapping(raw.get("spec"), "spec")
+    status = _mapping(raw.get("status"), "status")
+    affinity = _mapping(spec.get("affinity"), "spec.affinity")
+    node_affinity = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    pod_affinity = _mapping(affinity.get("podAffinity"), "spec.affinity.podAffinity")
+    anti_affinity = _mapping(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    return Pod(
+        name=_str(meta.get("name"), "metadata.name") or _str(meta.get("generateName"), "metadata.generateName"),
+        namespace=_str(meta.get("namespace"), "metadata.namespace") or "default",
+        uid=_str(meta.get("uid"), "metadata.uid"),
+        labels=_labels(meta.get("labels"), "metadata.labels"),
+        node_name=_str(spec.get("nodeName"), "spec.nodeName"),
+        priority=_int(spec.get("priority"), "spec.priority"),
+        priority_class_name=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
+        preemption_policy=spec.get("preemptionPolicy") and _str(spec.get("preemptionPolicy"), "spec.preemptionPolicy"),
+        phase=_str(status.get("phase"), "status.phase"),
+        start_time_ns=parse_time_ns(status.get("startTime"), "status.startTime"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        preempted_by_scheduler=_disruption_target_by_preemption(status),
+        nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
+        requests=resources_from_units(pod_request_units(spec)),
+        host_ports=_host_ports(spec),
+        node_selector=_labels(spec.get("nodeSelector"), "spec.nodeSelector"),
+        required_node_affinity=_node_selector_terms(node_affinity.get(required),
+                                                    f"spec.affinity.nodeAffinity.{required}"),
+        pod_affinity=_affinity_terms(pod_affinity.get(required), f"spec.affinity.podAffinity.{required}"),
+        pod_anti_affinity=_affinity_terms(anti_affinity.get(required),
+                                          f"spec.affinity.podAntiAffinity.{required}"),
+        topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"),
+                                            "spec.topologySpreadConstraints"),
+        tolerations=_tolerations(spec.get("tolerations"), "spec.tolerations"),
+        termination_grace_period_seconds=_int(spec.get("terminationGracePeriodSeconds"),
+                                              "spec.terminationGracePeriodSeconds"),
+        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler")
+        or "default-scheduler",
+        unmodeled=_unmodeled_features(spec),
+    )
+
+
+def node_from_dict(raw: JsonObject) -> Node:
+    meta = _mapping(raw.get("metadata"), "metadata")
+    spec = _mapping(raw.get("spec"), "spec")
+    status = _mapping(raw.get("status"), "status")
+    allocatable = _mapping(status.get("allocatable"), "status.allocatable") or _mapping(
+        status.get("capacity"), "status.capacity")
+    taints = []
+    for i, taint in enumerate(_list(spec.get("taints"), "spec.taints")):
+        taint = _mapping(taint, f"spec.taints[{i}]")
+        taints.append(Taint(_str(taint.get("key"), f"spec.taints[{i}].key"),
+                            _str(taint.get("value"), f"spec.taints[{i}].value"),
+                            _str(taint.get("effect"), f"spec.taints[{i}].effect")))
+    return Node(
+        name=_str(meta.get("name"), "metadata.name"),
+        labels=_labels(meta.get("labels"), "metadata.labels"),
+        taints=tuple(taints),
+        unschedulable=_bool(spec.get("unschedulable"), "spec.unschedulable"),
+        allocatable=resources_from_quantities(allocatable, "status.allocatable"),
+    )
+
+
+def priority_class_from_dict(raw: JsonObject) -> PriorityClass:
+    meta = _mapping(raw.get("metadata"), "metadata")
+    return PriorityClass(
+        name=_str(meta.get("name"), "metadata.name"),
+        value=_int(raw.get("value"), "value") or 0,
+        global_default=_bool(raw.get("globalDefault"), "globalDefault"),
+        preemption_policy=_str(raw.get("preemptionPolicy"), "preemptionPolicy") or PREEMPT_LOWER_PRIORITY,
+        description=_str(raw.get("description"), "description"),
+    )
+
+
+def namespace_from_dict(raw: JsonObject) -> Namespace:
+    meta = _mapping(raw.get("metadata"), "metadata")
+    return Namespace(_str(meta.get("name"), "metadata.name"), _labels(meta.get("labels"), "metadata.labels"))
+
+
+def pdb_from_dict(raw: JsonObject) -> PodDisruptionBudget:
+    meta = _mapping(raw.get("metadata"), "metadata")
+    spec = _mapping(raw.get("spec"), "spec")
+    status = _mapping(raw.get("status"), "status")
+    return PodDisruptionBudget(
+        name=_str(meta.get("name"), "metadata.name"),
+        namespace=_str(meta.get("namespace"), "metadata.namespace") or "default",
+        selector=label_selector(spec.get("selector"), "spec.selector"),
+        disruptions_allowed=_int(status.get("disruptionsAllowed"), "status.disruptionsAllowed") or 0,
+        disrupted_pods=frozenset(_mapping(status.get("disruptedPods"), "status.disruptedPods")),
+    )
+
+
+def resource_quota_from_dict(raw: JsonObject) -> ResourceQuota:
+    meta = _mapping(raw.get("metadata"), "metadata")
+    spec = _mapping(raw.get("spec"), "spec")
+    status = _mapping(raw.get("status"), "status")
+    selector = _mapping(spec.get("scopeSelector"), "spec.scopeSelector")
+    expressions = []
+    for i, expr in enumerate(_list(selector.get("matchExpressions"), "spec.scopeSelector.matchExpressions")):
+        epath = f"spec.scopeSelector.matchExpressions[{i}]"
+        expr = _mapping(expr, epath)
+        expressions.append(ScopedResourceSelectorRequirement(
+            _str(expr.get("scopeName"), f"{epath}.scopeName"),
+            _str(expr.get("operator"), f"{epath}.operator"),
+            tuple(_str(v, f"{epath}.values") for v in _list(expr.get("values"), f"{epath}.values")),
+        ))
+    hard = status.get("hard") if status.get("hard") is not None else spec.get("hard")
+    return ResourceQuota(
+        name=_str(meta.get("name"), "metadata.name"),
+        namespace=_str(meta.get("namespace"), "metadata.namespace") or "default",
+        hard=quantity_map(hard, "status.hard"),
+        used=quantity_map(status.get("used"), "status.used"),
+        scopes=tuple(_str(s, "spec.scopes") for s in _list(spec.get("scopes"), "spec.scopes")),
+        scope_selector=tuple(expressions),
+    )
+
+
+_CONVERTERS: dict[str, Callable[[JsonObject], ClusterObject]] = {
+    "PriorityClass": priority_class_from_dict,
+    "Namespace": namespace_from_dict,
+    "Node": node_from_dict,
+    "Pod": pod_from_dict,
+    "PodDisruptionBudget": pdb_from_dict,
+    "ResourceQuota": resource_quota_from_dict,
+}
+
+SUPPORTED_KINDS = tuple(_CONVERTERS)
+
+
+def object_from_dict(raw: JsonObject) -> ClusterObject | None:
+    """The model object for a supported kind, or None for any other kind."""
+    converter = _CONVERTERS.get(str(raw.get("kind", "")))
+    if converter is None:
+        return None
+    return converter(raw)

@@ -1,0 +1,74 @@
+"""Load a cluster snapshot file: a ``kubectl get ... -o yaml`` List or a multi-document stream."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.cluster.convert import object_from_dict
+from webhook.cluster.model import ClusterObject
+from webhook.cluster.snapshot import ClusterState
+from webhook.errors import InvalidInput, SnapshotError
+
+log = logging.getLogger(__name__)
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def iter_objects(document: object, where: str) -> Iterator[Mapping[str, Any]]:
+    """The API objects of one YAML document, flattening ``List`` kinds (nested too)."""
+    if document is None:
+        return
+    if not isinstance(document, Mapping):
+        raise SnapshotError(f"{where}: expected a Kubernetes object, got {type(document).__name__}")
+    kind = document.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and "items" in document:
+        items = document.get("items") or []
+        if not isinstance(items, list):
+            raise SnapshotError(f"{where}: items must be a list")
+        for i, item in enumerate(items):
+            yield from iter_objects(item, f"{where}, items[{i}]")
+        return
+    yield document
+
+
+def parse_documents(text: str, source: str) -> list[ClusterObject]:
+    """Every supported object in a YAML/JSON text; errors name the source and document index."""
+    objects: list[ClusterObject] = []
+    try:
+        documents = list(yaml.load_all(text, Loader=_Loader))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SnapshotError(f"{source}:{line}: invalid YAML: {problem}") from exc
+    for index, document in enumerate(documents):
+        where = f"{source}: document {index}"
+        for raw in iter_objects(document, where):
+            try:
+                obj = object_from_dict(raw)
+            except InvalidInput as exc:
+                name = (raw.get("metadata") or {}).get("name") if isinstance(raw.get("metadata"), Mapping) else None
+                raise SnapshotError(f"{where} ({raw.get('kind')} {name}): {exc}") from exc
+            if obj is None:
+                log.debug("%s: ignoring object of kind %r", where, raw.get("kind"))
+                continue
+            objects.append(obj)
+    return objects
+
+
+def load_snapshot(path: str | Path) -> ClusterState:
+    """A ``ClusterState`` holding every supported object of the snapshot file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(f"{path}: cannot read snapshot: {exc}") from exc
+    state = ClusterState()
+    for obj in parse_documents(text, str(path)):
+        state.upsert(obj)
+    return state

@@ -1,0 +1,218 @@
+"""The slim, typed domain model shared by admission, quota and the preemption predictor.
+
+Objects are read once from API dicts (``webhook.cluster.convert``) into these frozen dataclasses:
+integers for millicores and bytes, tuples for lists, nothing the hot path does not need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, NoReturn
+
+from webhook.cluster.quantity import Quantity
+
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+PREEMPT_NEVER = "Never"
+PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
+
+
+
+class FrozenMap(dict[str, Any]):
+    """A read-only, hashable dict for labels and resource maps (usable as a dataclass default)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def _readonly(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("FrozenMap is read-only")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly
+
+
+EMPTY_LABELS: Mapping[str, str] = FrozenMap()
+EMPTY_SCALARS: Mapping[str, int] = FrozenMap()
+
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """Requests or allocatable: cpu in millicores, memory and ephemeral-storage in bytes."""
+
+    milli_cpu: int = 0
+    memory: int = 0
+    ephemeral_storage: int = 0
+    pods: int = 0
+    scalar: Mapping[str, int] = EMPTY_SCALARS
+
+    def is_zero(self) -> bool:
+        return not (self.milli_cpu or self.memory or self.ephemeral_storage or any(self.scalar.values()))
+
+
+NO_RESOURCES = Resources()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist (| Gt | Lt for node selectors)
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector. ``None`` where a selector is optional means "nil" (matches nothing)."""
+
+    match_labels: Mapping[str, str] = EMPTY_LABELS
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+    match_fields: tuple[LabelSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    label_selector: LabelSelector | None
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+    match_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # "" matches every effect
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    host_ip: str
+    protocol: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    name: str
+    labels: Mapping[str, str] = EMPTY_LABELS
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str] = EMPTY_LABELS
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    allocatable: Resources = NO_RESOURCES
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    name: str
+    namespace: str
+    uid: str = ""
+    labels: Mapping[str, str] = EMPTY_LABELS
+    node_name: str = ""
+    priority: int | None = None
+    priority_class_name: str = ""
+    preemption_policy: str | None = None
+    phase: str = ""
+    # status.startTime in nanoseconds since the epoch; None = not started ("now" for comparisons).
+    start_time_ns: int | None = None
+    deleting: bool = False
+    # First DisruptionTarget condition is True with reason PreemptionByScheduler.
+    preempted_by_scheduler: bool = False
+    nominated_node_name: str = ""
+    requests: Resources = NO_RESOURCES
+    host_ports: tuple[HostPort, ...] = ()
+    node_selector: Mapping[str, str] = EMPTY_LABELS
+    required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    termination_grace_period_seconds: int | None = None
+    scheduler_name: str = "default-scheduler"
+    # Scheduling features this model does not simulate (named in prediction messages).
+    unmodeled: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def effective_priority(self) -> int:
+        """``corev1helpers.PodPriority``: an unset priority counts as 0."""
+        return self.priority if self.priority is not None else 0
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    name: str
+    namespace: str
+    selector: LabelSelector | None
+    disruptions_allowed: int = 0
+    disrupted_pods: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ScopedResourceSelectorRequirement:
+    scope_name: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    name: str
+    namespace: str
+    hard: Mapping[str, Quantity] = field(default_factory=dict)
+    used: Mapping[str, Quantity] = field(default_factory=dict)
+    scopes: tuple[str, ...] = ()
+    scope_selector: tuple[ScopedResourceSelectorRequirement, ...] = ()
+
+
+ClusterObject = PriorityClass | Namespace | Node | Pod | PodDisruptionBudget | ResourceQuota

@@ -1,0 +1,197 @@
+"""The indexed in-memory cluster state: one store fed by a snapshot file or by informers.
+
+Every index is maintained incrementally in ``upsert``/``delete`` (O(changed object)), so the
+admission hot path reads ready-made views and never scans the whole cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from webhook.cluster.model import (
+    ClusterObject,
+    Namespace,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    PriorityClass,
+    ResourceQuota,
+)
+
+KIND_OF: dict[type, str] = {
+    PriorityClass: "PriorityClass",
+    Namespace: "Namespace",
+    Node: "Node",
+    Pod: "Pod",
+    PodDisruptionBudget: "PodDisruptionBudget",
+    ResourceQuota: "ResourceQuota",
+}
+
+
+def object_key(obj: ClusterObject) -> str:
+    """``namespace/name`` for namespaced kinds, ``name`` for cluster-scoped ones."""
+    namespace = getattr(obj, "namespace", None)
+    return f"{namespace}/{obj.name}" if namespace is not None else obj.name
+
+
+@dataclass(slots=True)
+class NodeUsage:
+    """Running totals of what bound, non-terminal pods request on one node."""
+
+    milli_cpu: int = 0
+    memory: int = 0
+    ephemeral_storage: int = 0
+    pod_count: int = 0
+    scalar: dict[str, int] = field(default_factory=dict)
+
+    def add(self, pod: Pod, sign: int = 1) -> None:
+        req = pod.requests
+        self.milli_cpu += sign * req.milli_cpu
+        self.memory += sign * req.memory
+        self.ephemeral_storage += sign * req.ephemeral_storage
+        self.pod_count += sign
+        for name, value in req.scalar.items():
+            self.scalar[name] = self.scalar.get(name, 0) + sign * value
+
+
+def holds_node_resources(pod: Pod) -> bool:
+    """A pod is in the scheduler's NodeInfo when it is bound and not Succeeded/Failed."""
+    return bool(pod.node_name) and not pod.is_terminal
+
+
+class ClusterState:
+    """PriorityClasses, Namespaces, Nodes, Pods, PDBs and ResourceQuotas, indexed for admission."""
+
+    def __init__(self) -> None:
+        self.priority_classes: dict[str, PriorityClass] = {}
+        self.namespaces: dict[str, Namespace] = {}
+        self.nodes: dict[str, Node] = {}
+        self.pods: dict[str, Pod] = {}
+        self.pods_by_node: dict[str, dict[str, Pod]] = {}
+        self.pods_by_namespace: dict[str, dict[str, Pod]] = {}
+        self.pods_by_priority_class: dict[str, dict[str, Pod]] = {}
+        self.nominated_by_node: dict[str, dict[str, Pod]] = {}
+        self.node_usage: dict[str, NodeUsage] = {}
+        self.pdbs_by_namespace: dict[str, dict[str, PodDisruptionBudget]] = {}
+        self.quotas_by_namespace: dict[str, dict[str, ResourceQuota]] = {}
+        # Bumped on every change, so callers can cache derived views per version.
+        self.version = 0
+
+    # ---- writes -------------------------------------------------------------------------------
+    def upsert(self, obj: ClusterObject) -> None:
+        self.version += 1
+        if isinstance(obj, Pod):
+            self._remove_pod(obj.key)
+            self._add_pod(obj)
+        elif isinstance(obj, PriorityClass):
+            self.priority_classes[obj.name] = obj
+        elif isinstance(obj, Node):
+            self.nodes[obj.name] = obj
+        elif isinstance(obj, Namespace):
+            self.namespaces[obj.name] = obj
+        elif isinstance(obj, PodDisruptionBudget):
+            self.pdbs_by_namespace.setdefault(obj.namespace, {})[obj.name] = obj
+        elif isinstance(obj, ResourceQuota):
+            self.quotas_by_namespace.setdefault(obj.namespace, {})[obj.name] = obj
+
+    def delete(self, kind: str, key: str) -> None:
+        """Remove one object by kind and ``object_key``; unknown keys are ignored."""
+        self.version += 1
+        if kind == "Pod":
+            self._remove_pod(key)
+        elif kind == "PriorityClass":
+            self.priority_classes.pop(key, None)
+        elif kind == "Node":
+            self.nodes.pop(key, None)
+        elif kind == "Namespace":
+            self.namespaces.pop(key, None)
+        elif kind == "PodDisruptionBudget":
+            _pop_nested(self.pdbs_by_namespace, key)  # type: ignore[arg-type]
+        elif kind == "ResourceQuota":
+            _pop_nested(self.quotas_by_namespace, key)  # type: ignore[arg-type]
+
+    def replace_kind(self, kind: str, objects: Iterable[ClusterObject]) -> None:
+        """Make the objects of one kind exactly ``objects`` (a relist): stale ones disappear."""
+        fresh = {object_key(o): o for o in objects}
+        for key in [k for k in self.keys(kind) if k not in fresh]:
+            self.delete(kind, key)
+        for obj in fresh.values():
+            self.upsert(obj)
+
+    def keys(self, kind: str) -> list[str]:
+        return [object_key(o) for o in self.objects(kind)]
+
+    def objects(self, kind: str) -> Iterator[ClusterObject]:
+        if kind == "Pod":
+            yield from self.pods.values()
+        elif kind == "PriorityClass":
+            yield from self.priority_classes.values()
+        elif kind == "Node":
+            yield from self.nodes.values()
+        elif kind == "Namespace":
+            yield from self.namespaces.values()
+        elif kind == "PodDisruptionBudget":
+            for by_name in self.pdbs_by_namespace.values():
+                yield from by_name.values()
+        elif kind == "ResourceQuota":
+            for quotas in self.quotas_by_namespace.values():
+                yield from quotas.values()
+
+    def _add_pod(self, pod: Pod) -> None:
+        key = pod.key
+        self.pods[key] = pod
+        self.pods_by_namespace.setdefault(pod.namespace, {})[key] = pod
+        if pod.priority_class_name:
+            self.pods_by_priority_class.setdefault(pod.priority_class_name, {})[key] = pod
+        if holds_node_resources(pod):
+            self.pods_by_node.setdefault(pod.node_name, {})[key] = pod
+            self.node_usage.setdefault(pod.node_name, NodeUsage()).add(pod)
+        elif pod.nominated_node_name and not pod.node_name and not pod.is_terminal:
+            self.nominated_by_node.setdefault(pod.nominated_node_name, {})[key] = pod
+
+    def _remove_pod(self, key: str) -> None:
+        pod = self.pods.pop(key, None)
+        if pod is None:
+            return
+        _discard(self.pods_by_namespace, pod.namespace, key)
+        _discard(self.pods_by_priority_class, pod.priority_class_name, key)
+        if holds_node_resources(pod):
+            _discard(self.pods_by_node, pod.node_name, key)
+            usage = self.node_usage[pod.node_name]
+            usage.add(pod, -1)
+            if usage.pod_count == 0:
+                del self.node_usage[pod.node_name]
+        _discard(self.nominated_by_node, pod.nominated_node_name, key)
+
+    # ---- reads --------------------------------------------------------------------------------
+    def global_default_classes(self) -> list[PriorityClass]:
+        return [pc for pc in self.priority_classes.values() if pc.global_default]
+
+    def pdbs_in(self, namespace: str) -> list[PodDisruptionBudget]:
+        return list(self.pdbs_by_namespace.get(namespace, {}).values())
+
+    def quotas_in(self, namespace: str) -> list[ResourceQuota]:
+        return list(self.quotas_by_namespace.get(namespace, {}).values())
+
+    def counts(self) -> dict[str, int]:
+        return {kind: sum(1 for _ in self.objects(kind)) for kind in KIND_OF.values()}
+
+
+def _discard(index: dict[str, dict[str, Pod]], bucket: str, key: str) -> None:
+    if not bucket:
+        return
+    members = index.get(bucket)
+    if members is not None:
+        members.pop(key, None)
+        if not members:
+            del index[bucket]
+
+
+def _pop_nested(index: Mapping[str, dict[str, object]], key: str) -> None:
+    namespace, _, name = key.partition("/")
+    members = index.get(namespace)
+    if members is not None:
+        members.pop(name, None)
+        if not members:
+            del index[namespace]  # type: ignore[attr-defined]

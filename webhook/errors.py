@@ -1,0 +1,53 @@
+"""One exception tree for PreemptGuard, mapped once to HTTP statuses and CLI exit codes."""
+
+
+class PreemptGuardError(Exception):
+    """Base of every error PreemptGuard raises on purpose."""
+
+    http_status = 500
+    exit_code = 2
+
+
+class InvalidInput(PreemptGuardError):
+    """A request body, file or object that cannot be understood."""
+
+    http_status = 400
+
+
+class BodyTooLarge(InvalidInput):
+    http_status = 413
+
+
+class SnapshotError(InvalidInput):
+    """A cluster snapshot file that cannot be parsed; names the file and document."""
+
+
+class QuantityError(InvalidInput, ValueError):
+    """A Kubernetes resource quantity that does not parse."""
+
+
+class ConfigError(PreemptGuardError):
+    """A configuration file with an unknown key or a wrong type."""
+
+    exit_code = 2
+
+
+class ClusterUnavailable(PreemptGuardError):
+    """The Kubernetes API server cannot be reached or the cache is not ready."""
+
+    http_status = 503
+    exit_code = 3
+
+
+class Unauthorized(PreemptGuardError):
+    http_status = 401
+
+
+class Forbidden(PreemptGuardError):
+    http_status = 403
+
+
+class PolicyDenied(PreemptGuardError):
+    """A guardrail or quota rule refused a pod."""
+
+    http_status = 403

@@ -1,0 +1,213 @@
+"""The configuration file: schema, defaults, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from webhook.cluster.model import LabelSelectorRequirement, ScopedResourceSelectorRequirement
+from webhook.config import DEFAULT_CONFIG, ClassMatch, Config, LimitedResource, load_config, parse_config
+from webhook.errors import ConfigError
+
+CONTRACT_EXAMPLE = """
+prediction:
+  budgetMilliseconds: 250
+scheduler:
+  preemption: enabled
+  minCandidateNodesPercentage: 10
+  minCandidateNodesAbsolute: 100
+quota:
+  limitedResources:
+    - resource: pods
+      matchScopes:
+        - {scopeName: PriorityClass, operator: In, values: [system-node-critical, system-cluster-critical]}
+  classes:
+    - match: {names: [high]}
+      allowedNamespaces: [prod-a, prod-b]
+guardrails:
+  mode: warn
+  tenantLabel: tenant
+  denyCrossTenantPreemption: true
+  maxVictims: 10
+  maxPdbViolations: 0
+  exempt:
+    namespaces: [kube-system]
+    users: []
+    groups: [system:masters]
+"""
+
+
+def _error(data: Any) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, "cfg.yaml")
+    return str(info.value)
+
+
+def test_defaults_without_file_warn_and_apply_no_quota() -> None:
+    config = DEFAULT_CONFIG
+    assert config.guardrails.mode == "warn"
+    assert config.quota.limited_resources == () and config.quota.classes == ()
+    assert config.quota.is_empty
+    assert config.prediction.budget_milliseconds == 250
+    assert config.scheduler.preemption_enabled
+    assert (config.scheduler.min_candidate_nodes_percentage, config.scheduler.min_candidate_nodes_absolute) == (10, 100)
+    assert config.guardrails.max_victims is None and config.guardrails.max_pdb_violations is None
+    assert not config.guardrails.deny_cross_tenant_preemption
+
+
+@pytest.mark.parametrize("data", [None, {}, {"guardrails": None}, {"quota": {}}])
+def test_empty_documents_give_the_defaults(data: Any) -> None:
+    config = parse_config(data, "empty.yaml")
+    assert config.guardrails == DEFAULT_CONFIG.guardrails
+    assert config.quota == DEFAULT_CONFIG.quota
+    assert config.source == "empty.yaml"
+
+
+def test_contract_example_parses(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(CONTRACT_EXAMPLE)
+    config = load_config(path)
+    assert isinstance(config, Config) and config.source == str(path)
+    assert config.quota.limited_resources == (LimitedResource(
+        "pods", match_scopes=(ScopedResourceSelectorRequirement(
+            "PriorityClass", "In", ("system-node-critical", "system-cluster-critical")),)),)
+    rule = config.quota.classes[0]
+    assert rule.match == ClassMatch(names=("high",)) and rule.allowed_namespaces == ("prod-a", "prod-b")
+    guardrails = config.guardrails
+    assert guardrails.tenant_label == "tenant" and guardrails.deny_cross_tenant_preemption
+    assert (guardrails.max_victims, guardrails.max_pdb_violations) == (10, 0)
+    assert guardrails.exempt.namespaces == ("kube-system",) and guardrails.exempt.groups == ("system:masters",)
+
+
+def test_extensions_and_selectors_parse() -> None:
+    config = parse_config({
+        "scheduler": {"preemption": "disabled", "minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 5},
+        "quota": {
+            "limitedResources": [{"resource": "pods", "apiGroup": "", "matchContains": ["requests.cpu"],
+                                  "matchScopes": [{"scopeName": "BestEffort", "operator": "Exists"}]}],
+            "classes": [{"match": {"valueAtLeast": 1000000},
+                         "namespaceSelector": {"matchLabels": {"tier": "prod"},
+                                               "matchExpressions": [{"key": "team", "operator": "Exists"}]}}],
+        },
+        "guardrails": {"mode": "enforce", "denyVictimPriorityAtLeast": 1000,
+                       "exempt": {"serviceAccounts": ["ci/deployer", "kube-system/*"], "users": ["alice"]}},
+    }, "x")
+    assert not config.scheduler.preemption_enabled
+    assert config.quota.limited_resources[0].match_contains == ("requests.cpu",)
+    rule = config.quota.classes[0]
+    assert rule.match.value_at_least == 1000000 and rule.allowed_namespaces == ()
+    assert rule.namespace_selector is not None
+    assert dict(rule.namespace_selector.match_labels) == {"tier": "prod"}
+    assert rule.namespace_selector.match_expressions == (LabelSelectorRequirement("team", "Exists"),)
+    assert config.guardrails.mode == "enforce" and config.guardrails.deny_victim_priority_at_least == 1000
+    assert config.guardrails.exempt.service_accounts == ("ci/deployer", "kube-system/*")
+
+
+def test_bare_yaml_off_is_mode_off(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("guardrails:\n  mode: off\n")
+    assert load_config(path).guardrails.mode == "off"
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"guardrails": {"maxVictim": 3}}, "unknown key guardrails.maxVictim"),
+    ({"guardrail": {}}, "unknown key guardrail"),
+    ({"guardrails": {"exempt": {"user": ["a"]}}}, "unknown key guardrails.exempt.user"),
+    ({"quota": {"limitedResources": [{"resource": "pods", "matchScope": []}]}},
+     "unknown key quota.limitedResources[0].matchScope"),
+    ({"quota": {"classes": [{"match": {"name": ["x"]}, "allowedNamespaces": []}]}},
+     "unknown key quota.classes[0].match.name"),
+    ({"quota": {"classes": [{"match": {"names": ["x"]}, "namespaceSelector": {"labels": {}}}]}},
+     "unknown key quota.classes[0].namespaceSelector.labels"),
+    ({"scheduler": {"preemptionEnabled": True}}, "unknown key scheduler.preemptionEnabled"),
+])
+def test_unknown_keys_are_named(data: Any, message: str) -> None:
+    assert message in _error(data)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"guardrails": {"maxVictims": "10"}}, "guardrails.maxVictims: expected an integer, got str"),
+    ({"guardrails": {"maxPdbViolations": True}}, "guardrails.maxPdbViolations: expected an integer, got bool"),
+    ({"guardrails": {"maxVictims": 1.5}}, "guardrails.maxVictims: expected an integer, got float"),
+    ({"guardrails": {"denyCrossTenantPreemption": "yes"}},
+     "guardrails.denyCrossTenantPreemption: expected a boolean, got str"),
+    ({"guardrails": {"tenantLabel": 5}}, "guardrails.tenantLabel: expected a string, got int"),
+    ({"guardrails": {"exempt": {"namespaces": "kube-system"}}},
+     "guardrails.exempt.namespaces: expected a list, got str"),
+    ({"guardrails": {"exempt": {"groups": [1]}}}, "guardrails.exempt.groups[0]: expected a string, got int"),
+    ({"guardrails": []}, "guardrails: expected a mapping, got list"),
+    ({"prediction": {"budgetMilliseconds": "fast"}}, "prediction.budgetMilliseconds: expected an integer, got str"),
+    ({"quota": {"limitedResources": {"resource": "pods"}}}, "quota.limitedResources: expected a list, got dict"),
+    ("just text", "<root>: expected a mapping, got str"),
+])
+def test_wrong_types_are_named(data: Any, message: str) -> None:
+    assert message in _error(data)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"guardrails": {"mode": "strict"}}, "guardrails.mode: must be one of off, warn, enforce"),
+    ({"guardrails": {"maxVictims": -1}}, "guardrails.maxVictims: must be at least 0"),
+    ({"guardrails": {"exempt": {"serviceAccounts": ["deployer"]}}},
+     "guardrails.exempt.serviceAccounts[0]: expected <namespace>/<name>"),
+    ({"prediction": {"budgetMilliseconds": 0}}, "prediction.budgetMilliseconds: must be at least 1"),
+    ({"scheduler": {"preemption": "sometimes"}}, "scheduler.preemption: must be one of enabled, disabled"),
+    ({"scheduler": {"minCandidateNodesPercentage": 101}}, "scheduler.minCandidateNodesPercentage: must be between 0"),
+    ({"scheduler": {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}}, "cannot both be zero"),
+])
+def test_invalid_values_are_named(data: Any, message: str) -> None:
+    assert message in _error(data)
+
+
+def _limited(**entry: Any) -> dict[str, Any]:
+    return {"quota": {"limitedResources": [entry]}}
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (_limited(matchScopes=[]), "quota.limitedResources[0].resource: Required value"),
+    (_limited(resource="pods", matchScopes=[{"scopeName": "PriorityClass", "operator": "In"}]),
+     "quota.limitedResources[0].matchScopes[0].values: must be at least one value when `operator` is 'In' or "
+     "'NotIn' for scope selector"),
+    (_limited(resource="pods", matchScopes=[{"scopeName": "PriorityClass", "operator": "Exists", "values": ["a"]}]),
+     "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector"),
+    (_limited(resource="pods", matchScopes=[{"scopeName": "BestEffort", "operator": "In", "values": ["a"]}]),
+     "quota.limitedResources[0].matchScopes[0].operator: must be 'Exist' when scope is any of"),
+    (_limited(resource="pods", matchScopes=[{"scopeName": "PriorityClass", "operator": "Equals", "values": ["a"]}]),
+     "quota.limitedResources[0].matchScopes[0].operator: 'Equals': not a valid selector operator"),
+    (_limited(resource="pods", matchScopes=[{"scopeName": "Priority", "operator": "Exists"}]),
+     "quota.limitedResources[0].matchScopes[0].scopeName: unsupported scope 'Priority'"),
+    ({"quota": {"classes": [{"match": {}, "allowedNamespaces": []}]}},
+     "quota.classes[0].match: must set names or valueAtLeast"),
+    ({"quota": {"classes": [{"match": {"names": ["high"]}}]}},
+     "quota.classes[0].allowedNamespaces: must set allowedNamespaces or namespaceSelector"),
+    ({"quota": {"classes": [{"allowedNamespaces": ["a"]}]}}, "quota.classes[0].match: Required value"),
+    ({"quota": {"classes": [{"match": {"names": ["x"]}, "namespaceSelector": {
+        "matchExpressions": [{"key": "t", "operator": "In"}]}}]}},
+     "quota.classes[0].namespaceSelector.matchExpressions[0].values: must be specified"),
+])
+def test_upstream_scope_rules_are_validated(data: Any, message: str) -> None:
+    assert message in _error(data)
+
+
+def test_load_errors_name_the_file(tmp_path: Path) -> None:
+    missing = tmp_path / "absent.yaml"
+    with pytest.raises(ConfigError, match=r"absent\.yaml: cannot read configuration"):
+        load_config(missing)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("guardrails: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"broken\.yaml: invalid YAML"):
+        load_config(broken)
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("guardrails:\n  maxVictim: 3\n")
+    with pytest.raises(ConfigError, match=r"typo.yaml: unknown key guardrails\.maxVictim$"):
+        load_config(typo)
+
+
+def test_json_and_empty_files_load(tmp_path: Path) -> None:
+    as_json = tmp_path / "c.json"
+    as_json.write_text('{"guardrails": {"mode": "enforce", "maxVictims": 2}}')
+    assert load_config(as_json).guardrails.max_victims == 2
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert load_config(empty).guardrails == DEFAULT_CONFIG.guardrails

@@ -1,0 +1,318 @@
+"""The preemption guardrail policy: given a prediction for a pod CREATE, decide allow / warn / deny.
+
+Pure functions over ``GuardrailsConfig`` (``webhook.config``) and a ``PreemptionPreview`` dict (contract §4):
+- mode: ``guardrails.mode``, overridden per namespace by the label ``preemptguard.io/mode``;
+- exemptions: the request's namespace, user, group or service account (``guardrails.exempt``);
+- rules, named by their configuration keys: ``denyCrossTenantPreemption``, ``maxPdbViolations``,
+  ``maxVictims``, ``denyVictimPriorityAtLeast``.
+
+Mode ``off`` evaluates nothing and warns nothing (the prediction is still recorded in the annotations);
+``warn`` reports violations as warnings; ``enforce`` denies with HTTP 403. An exempt request is never
+denied, but still gets the warnings, marked as not enforced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from webhook.cluster.model import Namespace
+from webhook.config import GUARDRAIL_MODES, Exemptions, GuardrailMode, GuardrailsConfig
+from webhook.guardrails.prediction import OUTCOME_PREEMPTS, PredictedOutcome, UserInfo, outcome_from_preview
+from webhook.guardrails.report import (
+    compact_prediction,
+    csv,
+    fit_warnings,
+    namespace_breakdown,
+    plural,
+    prediction_annotation,
+    prediction_warnings,
+    to_json,
+    truncate,
+)
+
+MODE_LABEL = "preemptguard.io/mode"
+
+RULE_CROSS_TENANT = "denyCrossTenantPreemption"
+RULE_MAX_PDB_VIOLATIONS = "maxPdbViolations"
+RULE_MAX_VICTIMS = "maxVictims"
+RULE_VICTIM_PRIORITY = "denyVictimPriorityAtLeast"
+RULES = (RULE_CROSS_TENANT, RULE_MAX_PDB_VIOLATIONS, RULE_MAX_VICTIMS, RULE_VICTIM_PRIORITY)
+
+# Audit annotation keys (the API server prefixes them with the webhook name).
+AUDIT_PREDICTION = "prediction"
+AUDIT_MODE = "guardrail-mode"
+AUDIT_DECISION = "guardrail-decision"
+AUDIT_VIOLATIONS = "guardrail-violations"
+AUDIT_EXEMPTION = "guardrail-exemption"
+AUDIT_SKIPPED = "prediction-skipped"
+
+Decision = Literal["off", "allowed", "warned", "denied", "exempt", "skipped"]
+SkipReason = Literal["budget-exceeded", "cache-not-ready"]
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """A namespace's tenant: the value of ``tenantLabel``, or the namespace itself when unlabelled."""
+
+    by_label: bool
+    name: str
+
+    def describe(self, tenant_label: str | None) -> str:
+        return f"{tenant_label}={self.name}" if self.by_label else f"namespace {self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    rule: str  # one of RULES (the configuration key)
+    detail: str  # full sentence fragment for the denial message
+    warning: str  # the same, under 120 characters
+
+
+@dataclass(frozen=True, slots=True)
+class GuardrailDecision:
+    allowed: bool
+    decision: Decision  # for metrics and the audit log
+    mode: GuardrailMode  # effective mode for the request's namespace
+    violations: tuple[Violation, ...] = ()
+    exemption: str | None = None  # e.g. "group system:masters"
+    warnings: tuple[str, ...] = ()
+    # Full status.message when denied (HTTP 403, reason Forbidden), e.g. 'pods "x" is forbidden: ...'.
+    denial_message: str | None = None
+    # Value for the pod annotation preemptguard.io/prediction (None when no prediction was made).
+    annotation: str | None = None
+    audit_annotations: Mapping[str, str] = field(default_factory=dict)
+
+    status_code = 403
+    status_reason = "Forbidden"
+
+    @property
+    def denied_rules(self) -> tuple[str, ...]:
+        return tuple(v.rule for v in self.violations) if not self.allowed else ()
+
+
+# --- mode, exemptions, tenants ----------------------------------------------------------------------
+
+def _labels_of(namespace: str, namespaces: Mapping[str, Namespace]) -> Mapping[str, str]:
+    found = namespaces.get(namespace)
+    return found.labels if found is not None else {}
+
+
+def mode_override(namespace_labels: Mapping[str, str]) -> GuardrailMode | None:
+    """The namespace's ``preemptguard.io/mode`` label when it names a valid mode."""
+    value = namespace_labels.get(MODE_LABEL)
+    for mode in GUARDRAIL_MODES:
+        if value == mode:
+            return mode
+    return None
+
+
+def effective_mode(policy: GuardrailsConfig, namespace_labels: Mapping[str, str]) -> GuardrailMode:
+    """The mode for a namespace: its label override, else ``guardrails.mode``. Call it before predicting:
+    with ``off`` the caller may skip the prediction altogether."""
+    return mode_override(namespace_labels) or policy.mode
+
+
+def find_exemption(exempt: Exemptions, namespace: str, user: UserInfo) -> str | None:
+    """Why the request is exempt (``namespace kube-system``, ``user alice``, ...), or None."""
+    if namespace in exempt.namespaces:
+        return f"namespace {namespace}"
+    if user.username and user.username in exempt.users:
+        return f"user {user.username}"
+    account = user.service_account
+    if account is not None:
+        sa_namespace, sa_name = account
+        for entry in exempt.service_accounts:
+            if entry in (f"{sa_namespace}/{sa_name}", f"{sa_namespace}/*"):
+                return f"service account {sa_namespace}/{sa_name}"
+    for group in user.groups:
+        if group in exempt.groups:
+            return f"group {group}"
+    return None
+
+
+def tenant_of(namespace: str, namespaces: Mapping[str, Namespace], tenant_label: str | None) -> Tenant:
+    if tenant_label:
+        value = _labels_of(namespace, namespaces).get(tenant_label)
+        if value:
+            return Tenant(True, value)
+    return Tenant(False, namespace)
+
+
+# --- rules ------------------------------------------------------------------------------------------
+
+def _cross_tenant(policy: GuardrailsConfig, outcome: PredictedOutcome, namespace: str,
+                  namespaces: Mapping[str, Namespace]) -> Violation | None:
+    own = tenant_of(namespace, namespaces, policy.tenant_label)
+    foreign: dict[str, int] = {}
+    for victim in outcome.victims:
+        if tenant_of(victim.namespace, namespaces, policy.tenant_label) != own:
+            foreign[victim.namespace] = foreign.get(victim.namespace, 0) + 1
+    if not foreign:
+        return None
+    counts = dict(sorted(foreign.items(), key=lambda item: (-item[1], item[0])))
+    total = sum(counts.values())
+    tenants = sorted({tenant_of(ns, namespaces, policy.tenant_label).describe(policy.tenant_label) for ns in counts})
+    detail = (f"{RULE_CROSS_TENANT}: the pod would preempt {plural(total, 'pod')} of other tenants "
+              f"({namespace_breakdown(counts, 2000)}; tenant {', '.join(tenants)}), "
+              f"but its own tenant is {own.describe(policy.tenant_label)}")
+    warning = (f"{RULE_CROSS_TENANT}: would preempt {plural(total, 'pod')} of other tenants "
+               f"({namespace_breakdown(counts)})")
+    return Violation(RULE_CROSS_TENANT, detail, truncate(warning))
+
+
+def _max_pdb_violations(policy: GuardrailsConfig, outcome: PredictedOutcome) -> Violation | None:
+    limit = policy.max_pdb_violations
+    if limit is None or outcome.pdb_violations <= limit:
+        return None
+    namespaces = sorted({v.namespace for v in outcome.victims if v.pdb_violation})
+    where = f" in {', '.join(namespaces)}" if namespaces else ""
+    text = (f"{RULE_MAX_PDB_VIOLATIONS}: the preemption would violate "
+            f"{plural(outcome.pdb_violations, 'PodDisruptionBudget')}{where} (at most {limit} allowed)")
+    warning = (f"{RULE_MAX_PDB_VIOLATIONS}: {plural(outcome.pdb_violations, 'PDB violation')} "
+               f"(at most {limit} allowed){where}")
+    return Violation(RULE_MAX_PDB_VIOLATIONS, text, truncate(warning))
+
+
+def _max_victims(policy: GuardrailsConfig, outcome: PredictedOutcome) -> Violation | None:
+    limit = policy.max_victims
+    if limit is None or len(outcome.victims) <= limit:
+        return None
+    counts = outcome.victims_by_namespace()
+    text = (f"{RULE_MAX_VICTIMS}: the pod would preempt {plural(len(outcome.victims), 'pod')} "
+            f"({namespace_breakdown(counts, 2000)}), at most {limit} allowed")
+    warning = (f"{RULE_MAX_VICTIMS}: would preempt {plural(len(outcome.victims), 'pod')}, at most {limit} allowed "
+               f"({namespace_breakdown(counts, 40)})")
+    return Violation(RULE_MAX_VICTIMS, text, truncate(warning))
+
+
+def _victim_priority(policy: GuardrailsConfig, outcome: PredictedOutcome) -> Violation | None:
+    threshold = policy.deny_victim_priority_at_least
+    if threshold is None:
+        return None
+    high = [v for v in outcome.victims if v.priority >= threshold]
+    if not high:
+        return None
+    counts: dict[str, int] = {}
+    for victim in high:
+        counts[victim.namespace] = counts.get(victim.namespace, 0) + 1
+    counts = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    top = max(v.priority for v in high)
+    text = (f"{RULE_VICTIM_PRIORITY}: the pod would preempt {plural(len(high), 'pod')} with priority "
+            f"{threshold} or higher ({namespace_breakdown(counts, 2000)}; highest {top})")
+    warning = (f"{RULE_VICTIM_PRIORITY}: would preempt {plural(len(high), 'pod')} with priority >= {threshold} "
+               f"({namespace_breakdown(counts, 40)})")
+    return Violation(RULE_VICTIM_PRIORITY, text, truncate(warning))
+
+
+def evaluate_rules(policy: GuardrailsConfig, outcome: PredictedOutcome, namespace: str,
+                   namespaces: Mapping[str, Namespace]) -> tuple[Violation, ...]:
+    """Every configured rule the predicted preemption breaks, in ``RULES`` order."""
+    if outcome.outcome != OUTCOME_PREEMPTS or not outcome.victims:
+        return ()
+    found = [
+        _cross_tenant(policy, outcome, namespace, namespaces) if policy.deny_cross_tenant_preemption else None,
+        _max_pdb_violations(policy, outcome),
+        _max_victims(policy, outcome),
+        _victim_priority(policy, outcome),
+    ]
+    return tuple(v for v in found if v is not None)
+
+
+# --- decision ---------------------------------------------------------------------------------------
+
+def exemption_hint(namespace: str) -> str:
+    return (f"To be exempted, ask a cluster admin to add namespace {namespace}, your user, one of your groups "
+            f"or your service account to guardrails.exempt in the PreemptGuard configuration, "
+            f"or to label namespace {namespace} with {MODE_LABEL}=warn")
+
+
+def denial_message(pod_name: str, namespace: str, outcome: PredictedOutcome,
+                   violations: tuple[Violation, ...]) -> str:
+    rules = "; ".join(v.detail for v in violations)
+    node = f" on node {outcome.node}" if outcome.node else ""
+    return (f'pods "{pod_name}" is forbidden: PreemptGuard guardrail denied the predicted preemption{node} '
+            f"({plural(len(violations), 'rule')} violated) - {rules}. {exemption_hint(namespace)}")
+
+
+def _audit(decision: Decision, mode: GuardrailMode, prediction: dict[str, Any] | None,
+           violations: tuple[Violation, ...], exemption: str | None) -> dict[str, str]:
+    audit: dict[str, str] = {AUDIT_DECISION: decision, AUDIT_MODE: mode}
+    if prediction is not None:
+        audit[AUDIT_PREDICTION] = to_json(prediction)
+    if violations:
+        audit[AUDIT_VIOLATIONS] = csv(v.rule for v in violations)
+    if exemption:
+        audit[AUDIT_EXEMPTION] = exemption
+    return audit
+
+
+def _invalid_label_warning(namespace: str, labels: Mapping[str, str], mode: GuardrailMode) -> list[str]:
+    value = labels.get(MODE_LABEL)
+    if value is None or mode_override(labels) is not None:
+        return []
+    return [truncate(f"namespace {namespace} label {MODE_LABEL}={value} is not off, warn or enforce; using {mode}")]
+
+
+def evaluate_guardrails(
+    policy: GuardrailsConfig,
+    *,
+    pod_name: str,
+    namespace: str,
+    user: UserInfo,
+    preview: Mapping[str, Any] | None,
+    namespaces: Mapping[str, Namespace],
+    dry_run: bool = False,
+) -> GuardrailDecision:
+    """Decide a pod CREATE from its prediction.
+
+    ``preview``: a PreemptionPreview dict (contract §4; its first result is the pod). ``namespaces``: the
+    cluster's Namespaces by name (``ClusterState.namespaces``), for the mode label and tenant labels.
+    ``pod_name``: the name for the denial message (name, else generateName, else ``Unknown``).
+    ``dry_run``: the annotation carries the full preview instead of the compact summary.
+    """
+    labels = _labels_of(namespace, namespaces)
+    mode = effective_mode(policy, labels)
+    outcome = outcome_from_preview(preview) if preview is not None else None
+    annotation = prediction_annotation(outcome, preview, dry_run=dry_run) if preview is not None else None
+    compact = compact_prediction(outcome) if preview is not None else None
+    if mode == "off":
+        return GuardrailDecision(True, "off", mode, annotation=annotation,
+                                 audit_annotations=_audit("off", mode, compact, (), None))
+    violations = evaluate_rules(policy, outcome, namespace, namespaces) if outcome is not None else ()
+    exemption = find_exemption(policy.exempt, namespace, user) if violations else None
+    report = prediction_warnings(outcome) if outcome is not None else []
+    label_warning = _invalid_label_warning(namespace, labels, mode)
+
+    if violations and mode == "enforce" and exemption is None and outcome is not None:
+        message = denial_message(pod_name, namespace, outcome, violations)
+        warnings = fit_warnings([*(v.warning for v in violations), *report, *label_warning])
+        return GuardrailDecision(False, "denied", mode, violations, None, warnings, message, annotation,
+                                 _audit("denied", mode, compact, violations, None))
+    if exemption is not None:
+        note = truncate(f"guardrails not enforced: the request is exempt ({exemption})")
+        warnings = fit_warnings([*(v.warning for v in violations), note, *report, *label_warning])
+        return GuardrailDecision(True, "exempt", mode, violations, exemption, warnings, None, annotation,
+                                 _audit("exempt", mode, compact, violations, exemption))
+    decision: Decision = "warned" if violations else "allowed"
+    warnings = fit_warnings([*(v.warning for v in violations), *report, *label_warning])
+    return GuardrailDecision(True, decision, mode, violations, None, warnings, None, annotation,
+                             _audit(decision, mode, compact, violations, None))
+
+
+def prediction_skipped_warning(reason: SkipReason, budget_milliseconds: int) -> str:
+    if reason == "budget-exceeded":
+        why = f"it did not finish within the {budget_milliseconds} ms budget"
+    else:
+        why = "the cluster cache is not ready yet"
+    return truncate(f"PreemptGuard made no preemption prediction for this pod: {why}")
+
+
+def prediction_skipped(policy: GuardrailsConfig, *, namespace: str, namespaces: Mapping[str, Namespace],
+                       reason: SkipReason, budget_milliseconds: int) -> GuardrailDecision:
+    """A prediction that was not made never blocks a pod: allow, with a warning saying so (none if off)."""
+    mode = effective_mode(policy, _labels_of(namespace, namespaces))
+    audit: dict[str, str] = {AUDIT_DECISION: "skipped", AUDIT_MODE: mode, AUDIT_SKIPPED: reason}
+    warnings = () if mode == "off" else (prediction_skipped_warning(reason, budget_milliseconds),)
+    return GuardrailDecision(True, "skipped", mode, warnings=warnings, audit_annotations=audit)

@@ -1,0 +1,102 @@
+"""``preempt-guard serve`` as a process: start-up refusal on a bad snapshot, and a real serve/stop cycle."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from webhook.server.cli import build_parser, main
+from webhook.server.settings import settings_from_args
+from webhook.server.tls import generate_ca, issue_serving_certificate
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "webhook.server.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO)
+
+
+def test_unparsable_snapshot_refuses_to_start_with_one_line(tmp_path: Path) -> None:
+    snapshot = tmp_path / "broken.yaml"
+    snapshot.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n"
+                        "apiVersion: v1\nkind: Pod\nmetadata: [not, a, map]\n")
+    result = run_cli("serve", "--cluster-snapshot", str(snapshot), "--tls-self-signed", "--port", "0",
+                     "--metrics-port", "0")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(snapshot) in lines[0] and "document 1" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_tls_flags_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snapshot = tmp_path / "s.yaml"
+    snapshot.write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    assert main(["serve", "--cluster-snapshot", str(snapshot)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["preempt-guard: error: TLS needs both --tls-cert and --tls-key, or --tls-self-signed"]
+
+
+def test_flags_become_settings() -> None:
+    args = build_parser().parse_args(["serve", "--kubeconfig", "/k", "--context", "prod", "--tls-self-signed",
+                                      "--tls-san", "a.svc", "--tls-san", "10.0.0.1", "--port", "9443",
+                                      "--metrics-port", "0", "--config", "/etc/pg.yaml", "--log-level", "debug"])
+    settings = settings_from_args(args, environ={})
+    assert (settings.kubeconfig, settings.context, settings.cluster_snapshot) == (Path("/k"), "prod", None)
+    assert settings.tls_sans == ("a.svc", "10.0.0.1") and settings.tls_self_signed
+    assert (settings.host, settings.port, settings.metrics_port) == ("0.0.0.0", 9443, 0)
+    assert settings.config_path == Path("/etc/pg.yaml") and settings.log_level == "debug"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--cluster-snapshot", "f", "--in-cluster"])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_answers_over_tls_and_stops_on_sigterm(tmp_path: Path) -> None:
+    ca_pem, ca_key = generate_ca("cli-ca", 1)
+    cert, key = issue_serving_certificate(ca_pem, ca_key, ["localhost", "127.0.0.1"], 1)
+    (tmp_path / "tls.crt").write_bytes(cert)
+    (tmp_path / "tls.key").write_bytes(key)
+    snapshot = tmp_path / "cluster.yaml"
+    snapshot.write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    port, metrics_port = _free_port(), _free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(snapshot),
+         "--tls-cert", str(tmp_path / "tls.crt"), "--tls-key", str(tmp_path / "tls.key"), "--host", "127.0.0.1",
+         "--port", str(port), "--metrics-port", str(metrics_port)],
+        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=context, timeout=2) as r:
+                    assert r.status == 200 and r.read() == b"ok"
+                    break
+            except OSError:
+                assert process.poll() is None, process.communicate()[1]
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2) as r:
+            assert b"preemptguard_http_requests_total" in r.read()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr

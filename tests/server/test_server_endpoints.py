@@ -1,0 +1,120 @@
+"""Health, readiness, metrics and the pod pipeline hooks of the aiohttp app (against the real app object)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+
+from webhook.admission.outcome import AdmissionOutcome, forbidden
+from webhook.admission.pods import PodAdmissionContext
+from webhook.cluster.model import PriorityClass
+from webhook.cluster.snapshot import ClusterState
+from webhook.server.app import METRICS_KEY, POD_STEPS_KEY, make_app
+from webhook.server.settings import ServerSettings
+from webhook.server.testing import admission_review
+
+SETTINGS = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
+
+
+class MemorySource:
+    def __init__(self, remote: dict[str, PriorityClass] | None = None) -> None:
+        self.state = ClusterState()
+        self.ready = True
+        self.remote = remote or {}
+        self.lookups: list[str] = []
+        self.started = self.stopped = False
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    def is_ready(self) -> bool:
+        return self.ready
+
+    def readiness_reason(self) -> str:
+        return "" if self.ready else "priorityclasses not synced"
+
+    def staleness_seconds(self) -> float:
+        return 0.0
+
+    async def get_priority_class(self, name: str) -> PriorityClass | None:
+        self.lookups.append(name)
+        return self.remote.get(name)
+
+
+def pod_review(class_name: str = "", name: str = "web-0") -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+    if class_name:
+        spec["priorityClassName"] = class_name
+    return admission_review({
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "name": name, "namespace": "team-a", "operation": "CREATE",
+        "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team-a"},
+                   "spec": spec},
+    })
+
+
+async def test_healthz_and_readyz_follow_the_source(aiohttp_client: Any) -> None:
+    source = MemorySource()
+    client: TestClient = await aiohttp_client(make_app(source, SETTINGS))
+    assert source.started
+    assert (await client.get("/healthz")).status == 200
+    response = await client.get("/readyz")
+    assert (response.status, await response.text()) == (200, "ok")
+    source.ready = False
+    response = await client.get("/readyz")
+    assert (response.status, await response.text()) == (503, "priorityclasses not synced")
+    assert (await client.get("/healthz")).status == 200
+
+
+async def test_class_missing_from_cache_is_looked_up_once(aiohttp_client: Any) -> None:
+    source = MemorySource({"late": PriorityClass("late", 500, preemption_policy="Never")})
+    client: TestClient = await aiohttp_client(make_app(source, SETTINGS))
+    body = await (await client.post("/mutate/pods", json=pod_review("late"))).json()
+    assert body["response"]["allowed"] is True and source.lookups == ["late"]
+    body = await (await client.post("/mutate/pods", json=pod_review("absent", name="p"))).json()
+    assert source.lookups == ["late", "absent"]
+    assert body["response"]["status"]["message"] == 'pods "p" is forbidden: no PriorityClass with name absent was found'
+    await client.post("/mutate/pods", json=pod_review("system-node-critical"))
+    assert source.lookups == ["late", "absent"]  # system classes always exist: no lookup
+
+
+async def test_extra_pod_steps_run_after_the_priority_plugin(aiohttp_client: Any) -> None:
+    seen: list[PodAdmissionContext] = []
+
+    def warn_step(context: PodAdmissionContext) -> AdmissionOutcome:
+        seen.append(context)
+        return AdmissionOutcome.allow(warnings=["preemption predicted"], audit_annotations={"preemptguard.io/x": "1"})
+
+    def deny_step(context: PodAdmissionContext) -> AdmissionOutcome:
+        return forbidden("pods", context.name_for_messages, "quota says no")
+
+    app = make_app(MemorySource(), SETTINGS)
+    app[POD_STEPS_KEY].append(warn_step)
+    client: TestClient = await aiohttp_client(app)
+    response = (await (await client.post("/mutate/pods", json=pod_review())).json())["response"]
+    assert response["allowed"] is True and response["warnings"] == ["preemption predicted"]
+    assert response["auditAnnotations"] == {"preemptguard.io/x": "1"} and "patch" in response
+    assert seen[0].pod["spec"]["priority"] == 0 and seen[0].resolved is not None
+    app[POD_STEPS_KEY].append(deny_step)
+    response = (await (await client.post("/mutate/pods", json=pod_review())).json())["response"]
+    assert response["allowed"] is False and "patch" not in response
+    assert response["status"] == {"metadata": {}, "status": "Failure", "code": 403, "reason": "Forbidden",
+                                  "message": 'pods "web-0" is forbidden: quota says no'}
+    assert response["warnings"] == ["preemption predicted"]
+
+
+async def test_metrics_count_requests_and_denials(aiohttp_client: Any) -> None:
+    app = make_app(MemorySource(), SETTINGS)
+    client: TestClient = await aiohttp_client(app)
+    await client.post("/mutate/pods", json=pod_review("nope"))
+    await client.post("/mutate/pods", data=b"{")
+    text = app[METRICS_KEY].render().decode()
+    assert 'preemptguard_admission_denials_total{endpoint="mutate_pods",reason="Forbidden"} 1.0' in text
+    assert 'preemptguard_http_requests_total{code="400",endpoint="/mutate/pods"} 1.0' in text
+    assert 'preemptguard_admission_duration_seconds_count{endpoint="mutate_pods",outcome="denied"} 1.0' in text
+    assert make_app(MemorySource(), SETTINGS)[METRICS_KEY].registry is not app[METRICS_KEY].registry

@@ -1,0 +1,85 @@
+"""The result of one admission decision, independent of HTTP: the server layer serialises it.
+
+Pipeline steps (Priority plugin, quota, prediction, guardrails) each produce an ``AdmissionOutcome``;
+``merged`` combines an allowed outcome with the next step's, and a denial ends the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from webhook.admission.patch import PatchOperation
+
+# metav1.StatusReason values used by admission.
+REASON_FORBIDDEN = "Forbidden"
+REASON_INVALID = "Invalid"
+REASON_ALREADY_EXISTS = "AlreadyExists"
+REASON_UNKNOWN = ""  # a plain (non-status) error from an admission plugin: HTTP 500, reason Unknown
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionStatus:
+    code: int
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionOutcome:
+    allowed: bool
+    status: AdmissionStatus | None = None
+    patch: tuple[PatchOperation, ...] = ()
+    warnings: tuple[str, ...] = ()
+    audit_annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def allow(
+        cls,
+        patch: Sequence[PatchOperation] = (),
+        *,
+        warnings: Sequence[str] = (),
+        audit_annotations: Mapping[str, str] | None = None,
+    ) -> AdmissionOutcome:
+        return cls(True, None, tuple(patch), tuple(warnings), dict(audit_annotations or {}))
+
+    @classmethod
+    def deny(cls, code: int, reason: str, message: str, *, warnings: Sequence[str] = ()) -> AdmissionOutcome:
+        return cls(False, AdmissionStatus(code, reason, message), (), tuple(warnings))
+
+    @property
+    def denial_reason(self) -> str:
+        """A short label for metrics: the status reason, or ``Unknown`` for a plain error."""
+        if self.allowed or self.status is None:
+            return ""
+        return self.status.reason or "Unknown"
+
+    def merged(self, later: AdmissionOutcome) -> AdmissionOutcome:
+        """This (allowed) outcome followed by a later step's: patches concatenated, warnings and annotations kept.
+
+        A later denial wins but keeps the earlier warnings; its own patch is dropped as denials carry none.
+        """
+        warnings = self.warnings + tuple(w for w in later.warnings if w not in self.warnings)
+        annotations = {**self.audit_annotations, **later.audit_annotations}
+        if not later.allowed:
+            return AdmissionOutcome(False, later.status, (), warnings, annotations)
+        return AdmissionOutcome(self.allowed, self.status, self.patch + later.patch, warnings, annotations)
+
+
+def forbidden(resource: str, name: str, inner: str) -> AdmissionOutcome:
+    """403 Forbidden as apierrors.NewForbidden words it: ``<resource> "<name>" is forbidden: <inner>``."""
+    return AdmissionOutcome.deny(403, REASON_FORBIDDEN, f'{resource} "{name}" is forbidden: {inner}')
+
+
+def invalid(message: str) -> AdmissionOutcome:
+    """422 Invalid with an already formatted ``<Kind> "<name>" is invalid: ...`` message."""
+    return AdmissionOutcome.deny(422, REASON_INVALID, message)
+
+
+def already_exists(resource: str, name: str) -> AdmissionOutcome:
+    return AdmissionOutcome.deny(409, REASON_ALREADY_EXISTS, f'{resource} "{name}" already exists')
+
+
+def internal_error(message: str) -> AdmissionOutcome:
+    """A plain error from an admission plugin: HTTP 500, reason Unknown, the bare message."""
+    return AdmissionOutcome.deny(500, REASON_UNKNOWN, message)

@@ -1,0 +1,86 @@
+"""PriorityClass admission: API validation (422), the Priority plugin's single default (403), the registry's
+AlreadyExists for bootstrapped classes (409) and its system-class delete guard (403), in upstream order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from webhook.admission.outcome import AdmissionOutcome, already_exists, forbidden, invalid
+from webhook.admission.review import (
+    AdmissionRequest,
+    JsonObject,
+    object_name_for_messages,
+    optional_bool,
+    optional_int32,
+    optional_object,
+    optional_str,
+    require_object,
+)
+from webhook.cluster.model import PriorityClass
+from webhook.errors import InvalidInput
+from webhook.priority.resolution import effective_priority_classes
+from webhook.priority.validation import (
+    PRIORITY_CLASS_KIND,
+    PRIORITY_CLASS_RESOURCE,
+    PriorityClassObject,
+    check_single_global_default,
+    check_system_class_delete,
+    invalid_message,
+    system_class_already_exists,
+    validate_priority_class,
+    validate_priority_class_update,
+)
+
+SCHEDULING_GROUP = "scheduling.k8s.io"
+PRIORITY_CLASSES_RESOURCE = "priorityclasses"
+
+
+def priority_class_object(obj: JsonObject, path: str) -> PriorityClassObject:
+    """Read and type-check a PriorityClass object; anything else raises ``InvalidInput`` (HTTP 400)."""
+    kind = obj.get("kind")
+    if kind is not None and kind != "PriorityClass":
+        raise InvalidInput(f"{path} is not a PriorityClass")
+    meta = optional_object(obj.get("metadata"), f"{path}.metadata") or {}
+    policy = obj.get("preemptionPolicy")
+    return PriorityClassObject(
+        name=optional_str(meta.get("name"), f"{path}.metadata.name"),
+        generate_name=optional_str(meta.get("generateName"), f"{path}.metadata.generateName"),
+        value=optional_int32(obj.get("value"), f"{path}.value") or 0,
+        global_default=optional_bool(obj.get("globalDefault"), f"{path}.globalDefault"),
+        preemption_policy=None if policy is None else optional_str(policy, f"{path}.preemptionPolicy"),
+        description=optional_str(obj.get("description"), f"{path}.description"),
+    )
+
+
+def is_priority_class_admission(request: AdmissionRequest) -> bool:
+    return request.targets(SCHEDULING_GROUP, PRIORITY_CLASSES_RESOURCE)
+
+
+def admit_priority_class(request: AdmissionRequest, stored: Mapping[str, PriorityClass]) -> AdmissionOutcome:
+    """Validate a PriorityClass CREATE/UPDATE/DELETE against the stored classes (system classes implied)."""
+    if not is_priority_class_admission(request):
+        return AdmissionOutcome.allow()
+    name = object_name_for_messages(request)
+    if request.operation == "DELETE":
+        refused = check_system_class_delete(name)
+        return AdmissionOutcome.allow() if refused is None else forbidden(PRIORITY_CLASS_RESOURCE, name, refused)
+    if request.operation not in ("CREATE", "UPDATE"):
+        return AdmissionOutcome.allow()
+    incoming = priority_class_object(require_object(request.object, "request.object"), "request.object")
+    if request.operation == "CREATE":
+        errors = validate_priority_class(incoming)
+    else:
+        old = priority_class_object(require_object(request.old_object, "request.oldObject"), "request.oldObject")
+        errors = validate_priority_class_update(incoming, old)
+    if errors:
+        return invalid(invalid_message(PRIORITY_CLASS_KIND, incoming.name, errors))
+    default_conflict = check_single_global_default(
+        request.operation, incoming, effective_priority_classes(stored).values()
+    )
+    if default_conflict is not None:
+        return forbidden(PRIORITY_CLASS_RESOURCE, incoming.name or name, default_conflict)
+    # Only a class the store actually holds can collide; the API server's storage reports the rest.
+    if request.operation == "CREATE" and system_class_already_exists(incoming.name, stored):
+        return already_exists(PRIORITY_CLASS_RESOURCE, incoming.name)
+    return AdmissionOutcome.allow()

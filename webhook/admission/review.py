@@ -1,0 +1,280 @@
+"""AdmissionReview ``admission.k8s.io/v1``: typed parsing of requests, building of responses and JSONPatches.
+
+Everything the API server sends is checked here once; a body that is not a well-formed AdmissionReview
+raises ``InvalidInput`` (HTTP 400) naming the offending field, so the admission logic only sees typed values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired, TypedDict, cast, get_args
+
+from webhook.admission.outcome import AdmissionOutcome
+from webhook.admission.patch import encode_patch
+from webhook.errors import InvalidInput
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+ADMISSION_REVIEW_KIND = "AdmissionReview"
+
+JsonObject = Mapping[str, Any]
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+OPERATIONS: tuple[str, ...] = get_args(Operation)
+
+
+class GroupVersionKind(TypedDict):
+    group: str
+    version: str
+    kind: str
+
+
+class GroupVersionResource(TypedDict):
+    group: str
+    version: str
+    resource: str
+
+
+class UserInfo(TypedDict):
+    username: str
+    uid: str
+    groups: list[str]
+    extra: dict[str, list[str]]
+
+
+class Status(TypedDict):
+    """metav1.Status as carried in an AdmissionResponse."""
+
+    metadata: dict[str, str]
+    status: Literal["Success", "Failure"]
+    code: int
+    reason: str
+    message: str
+
+
+class AdmissionResponse(TypedDict):
+    uid: str
+    allowed: bool
+    status: NotRequired[Status]
+    patchType: NotRequired[Literal["JSONPatch"]]
+    patch: NotRequired[str]
+    warnings: NotRequired[list[str]]
+    auditAnnotations: NotRequired[dict[str, str]]
+
+
+class AdmissionReviewResponse(TypedDict):
+    apiVersion: str
+    kind: str
+    response: AdmissionResponse
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionRequest:
+    uid: str
+    kind: GroupVersionKind
+    resource: GroupVersionResource
+    sub_resource: str
+    name: str
+    namespace: str
+    operation: Operation
+    user_info: UserInfo
+    object: JsonObject | None
+    old_object: JsonObject | None
+    dry_run: bool = False
+    options: JsonObject | None = None
+    request_kind: GroupVersionKind | None = None
+    request_resource: GroupVersionResource | None = None
+    request_sub_resource: str = ""
+
+    def targets(self, group: str, resource: str) -> bool:
+        """The request is for ``group/resource`` itself (no subresource)."""
+        return self.resource["group"] == group and self.resource["resource"] == resource and not self.sub_resource
+
+
+# ---- parsing ------------------------------------------------------------------------------------
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def decode_json(body: bytes) -> object:
+    """Strict JSON (no NaN/Infinity); any decoding problem is ``InvalidInput``."""
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except RecursionError as exc:
+        raise InvalidInput("request body is nested too deeply") from exc
+    except (ValueError, TypeError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise InvalidInput(f"request body is not valid JSON: {_short(str(exc))}") from exc
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _type_name(value: object) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )
+
+
+def require_object(value: object, path: str) -> JsonObject:
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{path} must be an object, got {_type_name(value)}")
+    return value
+
+
+def optional_object(value: object, path: str) -> JsonObject | None:
+    return None if value is None else require_object(value, path)
+
+
+def optional_str(value: object, path: str, default: str = "") -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise InvalidInput(f"{path} must be a string, got {_type_name(value)}")
+    return value
+
+
+def require_str(value: object, path: str) -> str:
+    if value is None:
+        raise InvalidInput(f"{path} is required")
+    return optional_str(value, path)
+
+
+def optional_bool(value: object, path: str) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{path} must be a boolean, got {_type_name(value)}")
+    return value
+
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def optional_int32(value: object, path: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{path} must be an integer, got {_type_name(value)}")
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise InvalidInput(f"{path} must be a 32-bit integer, got {value}")
+    return value
+
+
+def _str_list(value: object, path: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidInput(f"{path} must be an array, got {_type_name(value)}")
+    return [require_str(item, f"{path}[{i}]") for i, item in enumerate(value)]
+
+
+def _group_version_kind(value: object, path: str) -> GroupVersionKind:
+    raw = require_object(value, path)
+    return GroupVersionKind(
+        group=optional_str(raw.get("group"), f"{path}.group"),
+        version=optional_str(raw.get("version"), f"{path}.version"),
+        kind=require_str(raw.get("kind"), f"{path}.kind"),
+    )
+
+
+def _group_version_resource(value: object, path: str) -> GroupVersionResource:
+    raw = require_object(value, path)
+    return GroupVersionResource(
+        group=optional_str(raw.get("group"), f"{path}.group"),
+        version=optional_str(raw.get("version"), f"{path}.version"),
+        resource=require_str(raw.get("resource"), f"{path}.resource"),
+    )
+
+
+def _user_info(value: object, path: str) -> UserInfo:
+    raw = optional_object(value, path) or {}
+    extra_raw = optional_object(raw.get("extra"), f"{path}.extra") or {}
+    return UserInfo(
+        username=optional_str(raw.get("username"), f"{path}.username"),
+        uid=optional_str(raw.get("uid"), f"{path}.uid"),
+        groups=_str_list(raw.get("groups"), f"{path}.groups"),
+        extra={key: _str_list(val, f"{path}.extra.{key}") for key, val in extra_raw.items()},
+    )
+
+
+def _operation(value: object, path: str) -> Operation:
+    operation = require_str(value, path)
+    if operation not in OPERATIONS:
+        raise InvalidInput(f"{path} must be one of {', '.join(OPERATIONS)}, got {_short(operation, 40)!r}")
+    return cast(Operation, operation)
+
+
+def parse_admission_review(document: object) -> AdmissionRequest:
+    """The request of an ``admission.k8s.io/v1`` AdmissionReview, every field type-checked."""
+    review = require_object(document, "AdmissionReview")
+    api_version = review.get("apiVersion")
+    if api_version != ADMISSION_API_VERSION:
+        raise InvalidInput(f"apiVersion must be {ADMISSION_API_VERSION}, got {_short(repr(api_version), 60)}")
+    if review.get("kind") != ADMISSION_REVIEW_KIND:
+        raise InvalidInput(f"kind must be {ADMISSION_REVIEW_KIND}, got {_short(repr(review.get('kind')), 60)}")
+    if review.get("request") is None:
+        raise InvalidInput("request is required")
+    raw = require_object(review["request"], "request")
+    uid = require_str(raw.get("uid"), "request.uid")
+    if not uid:
+        raise InvalidInput("request.uid must not be empty")
+    request_kind = raw.get("requestKind")
+    request_resource = raw.get("requestResource")
+    return AdmissionRequest(
+        uid=uid,
+        kind=_group_version_kind(raw.get("kind"), "request.kind"),
+        resource=_group_version_resource(raw.get("resource"), "request.resource"),
+        sub_resource=optional_str(raw.get("subResource"), "request.subResource"),
+        name=optional_str(raw.get("name"), "request.name"),
+        namespace=optional_str(raw.get("namespace"), "request.namespace"),
+        operation=_operation(raw.get("operation"), "request.operation"),
+        user_info=_user_info(raw.get("userInfo"), "request.userInfo"),
+        object=optional_object(raw.get("object"), "request.object"),
+        old_object=optional_object(raw.get("oldObject"), "request.oldObject"),
+        dry_run=optional_bool(raw.get("dryRun"), "request.dryRun"),
+        options=optional_object(raw.get("options"), "request.options"),
+        request_kind=None if request_kind is None else _group_version_kind(request_kind, "request.requestKind"),
+        request_resource=(
+            None if request_resource is None else _group_version_resource(request_resource, "request.requestResource")
+        ),
+        request_sub_resource=optional_str(raw.get("requestSubResource"), "request.requestSubResource"),
+    )
+
+
+def object_name_for_messages(request: AdmissionRequest) -> str:
+    """admission.extractResourceName: the request name, else the object's name, generateName, or Unknown."""
+    if request.name:
+        return request.name
+    obj = request.object if request.object is not None else request.old_object
+    meta = obj.get("metadata") if obj is not None else None
+    if isinstance(meta, dict):
+        for key in ("name", "generateName"):
+            value = meta.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return "Unknown"
+
+
+def build_admission_response(uid: str, outcome: AdmissionOutcome) -> AdmissionReviewResponse:
+    """The AdmissionReview v1 the API server expects back, with ``response.uid`` = ``request.uid``."""
+    response = AdmissionResponse(uid=uid, allowed=outcome.allowed)
+    if outcome.status is not None:
+        response["status"] = Status(
+            metadata={},
+            status="Success" if outcome.allowed else "Failure",
+            code=outcome.status.code,
+            reason=outcome.status.reason,
+            message=outcome.status.message,
+        )
+    if outcome.allowed and outcome.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = encode_patch(outcome.patch)
+    if outcome.warnings:
+        response["warnings"] = list(outcome.warnings)
+    if outcome.audit_annotations:
+        response["auditAnnotations"] = dict(outcome.audit_annotations)
+    return AdmissionReviewResponse(apiVersion=ADMISSION_API_VERSION, kind=ADMISSION_REVIEW_KIND, response=response)

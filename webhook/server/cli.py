@@ -1,0 +1,149 @@
+"""``preempt-guard``: ``serve`` the admission webhook, or manage its ``certs``.
+
+Errors end the process with one line on stderr and the exit code of the ``PreemptGuardError`` tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from webhook.cluster.source import ClusterSource, SnapshotSource
+from webhook.errors import ConfigError, PreemptGuardError
+from webhook.server.settings import LOG_LEVELS, ServerSettings, settings_from_args
+
+PROG = "preempt-guard"
+log = logging.getLogger("webhook.server")
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_argument_group("cluster source (default: in-cluster in a pod, else the current kubeconfig)")
+    exclusive = source.add_mutually_exclusive_group()
+    exclusive.add_argument("--cluster-snapshot", metavar="FILE", help="serve from a cluster snapshot file")
+    exclusive.add_argument("--kubeconfig", metavar="PATH", help="watch the cluster of this kubeconfig")
+    exclusive.add_argument("--in-cluster", action="store_true", help="watch the cluster this pod runs in")
+    source.add_argument("--context", metavar="NAME", help="kubeconfig context (with --kubeconfig)")
+    tls = parser.add_argument_group("TLS")
+    tls.add_argument("--tls-cert", metavar="FILE", help="serving certificate (PEM), re-read when it changes")
+    tls.add_argument("--tls-key", metavar="FILE", help="private key (PEM) of --tls-cert")
+    tls.add_argument("--tls-self-signed", action="store_true",
+                     help="generate a self-signed certificate for localhost, 127.0.0.1 and every --tls-san")
+    tls.add_argument("--tls-san", metavar="NAME", action="append", default=[],
+                     help="extra subject alternative name (DNS name or IP); repeatable")
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    parser.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
+    parser.add_argument("--metrics-port", type=int, default=9090, help="plain-HTTP /metrics port; 0 disables")
+    parser.add_argument("--config", metavar="FILE", help="PreemptGuard configuration file (YAML)")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default=None, help="log level (default info)")
+
+
+def build_parser(with_certs: bool = False) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Priority admission webhook and preemption predictor.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_serve_arguments(commands.add_parser("serve", help="serve the admission webhook over HTTPS"))
+    certs = commands.add_parser("certs", help="create or rotate the webhook's TLS certificates")
+    if with_certs:
+        # Imported only when asked for, so the server runs without the certs tooling.
+        certs_command().add_arguments(certs)
+    return parser
+
+
+def certs_command() -> ModuleType:
+    """``webhook.certs.command`` (``add_arguments(parser)``, ``run(args) -> int``), imported on demand."""
+    return importlib.import_module("webhook.certs.command")
+
+
+def validate_serve_settings(settings: ServerSettings) -> None:
+    if settings.tls_self_signed and (settings.tls_cert or settings.tls_key):
+        raise ConfigError("--tls-self-signed cannot be combined with --tls-cert/--tls-key")
+    if not settings.tls_self_signed and not (settings.tls_cert and settings.tls_key):
+        raise ConfigError("TLS needs both --tls-cert and --tls-key, or --tls-self-signed")
+    if settings.context and settings.cluster_snapshot:
+        raise ConfigError("--context applies to a kubeconfig, not to --cluster-snapshot")
+    for flag, port in (("--port", settings.port), ("--metrics-port", settings.metrics_port)):
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{flag} must be between 0 and 65535, got {port}")
+
+
+def make_source(settings: ServerSettings) -> ClusterSource:
+    """The snapshot file, or a live cluster (imported lazily: offline use needs no Kubernetes client)."""
+    if settings.cluster_snapshot is not None:
+        return SnapshotSource(settings.cluster_snapshot)
+    from webhook.cluster.kube_source import KubernetesSource
+
+    in_cluster = settings.in_cluster or (settings.kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ)
+    kubeconfig = str(settings.kubeconfig) if settings.kubeconfig is not None else None
+    source: ClusterSource = KubernetesSource(kubeconfig=kubeconfig, context=settings.context, in_cluster=in_cluster)
+    return source
+
+
+async def serve(settings: ServerSettings) -> None:
+    """Run until SIGTERM/SIGINT, then stop accepting, finish in-flight requests and stop the source."""
+    from webhook.server.app import make_app, start_server
+
+    source = make_source(settings)
+    server = await start_server(make_app(source, settings), settings)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stopping.set)
+    try:
+        await stopping.wait()
+    finally:
+        log.info("shutting down")
+        await server.stop()
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def one_line(message: object) -> str:
+    return " ".join(str(message).split())
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    configure_logging(settings.log_level)
+    validate_serve_settings(settings)
+    asyncio.run(serve(settings))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        wants_certs = bool(argv) and argv[0] == "certs"
+        try:
+            parser = build_parser(with_certs=wants_certs)
+        except ImportError as exc:
+            raise ConfigError(f"the certs command is not available: {exc}") from exc
+        args = parser.parse_args(argv)
+        if args.command == "certs":
+            return int(certs_command().run(args))
+        return run_serve(args)
+    except PreemptGuardError as exc:
+        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
+        return exc.exit_code
+    except OSError as exc:
+        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""The server's typed settings, built once from command-line flags and the environment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+# The kube-apiserver refuses request bodies over 3 MiB; so do we (HTTP 413).
+MAX_BODY_BYTES = 3 * 1024 * 1024
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    host: str = "0.0.0.0"
+    port: int = 8443
+    metrics_port: int = 9090  # 0 disables the metrics listener
+    # Cluster source: a snapshot file, a kubeconfig (optionally a context) or in-cluster config.
+    cluster_snapshot: Path | None = None
+    kubeconfig: Path | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    # TLS: a certificate/key pair re-read on change, or a self-signed certificate for the SANs.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_self_signed: bool = False
+    tls_sans: tuple[str, ...] = ()
+    tls_reload_interval: float = 1.0
+    config_path: Path | None = None
+    log_level: str = "info"
+    max_body_bytes: int = MAX_BODY_BYTES
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ServerSettings:
+    """Flags win; ``PREEMPTGUARD_LOG_LEVEL`` and ``PREEMPTGUARD_CONFIG`` fill what the flags leave unset."""
+    env = os.environ if environ is None else environ
+    log_level = args.log_level or env.get("PREEMPTGUARD_LOG_LEVEL", "info").lower()
+    return ServerSettings(
+        host=args.host,
+        port=args.port,
+        metrics_port=args.metrics_port,
+        cluster_snapshot=_path(args.cluster_snapshot),
+        kubeconfig=_path(args.kubeconfig),
+        context=args.context,
+        in_cluster=args.in_cluster,
+        tls_cert=_path(args.tls_cert),
+        tls_key=_path(args.tls_key),
+        tls_self_signed=args.tls_self_signed,
+        tls_sans=tuple(args.tls_san or ()),
+        config_path=_path(args.config or env.get("PREEMPTGUARD_CONFIG")),
+        log_level=log_level if log_level in LOG_LEVELS else "info",
+    )

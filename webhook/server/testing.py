@@ -1,0 +1,74 @@
+"""A loopback harness: the real server on 127.0.0.1 over self-signed TLS, and a client that verifies it
+the way the kube-apiserver does (against the certificate as CA bundle). Used by end-to-end tests.
+"""
+
+from __future__ import annotations
+
+import ssl
+import uuid
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+from webhook.cluster.source import ClusterSource
+from webhook.server.app import RunningServer, make_app, start_server
+from webhook.server.settings import ServerSettings
+from webhook.server.tls import SelfSignedTLS
+
+
+def admission_review(request: Mapping[str, Any], uid: str | None = None) -> dict[str, Any]:
+    """Wrap a request body in an ``admission.k8s.io/v1`` AdmissionReview (with a fresh uid by default)."""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": uid or str(uuid.uuid4()), **request},
+    }
+
+
+class LoopbackWebhook:
+    """``async with LoopbackWebhook(source) as hook:`` then ``await hook.post_json(path, body)``."""
+
+    def __init__(self, source: ClusterSource, settings: ServerSettings | None = None) -> None:
+        self.source = source
+        self.settings = settings or ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
+        self.server: RunningServer | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self.client_context: ssl.SSLContext | None = None
+
+    async def __aenter__(self) -> LoopbackWebhook:
+        tls = SelfSignedTLS(self.settings.tls_sans)
+        self.server = await start_server(make_app(self.source, self.settings), self.settings, tls=tls)
+        self.client_context = ssl.create_default_context(cadata=tls.cert_pem.decode())
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.client_context))
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.session is not None:
+            await self.session.close()
+        if self.server is not None:
+            await self.server.stop()
+
+    def url(self, path: str) -> str:
+        assert self.server is not None, "use LoopbackWebhook as an async context manager"
+        return f"https://127.0.0.1:{self.server.https_port}{path}"
+
+    async def post(self, path: str, data: bytes) -> tuple[int, bytes]:
+        assert self.session is not None
+        async with self.session.post(
+            self.url(path), data=data, headers={"Content-Type": "application/json"}
+        ) as response:
+            return response.status, await response.read()
+
+    async def post_json(self, path: str, body: object) -> tuple[int, Any]:
+        assert self.session is not None
+        async with self.session.post(self.url(path), json=body) as response:
+            return response.status, await response.json(content_type=None)
+
+    async def get(self, path: str) -> tuple[int, str]:
+        assert self.session is not None
+        async with self.session.get(self.url(path)) as response:
+            return response.status, await response.text()

@@ -121,12 +121,17 @@ def parse_time_ns(value: object, path: str) -> int | None:
     return seconds * 1_000_000_000 + nanos
 
 
+def _json_quantity(value: object) -> object:
+    """Quantity.UnmarshalJSON trims surrounding whitespace before parsing (upstream TestJSONWhitespace)."""
+    return value.strip() if isinstance(value, str) else value
+
+
 def quantity_map(value: object, path: str) -> dict[str, Quantity]:
     raw = _mapping(value, path)
     result: dict[str, Quantity] = {}
     for name, qty in raw.items():
         try:
-            result[str(name)] = parse_quantity(qty)
+            result[str(name)] = parse_quantity(_json_quantity(qty))
         except QuantityError as exc:
             raise InvalidInput(f"{path}.{name}: {exc}") from exc
     return result
@@ -137,6 +142,7 @@ def resources_from_quantities(raw: Mapping[str, object], path: str) -> Resources
     if not raw:
         return NO_RESOURCES
     try:
+        raw = {k: _json_quantity(v) for k, v in raw.items()}
         scalar = {str(k): quantity_value(v) for k, v in raw.items() if k not in _STANDARD_RESOURCES}
         return Resources(
             milli_cpu=quantity_milli_value(raw["cpu"]) if "cpu" in raw else 0,
@@ -164,6 +170,7 @@ def _to_units(raw: Mapping[str, object], path: str) -> dict[str, int]:
     result: dict[str, int] = {}
     for name, qty in raw.items():
         try:
+            qty = _json_quantity(qty)
             result[str(name)] = quantity_milli_value(qty) if name == "cpu" else quantity_value(qty)
         except QuantityError as exc:
             raise InvalidInput(f"{path}.{name}: {exc}") from exc
@@ -361,7 +368,8 @@ def pod_from_dict(raw: JsonObject) -> Pod:
         node_name=_str(spec.get("nodeName"), "spec.nodeName"),
         priority=_int(spec.get("priority"), "spec.priority"),
         priority_class_name=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
-        preemption_policy=spec.get("preemptionPolicy") and _str(spec.get("preemptionPolicy"), "spec.preemptionPolicy"),
+        preemption_policy=None if spec.get("preemptionPolicy") is None
+        else _str(spec.get("preemptionPolicy"), "spec.preemptionPolicy"),
         phase=_str(status.get("phase"), "status.phase"),
         start_time_ns=parse_time_ns(status.get("startTime"), "status.startTime"),
         deleting=bool(meta.get("deletionTimestamp")),

@@ -16,7 +16,17 @@ from webhook.errors import InvalidInput, SnapshotError
 
 log = logging.getLogger(__name__)
 
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
+    """Safe YAML without timestamp resolution: an unquoted time stays a string, as in Kubernetes' YAML-to-JSON."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
+}
 
 
 def iter_objects(document: object, where: str) -> Iterator[Mapping[str, Any]]:

@@ -23,8 +23,15 @@ _DECIMAL_SUFFIXES: dict[str, int] = {
 _DECIMAL_BY_EXPONENT = {exp: suffix for suffix, exp in _DECIMAL_SUFFIXES.items()}
 _BINARY_BY_EXPONENT = {exp: suffix for suffix, exp in _BINARY_SUFFIXES.items()}
 
-_QUANTITY_RE = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(.*)$")
-_EXPONENT_RE = re.compile(r"^[eE]([+-]?[0-9]+)$")
+# Same grammar as upstream parseQuantityString: sign, digits, optional fraction, then a suffix made of
+# "eEinumkKMGTP" letters, an optional sign and digits. Missing digits mean 0 (upstream parses "." and "m" as 0).
+_QUANTITY_RE = re.compile(r"\A([+-]?)([0-9]*)(?:\.([0-9]*))?([eEinumkKMGTP]*[+-]?[0-9]*)\Z", re.ASCII)
+_EXPONENT_RE = re.compile(r"\A[eE]([+-]?[0-9]+)\Z", re.ASCII)
+# Bounds that keep absurd input cheap (upstream accepts them but cannot use them as int64 either).
+_MAX_DIGITS = 1000
+_MAX_EXPONENT = 1000
+# BinarySI amounts are capped at MaxInt64 like upstream ParseQuantity (``maxAllowed``).
+_MAX_BINARY = 2**63 - 1
 # Upstream keeps at most nano precision; anything finer is rounded up (away from zero).
 _NANO = Fraction(1, 10**9)
 
@@ -69,8 +76,13 @@ def parse_quantity(raw: object) -> Quantity:
     if not text or match is None:
         raise QuantityError(f"quantities must match the regular expression "
                             f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {raw!r}")
-    number_text, suffix = match.groups()
-    number = Fraction(number_text)
+    sign_text, whole, fraction, suffix = match.groups()
+    fraction = fraction or ""
+    if len(whole) + len(fraction) > _MAX_DIGITS:
+        raise QuantityError(f"quantity has too many digits: {raw[:40]!r}...")
+    number = Fraction(int(whole + fraction or "0"), 10 ** len(fraction))
+    if sign_text == "-":
+        number = -number
     fmt: QuantityFormat
     if suffix in _BINARY_SUFFIXES:
         value = number * (2 ** _BINARY_SUFFIXES[suffix])
@@ -82,9 +94,17 @@ def parse_quantity(raw: object) -> Quantity:
         exponent = _EXPONENT_RE.match(suffix)
         if exponent is None:
             raise QuantityError(f"unable to parse quantity's suffix {suffix!r} in {raw!r}")
+        if len(exponent.group(1)) > 6 or abs(int(exponent.group(1))) > _MAX_EXPONENT:
+            raise QuantityError(f"quantity exponent out of range in {raw!r}")
         value = number * Fraction(10) ** int(exponent.group(1))
         fmt = "DecimalExponent"
-    return Quantity(_round_away_from_zero(value, _NANO), fmt)
+    value = _round_away_from_zero(value, _NANO)
+    if fmt == "BinarySI":
+        if abs(value) > _MAX_BINARY:
+            value = _MAX_BINARY if value > 0 else -_MAX_BINARY
+        elif 0 < abs(value) < 1:
+            fmt = "DecimalSI"  # upstream: "This avoids rounding and hopefully confusion, too."
+    return Quantity(value, fmt)
 
 
 def quantity_value(raw: object) -> int:
@@ -128,10 +148,11 @@ def _format_decimal(value: Fraction, fmt: QuantityFormat) -> str:
     exponent = -9
     mantissa = value * Fraction(10) ** 9
     mantissa = Fraction(_ceil_away(mantissa))
-    while mantissa % 1000 == 0 and mantissa != 0 and exponent < 18:
+    while mantissa % 1000 == 0 and mantissa != 0:
         mantissa /= 1000
         exponent += 3
     number = int(mantissa)
-    if fmt == "DecimalExponent":
+    # DecimalSI has no suffix beyond E (10^18): upstream falls back to exponent notation ("1e21").
+    if fmt == "DecimalExponent" or exponent > 18:
         return f"{number}e{exponent}" if exponent else str(number)
     return f"{number}{_DECIMAL_BY_EXPONENT[exponent]}"

@@ -52,7 +52,11 @@ class NodeUsage:
         self.ephemeral_storage += sign * req.ephemeral_storage
         self.pod_count += sign
         for name, value in req.scalar.items():
-            self.scalar[name] = self.scalar.get(name, 0) + sign * value
+            total = self.scalar.get(name, 0) + sign * value
+            if total:
+                self.scalar[name] = total
+            else:
+                self.scalar.pop(name, None)  # same totals as a freshly built state
 
 
 def holds_node_resources(pod: Pod) -> bool:

@@ -1,0 +1,98 @@
+"""The RBAC objects grant exactly what webhook/rbac.py declares (tests/certs checks the code's calls against it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from manifest_build import KUSTOMIZATIONS, build, find, find_all, pod_specs
+
+from webhook.cluster.informer import RESOURCE_KINDS
+from webhook.rbac import (
+    CERTS_CLUSTER_PERMISSIONS,
+    CERTS_NAMESPACED_PERMISSIONS,
+    REQUIRED_PERMISSIONS,
+    Permission,
+)
+
+Grant = tuple[str, str, str, str]  # api group, resource, verb, resource name ("" = any)
+
+
+def granted(role: dict[str, Any]) -> set[Grant]:
+    grants: set[Grant] = set()
+    for rule in role.get("rules") or ():
+        assert not rule.get("nonResourceURLs"), role["metadata"]["name"]
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    for name in rule.get("resourceNames") or [""]:
+                        grants.add((group, resource, verb, name))
+    return grants
+
+
+def declared(permissions: tuple[Permission, ...]) -> set[Grant]:
+    return {(p.api_group, p.resource, verb, name)
+            for p in permissions for verb in p.verbs for name in (p.resource_names or {""})}
+
+
+def test_server_cluster_role_grants_exactly_the_declared_permissions(kustomization: str) -> None:
+    role = find(build(kustomization), "ClusterRole", "preemptguard")
+    assert granted(role) == declared(REQUIRED_PERMISSIONS)
+
+
+def test_declared_list_watch_is_what_the_informers_watch() -> None:
+    """The informers' kinds (webhook/cluster/informer.py) are exactly the declared list+watch permissions."""
+    watched = set()
+    for kind in RESOURCE_KINDS:
+        parts = kind.list_path.strip("/").split("/")
+        group = "" if parts[0] == "api" else parts[1]
+        watched.add((group, parts[-1]))
+    declared_watch = {(p.api_group, p.resource) for p in REQUIRED_PERMISSIONS if {"list", "watch"} <= p.verbs}
+    assert watched == declared_watch
+
+
+def test_certs_job_roles_grant_exactly_the_declared_permissions() -> None:
+    objects = build("overlays/self-signed")
+    assert granted(find(objects, "Role", "preemptguard-certs")) == declared(CERTS_NAMESPACED_PERMISSIONS)
+    cluster_role = find(objects, "ClusterRole", "preemptguard-certs")
+    assert granted(cluster_role) == declared(CERTS_CLUSTER_PERMISSIONS)
+    # caBundle may be patched on PreemptGuard's own configurations only.
+    assert all(name for _, _, _, name in granted(cluster_role))
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_no_other_roles_and_no_wildcards(kustomization: str) -> None:
+    objects = build(kustomization)
+    roles = {f"{o['kind']}/{o['metadata']['name']}" for o in objects if o["kind"] in ("Role", "ClusterRole")}
+    expected = {"ClusterRole/preemptguard"}
+    if kustomization == "overlays/self-signed":
+        expected |= {"Role/preemptguard-certs", "ClusterRole/preemptguard-certs"}
+    assert roles == expected
+    for obj in objects:
+        if obj["kind"] in ("Role", "ClusterRole"):
+            assert all("*" not in grant for grant in granted(obj)), obj["metadata"]["name"]
+
+
+def test_bindings_tie_each_role_to_its_own_service_account() -> None:
+    objects = build("overlays/self-signed")
+    expectations = {
+        ("ClusterRoleBinding", "preemptguard"): ("ClusterRole", "preemptguard", "preemptguard"),
+        ("ClusterRoleBinding", "preemptguard-certs"): ("ClusterRole", "preemptguard-certs", "preemptguard-certs"),
+        ("RoleBinding", "preemptguard-certs"): ("Role", "preemptguard-certs", "preemptguard-certs"),
+    }
+    bindings = find_all(objects, "ClusterRoleBinding") + find_all(objects, "RoleBinding")
+    assert {(b["kind"], b["metadata"]["name"]) for b in bindings} == set(expectations)
+    for binding in bindings:
+        role_kind, role_name, account = expectations[(binding["kind"], binding["metadata"]["name"])]
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role_name}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "preemptguard"}]
+        find(objects, "ServiceAccount", account)
+
+
+def test_workloads_run_as_the_right_service_account() -> None:
+    specs = pod_specs(build("overlays/self-signed"))
+    assert {key: spec["serviceAccountName"] for key, spec in specs.items()} == {
+        "Deployment/preemptguard": "preemptguard",
+        "Job/preemptguard-certs": "preemptguard-certs",
+        "CronJob/preemptguard-certs-renew": "preemptguard-certs",
+    }

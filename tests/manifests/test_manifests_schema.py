@@ -1,0 +1,103 @@
+"""Every kustomization builds with the real kubectl, and every object validates offline against its schema."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+from cert_manager_schema import SCHEMAS as CERT_MANAGER_SCHEMAS
+from manifest_build import KUSTOMIZATIONS, MANIFESTS, build, find, kubectl_path
+
+# The oldest Kubernetes the manifests support (matchLabelKeys, nodeTaintsPolicy and
+# unhealthyPodEvictionPolicy are on by default from 1.27) and the newest schema the package ships.
+SCHEMA_VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
+
+
+def validate(obj: dict[str, Any], version: str) -> None:
+    key = (obj["apiVersion"], obj["kind"])
+    if key in CERT_MANAGER_SCHEMAS:
+        jsonschema.validate(obj, CERT_MANAGER_SCHEMAS[key])
+        return
+    kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_kubectl_is_the_real_binary() -> None:
+    result = subprocess.run([kubectl_path(), "version", "--client", "-o", "yaml"], capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert "kustomizeVersion" in result.stdout
+
+
+def test_every_kustomization_is_tested() -> None:
+    found = {str(path.parent.relative_to(MANIFESTS)) for path in MANIFESTS.rglob("kustomization.yaml")}
+    assert found == set(KUSTOMIZATIONS)
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+def test_every_object_validates(kustomization: str, version: str) -> None:
+    objects = build(kustomization)
+    assert objects, f"{kustomization} built nothing"
+    for obj in objects:
+        try:
+            validate(obj, version)
+        except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as exc:
+            pytest.fail(f"{kustomization}: {obj['kind']}/{obj['metadata']['name']} invalid for "
+                        f"Kubernetes {version}: {exc}")
+        except kubernetes_validate.SchemaNotFoundError:
+            pytest.fail(f"{kustomization}: no schema for {obj['apiVersion']} {obj['kind']}")
+
+
+def test_objects_per_kustomization() -> None:
+    kinds = {k: sorted(f"{o['kind']}/{o['metadata']['name']}" for o in build(k)) for k in KUSTOMIZATIONS}
+    base = set(kinds["base"])
+    assert set(kinds["overlays/self-signed"]) - base == {
+        "ServiceAccount/preemptguard-certs", "Role/preemptguard-certs", "RoleBinding/preemptguard-certs",
+        "ClusterRole/preemptguard-certs", "ClusterRoleBinding/preemptguard-certs", "Job/preemptguard-certs",
+        "CronJob/preemptguard-certs-renew"}
+    assert set(kinds["overlays/cert-manager"]) - base == {
+        "Issuer/preemptguard-selfsigned", "Certificate/preemptguard-ca", "Issuer/preemptguard-ca",
+        "Certificate/preemptguard-tls"}
+    assert base == {
+        "Namespace/preemptguard", "ServiceAccount/preemptguard", "ClusterRole/preemptguard",
+        "ClusterRoleBinding/preemptguard", "PriorityClass/preemptguard-critical", "ConfigMap/preemptguard-config",
+        "Deployment/preemptguard", "PodDisruptionBudget/preemptguard", "Service/preemptguard",
+        "MutatingWebhookConfiguration/preemptguard.io", "ValidatingWebhookConfiguration/preemptguard.io"}
+
+
+def test_namespaced_objects_live_in_preemptguard(kustomization: str) -> None:
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
+                      "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    for obj in build(kustomization):
+        namespace = obj["metadata"].get("namespace")
+        assert namespace == (None if obj["kind"] in cluster_scoped else "preemptguard"), obj["metadata"]
+
+
+def test_the_validators_reject_broken_objects() -> None:
+    """Guards the test above against a validator that accepts anything."""
+    deployment = copy.deepcopy(find(build("base"), "Deployment"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["sheme"] = "HTTPS"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(deployment, SCHEMA_VERSIONS[-1])
+    certificate = copy.deepcopy(find(build("overlays/cert-manager"), "Certificate", "preemptguard-tls"))
+    del certificate["spec"]["issuerRef"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate(certificate, SCHEMA_VERSIONS[-1])
+    issuer = copy.deepcopy(find(build("overlays/cert-manager"), "Issuer", "preemptguard-ca"))
+    issuer["spec"]["selfSigned"] = {}
+    with pytest.raises(jsonschema.ValidationError):
+        validate(issuer, SCHEMA_VERSIONS[-1])
+
+
+def test_policy_config_map_loads_with_the_server_config_loader(tmp_path: Path) -> None:
+    from webhook.config import load_config
+
+    config_map = find(build("base"), "ConfigMap", "preemptguard-config")
+    path = tmp_path / "config.yaml"
+    path.write_text(config_map["data"]["config.yaml"])
+    config = load_config(path)
+    assert config.guardrails.mode == "warn"
+    assert "preemptguard" in config.guardrails.exempt.namespaces

@@ -1,0 +1,64 @@
+"""The Kubernetes API calls PreemptGuard makes, declared once; the RBAC in manifests/ grants exactly these.
+
+Tests keep three things equal: these declarations, the Role/ClusterRole objects that ``kubectl kustomize``
+builds from manifests/, and the requests the code really sends (recorded against a fake API server).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from webhook.routes import MUTATING_WEBHOOK_CONFIGURATION, VALIDATING_WEBHOOK_CONFIGURATION
+
+
+class Permission(NamedTuple):
+    """One RBAC rule: ``verbs`` on ``resource`` of ``api_group`` ("" is the core group)."""
+
+    api_group: str
+    resource: str
+    verbs: frozenset[str]
+    # Empty: any object of the resource. Otherwise only these names (RBAC ``resourceNames``).
+    resource_names: frozenset[str] = frozenset()
+
+
+def _permission(api_group: str, resource: str, *verbs: str, names: tuple[str, ...] = ()) -> Permission:
+    return Permission(api_group, resource, frozenset(verbs), frozenset(names))
+
+
+# The webhook server (ClusterRole ``preemptguard``): webhook/cluster/informer.py lists and watches six
+# kinds and webhook/cluster/kube_source.py GETs a PriorityClass the cache has not seen yet. The policy
+# ConfigMap and the TLS Secret are mounted files, so the server reads no ConfigMap or Secret.
+# Authenticating /preview callers will need ``create`` on authentication.k8s.io tokenreviews and
+# authorization.k8s.io subjectaccessreviews: add them here (and to manifests/base/rbac.yaml) together
+# with that code; tests/certs/test_certs_rbac_calls.py fails until both agree.
+REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
+    _permission("scheduling.k8s.io", "priorityclasses", "get", "list", "watch"),
+    _permission("", "namespaces", "list", "watch"),
+    _permission("", "nodes", "list", "watch"),
+    _permission("", "pods", "list", "watch"),
+    _permission("", "resourcequotas", "list", "watch"),
+    _permission("policy", "poddisruptionbudgets", "list", "watch"),
+)
+
+# ``preempt-guard certs`` (webhook/certs/kube.py), as the ServiceAccount ``preemptguard-certs``:
+# Secrets of its own namespace only (Role) ...
+CERTS_NAMESPACED_PERMISSIONS: tuple[Permission, ...] = (
+    _permission("", "secrets", "get", "create", "update"),
+)
+# ... and caBundle of PreemptGuard's own webhook configurations only (ClusterRole with resourceNames).
+CERTS_CLUSTER_PERMISSIONS: tuple[Permission, ...] = (
+    _permission("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", "patch",
+                names=(MUTATING_WEBHOOK_CONFIGURATION,)),
+    _permission("admissionregistration.k8s.io", "validatingwebhookconfigurations", "get", "patch",
+                names=(VALIDATING_WEBHOOK_CONFIGURATION,)),
+)
+
+
+def allows(permissions: tuple[Permission, ...], api_group: str, resource: str, verb: str, name: str = "") -> bool:
+    """Whether one of ``permissions`` allows ``verb`` on ``resource`` (and ``name``, when rules name objects)."""
+    for permission in permissions:
+        if permission.api_group != api_group or permission.resource != resource or verb not in permission.verbs:
+            continue
+        if not permission.resource_names or name in permission.resource_names:
+            return True
+    return False

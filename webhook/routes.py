@@ -1,0 +1,22 @@
+"""The HTTP paths and ports of ``preempt-guard serve`` (interfaces §2), declared once.
+
+The webhook configurations, Service and probes in manifests/ are tested against these values.
+"""
+
+from __future__ import annotations
+
+MUTATE_PODS_PATH = "/mutate/pods"
+VALIDATE_PRIORITYCLASSES_PATH = "/validate/priorityclasses"
+PREVIEW_PATH = "/preview"
+HEALTHZ_PATH = "/healthz"
+READYZ_PATH = "/readyz"
+METRICS_PATH = "/metrics"
+
+DEFAULT_PORT = 8443
+DEFAULT_METRICS_PORT = 9090
+
+# PreemptGuard's webhook configurations (manifests/base/webhooks.yaml) and their webhook entries.
+MUTATING_WEBHOOK_CONFIGURATION = "preemptguard.io"
+VALIDATING_WEBHOOK_CONFIGURATION = "preemptguard.io"
+PODS_WEBHOOK = "pods.preemptguard.io"
+PRIORITYCLASSES_WEBHOOK = "priorityclasses.preemptguard.io"

@@ -5,9 +5,11 @@ Wrong types raise ``InvalidInput`` naming the field; absent optional fields take
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import functools
+import sys
+from collections.abc import Callable, Hashable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from webhook.cluster.model import (
     EMPTY_LABELS,
@@ -44,6 +46,8 @@ _POD_LEVEL_RESOURCES = ("cpu", "memory")
 
 
 def _mapping(value: object, path: str) -> JsonObject:
+    if type(value) is dict:  # the common case, without the slower ABC isinstance check
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -52,6 +56,8 @@ def _mapping(value: object, path: str) -> JsonObject:
 
 
 def _list(value: object, path: str) -> list[Any]:
+    if type(value) is list:
+        return value
     if value is None:
         return []
     if not isinstance(value, list):
@@ -85,6 +91,28 @@ def _bool(value: object, path: str) -> bool:
     return value
 
 
+# A large cluster repeats the same label maps, requests and tolerations across thousands of pods:
+# equal immutable values are shared, and repeated strings interned (see bench/cluster_state.py).
+_SHARED_LIMIT = 1 << 16
+_shared_values: dict[Hashable, Any] = {}
+_H = TypeVar("_H", bound=Hashable)
+
+
+def shared(value: _H) -> _H:
+    """One canonical instance per equal immutable value (a bounded cache, emptied when full)."""
+    existing = _shared_values.get(value)
+    if existing is not None:
+        return existing
+    if len(_shared_values) >= _SHARED_LIMIT:
+        _shared_values.clear()
+    _shared_values[value] = value
+    return value
+
+
+def _interned(value: str) -> str:
+    return sys.intern(value) if value else value
+
+
 def _labels(value: object, path: str) -> Mapping[str, str]:
     raw = _mapping(value, path)
     if not raw:
@@ -93,8 +121,10 @@ def _labels(value: object, path: str) -> Mapping[str, str]:
     for key, val in raw.items():
         if not isinstance(key, str):
             raise InvalidInput(f"{path}: keys must be strings")
-        labels[key] = _str(val, f"{path}.{key}")
-    return FrozenMap(labels)
+        if not isinstance(val, str):
+            val = _str(val, f"{path}.{key}")
+        labels[sys.intern(key)] = sys.intern(val)
+    return shared(FrozenMap(labels))
 
 
 def parse_time_ns(value: object, path: str) -> int | None:
@@ -171,10 +201,24 @@ def _to_units(raw: Mapping[str, object], path: str) -> dict[str, int]:
     for name, qty in raw.items():
         try:
             qty = _json_quantity(qty)
-            result[str(name)] = quantity_milli_value(qty) if name == "cpu" else quantity_value(qty)
+            if isinstance(qty, str):
+                result[str(name)] = _milli_value_of(qty) if name == "cpu" else _value_of(qty)
+            else:
+                result[str(name)] = quantity_milli_value(qty) if name == "cpu" else quantity_value(qty)
         except QuantityError as exc:
             raise InvalidInput(f"{path}.{name}: {exc}") from exc
     return result
+
+
+# The same few quantity strings ("100m", "256Mi") recur on every pod; exact parsing is not cheap.
+@functools.lru_cache(maxsize=4096)
+def _milli_value_of(text: str) -> int:
+    return quantity_milli_value(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _value_of(text: str) -> int:
+    return quantity_value(text)
 
 
 def container_requests(container: JsonObject, path: str) -> dict[str, int]:
@@ -223,12 +267,12 @@ def resources_from_units(units: Mapping[str, int]) -> Resources:
     if not any(units.values()):
         return NO_RESOURCES
     scalar = {k: v for k, v in units.items() if k not in _STANDARD_RESOURCES and v}
-    return Resources(
+    return shared(Resources(
         milli_cpu=units.get("cpu", 0),
         memory=units.get("memory", 0),
         ephemeral_storage=units.get("ephemeral-storage", 0),
         scalar=FrozenMap(scalar) if scalar else EMPTY_SCALARS,
-    )
+    ))
 
 
 def label_selector(value: object, path: str) -> LabelSelector | None:
@@ -309,7 +353,7 @@ def _tolerations(value: object, path: str) -> tuple[Toleration, ...]:
             value=_str(raw.get("value"), f"{tpath}.value"),
             effect=_str(raw.get("effect"), f"{tpath}.effect"),
         ))
-    return tuple(result)
+    return shared(tuple(result)) if result else ()
 
 
 def _host_ports(spec: JsonObject) -> tuple[HostPort, ...]:
@@ -362,19 +406,19 @@ def pod_from_dict(raw: JsonObject) -> Pod:
     required = "requiredDuringSchedulingIgnoredDuringExecution"
     return Pod(
         name=_str(meta.get("name"), "metadata.name") or _str(meta.get("generateName"), "metadata.generateName"),
-        namespace=_str(meta.get("namespace"), "metadata.namespace") or "default",
+        namespace=_interned(_str(meta.get("namespace"), "metadata.namespace") or "default"),
         uid=_str(meta.get("uid"), "metadata.uid"),
         labels=_labels(meta.get("labels"), "metadata.labels"),
-        node_name=_str(spec.get("nodeName"), "spec.nodeName"),
+        node_name=_interned(_str(spec.get("nodeName"), "spec.nodeName")),
         priority=_int(spec.get("priority"), "spec.priority"),
-        priority_class_name=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
+        priority_class_name=_interned(_str(spec.get("priorityClassName"), "spec.priorityClassName")),
         preemption_policy=None if spec.get("preemptionPolicy") is None
         else _str(spec.get("preemptionPolicy"), "spec.preemptionPolicy"),
-        phase=_str(status.get("phase"), "status.phase"),
+        phase=_interned(_str(status.get("phase"), "status.phase")),
         start_time_ns=parse_time_ns(status.get("startTime"), "status.startTime"),
         deleting=bool(meta.get("deletionTimestamp")),
         preempted_by_scheduler=_disruption_target_by_preemption(status),
-        nominated_node_name=_str(status.get("nominatedNodeName"), "status.nominatedNodeName"),
+        nominated_node_name=_interned(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
         requests=resources_from_units(pod_request_units(spec)),
         host_ports=_host_ports(spec),
         node_selector=_labels(spec.get("nodeSelector"), "spec.nodeSelector"),

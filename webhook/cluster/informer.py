@@ -1,0 +1,372 @@
+"""List+watch informers feeding ``ClusterState`` from the Kubernetes API (one per kind).
+
+Each informer follows client-go's reflector: a paginated LIST records ``metadata.resourceVersion``,
+a WATCH from it (``allowWatchBookmarks``, server-side ``timeoutSeconds``) applies events in order and
+is renewed when the server ends it; ``410 Gone`` means the history is compacted, so the informer
+relists and reconciles the kind with ``ClusterState.replace_kind``. Errors back off exponentially with
+jitter. The wire format is read as raw JSON through the kubernetes-asyncio ``ApiClient`` (its config,
+auth and TLS), skipping the slow model deserialisation, and converted straight into the slim model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from webhook.cluster.convert import (
+    namespace_from_dict,
+    node_from_dict,
+    pdb_from_dict,
+    pod_from_dict,
+    priority_class_from_dict,
+    resource_quota_from_dict,
+)
+from webhook.cluster.model import ClusterObject
+from webhook.cluster.snapshot import ClusterState
+from webhook.errors import InvalidInput
+
+log = logging.getLogger(__name__)
+
+JsonObject = Mapping[str, Any]
+
+# client-go treats a watch that ends within a second without any event as an error ("very short
+# watch"), so a server that closes streams at once cannot make the informer spin.
+_VERY_SHORT_WATCH_SECONDS = 1.0
+# Listed objects converted between two yields to the event loop.
+_CONVERT_BATCH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceKind:
+    """One watched kind: where it is listed and how a raw object becomes a model object."""
+
+    kind: str
+    list_path: str
+    namespaced: bool
+    convert: Callable[[JsonObject], ClusterObject]
+
+    def object_key(self, raw: JsonObject) -> str:
+        meta = raw.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        if not self.namespaced:
+            return name
+        return f"{meta.get('namespace') or 'default'}/{name}"
+
+
+PRIORITY_CLASSES = ResourceKind("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses", False,
+                                priority_class_from_dict)
+NAMESPACES = ResourceKind("Namespace", "/api/v1/namespaces", False, namespace_from_dict)
+NODES = ResourceKind("Node", "/api/v1/nodes", False, node_from_dict)
+PODS = ResourceKind("Pod", "/api/v1/pods", True, pod_from_dict)
+POD_DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", True,
+                                      pdb_from_dict)
+RESOURCE_QUOTAS = ResourceKind("ResourceQuota", "/api/v1/resourcequotas", True, resource_quota_from_dict)
+
+RESOURCE_KINDS: tuple[ResourceKind, ...] = (
+    PRIORITY_CLASSES, NAMESPACES, NODES, PODS, POD_DISRUPTION_BUDGETS, RESOURCE_QUOTAS,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class InformerSettings:
+    """Tuning knobs; the defaults suit a real cluster, tests shrink the delays."""
+
+    page_size: int = 500
+    # Server-side watch timeout; each watch picks a value in [t, 2t) like client-go, to spread renewals.
+    watch_timeout_seconds: int = 300
+    backoff_base_seconds: float = 0.2
+    backoff_cap_seconds: float = 30.0
+    connect_timeout_seconds: float = 10.0
+    request_timeout_seconds: float = 60.0
+    # Extra read slack over the server-side timeout before a silent watch connection counts as dead.
+    watch_read_slack_seconds: float = 30.0
+
+    def backoff_delay(self, failures: int) -> float:
+        """Exponential backoff with jitter: a random delay in [d/2, d], d = base * 2^(failures-1), capped."""
+        ceiling = min(self.backoff_cap_seconds, self.backoff_base_seconds * 2 ** min(max(failures - 1, 0), 32))
+        return random.uniform(ceiling / 2, ceiling)
+
+
+class ApiStatusError(Exception):
+    """A non-success answer from the API server, carrying the ``Status`` code, reason and message."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(f"{code} {reason}: {message}" if message else f"{code} {reason}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+    @classmethod
+    def from_status(cls, status: object, default_code: int) -> ApiStatusError:
+        if not isinstance(status, Mapping):
+            return cls(default_code, "", str(status)[:200])
+        code = status.get("code")
+        return cls(code if isinstance(code, int) else default_code, str(status.get("reason") or ""),
+                   str(status.get("message") or ""))
+
+    @property
+    def expired(self) -> bool:
+        """``410 Gone``: the requested resourceVersion is older than the server's history."""
+        return self.code == 410
+
+
+class WatchEndedTooSoon(Exception):
+    """The server ended a watch at once without any event (see ``_VERY_SHORT_WATCH_SECONDS``)."""
+
+
+_RETRYABLE = (aiohttp.ClientError, TimeoutError, OSError, ValueError, ApiStatusError, WatchEndedTooSoon)
+
+
+async def api_get(api_client: Any, path: str, query: Sequence[tuple[str, str]],
+                  timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+    """A raw GET through the ApiClient (auth, TLS, token refresh); the caller reads and releases the body."""
+    response: aiohttp.ClientResponse = await api_client.call_api(
+        path, "GET", query_params=list(query), header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
+    )
+    return response
+
+
+async def read_json(response: aiohttp.ClientResponse) -> Any:
+    """The JSON body of a finished response; a non-2xx status raises ``ApiStatusError``."""
+    body = await response.read()
+    if not 200 <= response.status < 300:
+        try:
+            status = json.loads(body)
+        except ValueError:
+            status = body[:200].decode("utf-8", "replace")
+        raise ApiStatusError.from_status(status, response.status)
+    return json.loads(body)
+
+
+class Informer:
+    """Keeps one kind of ``state`` equal to the API server's view, for as long as ``run`` runs."""
+
+    def __init__(self, api_client: Any, resource: ResourceKind, state: ClusterState,
+                 settings: InformerSettings | None = None) -> None:
+        self.api_client = api_client
+        self.resource = resource
+        self.state = state
+        self.settings = settings or InformerSettings()
+        self.resource_version: str | None = None
+        self.synced = asyncio.Event()
+        self.last_contact: float | None = None  # time.monotonic() of the last successful exchange
+        self.relists = 0
+        self.events_applied = 0
+        self._failures = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+    @property
+    def has_synced(self) -> bool:
+        return self.synced.is_set()
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> asyncio.Task[None]:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self.run(), name=f"informer-{self.kind}")
+        return self._task
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def run(self) -> None:
+        """List, then watch forever; relist on 410, back off on errors. Ends only by cancellation."""
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self.list_and_replace()
+                await self.watch_once()
+            except ApiStatusError as exc:
+                if exc.expired and self.resource_version is not None:
+                    log.info("%s watch expired (%s); relisting", self.kind, exc.message or exc.reason)
+                    self.resource_version = None
+                    continue
+                await self._back_off(exc)
+            except _RETRYABLE as exc:
+                await self._back_off(exc)
+            except Exception as exc:
+                # An informer must outlive surprises (a malformed answer); its staleness shows the trouble.
+                log.exception("%s informer: unexpected error", self.kind)
+                await self._back_off(exc)
+
+    async def _back_off(self, exc: BaseException) -> None:
+        self._failures += 1
+        delay = self.settings.backoff_delay(self._failures)
+        log.warning("%s informer: %s: %s; retrying in %.2fs", self.kind, type(exc).__name__, exc, delay)
+        await asyncio.sleep(delay)
+
+    def _touch(self) -> None:
+        self.last_contact = time.monotonic()
+        self._failures = 0
+
+    # ---- list -----------------------------------------------------------------------------------
+    async def list_and_replace(self) -> None:
+        """A full paginated LIST, reconciled into the state (objects gone from the server disappear)."""
+        objects, resource_version = await self.list_all()
+        self.state.replace_kind(self.kind, objects)
+        self.resource_version = resource_version
+        self.relists += 1
+        self._touch()
+        if not self.synced.is_set():
+            log.info("%s informer synced: %d objects at resourceVersion %s", self.kind, len(objects),
+                     resource_version)
+            self.synced.set()
+
+    async def list_all(self) -> tuple[list[ClusterObject], str]:
+        try:
+            return await self._list_pages(self.settings.page_size)
+        except ApiStatusError as exc:
+            if not exc.expired:
+                raise
+            # The continue token expired mid-list: fall back to one unpaginated list (client-go pager).
+            log.info("%s list continuation expired; listing without pagination", self.kind)
+            return await self._list_pages(0)
+
+    async def _list_pages(self, page_size: int) -> tuple[list[ClusterObject], str]:
+        objects: list[ClusterObject] = []
+        page = await self._fetch_page(page_size, "")
+        while True:
+            meta = page.get("metadata") or {}
+            token = str(meta.get("continue") or "")
+            # Fetch the next page while this one is converted (the server works meanwhile).
+            next_page = asyncio.ensure_future(self._fetch_page(page_size, token)) if token else None
+            try:
+                await self._convert_items(page.get("items") or [], objects)
+            except BaseException:
+                if next_page is not None:
+                    next_page.cancel()
+                raise
+            if next_page is None:
+                return objects, str(meta.get("resourceVersion") or "")
+            page = await next_page
+
+    async def _fetch_page(self, page_size: int, token: str) -> JsonObject:
+        settings = self.settings
+        timeout = aiohttp.ClientTimeout(total=settings.request_timeout_seconds,
+                                        sock_connect=settings.connect_timeout_seconds)
+        query = [("limit", str(page_size))] if page_size else []
+        if token:
+            query.append(("continue", token))
+        response = await api_get(self.api_client, self.resource.list_path, query, timeout)
+        try:
+            page = await read_json(response)
+        finally:
+            response.release()
+        if not isinstance(page, Mapping):
+            raise ValueError(f"{self.resource.list_path}: expected a List object")
+        return page
+
+    async def _convert_items(self, items: list[JsonObject], into: list[ClusterObject]) -> None:
+        """Convert list items, yielding now and then so a large list never blocks the event loop for long."""
+        for start in range(0, len(items), _CONVERT_BATCH):
+            for raw in items[start:start + _CONVERT_BATCH]:
+                obj = self._convert(raw)
+                if obj is not None:
+                    into.append(obj)
+            await asyncio.sleep(0)
+
+    # ---- watch ----------------------------------------------------------------------------------
+    async def watch_once(self) -> None:
+        """One WATCH from ``resource_version`` until the server ends it; raises on errors and on 410."""
+        settings = self.settings
+        server_timeout = random.randint(settings.watch_timeout_seconds, 2 * settings.watch_timeout_seconds - 1) \
+            if settings.watch_timeout_seconds > 1 else settings.watch_timeout_seconds
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", self.resource_version or ""),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(server_timeout)),
+        ]
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_seconds,
+                                        sock_read=server_timeout + settings.watch_read_slack_seconds)
+        started = time.monotonic()
+        response = await api_get(self.api_client, self.resource.list_path, query, timeout)
+        try:
+            if response.status != 200:
+                await read_json(response)  # raises ApiStatusError with the server's Status
+            self._touch()
+            events = await self._consume_stream(response)
+        finally:
+            response.release()
+        if events == 0 and time.monotonic() - started < _VERY_SHORT_WATCH_SECONDS:
+            raise WatchEndedTooSoon(f"very short watch: {self.resource.list_path}: unexpected watch close")
+        self._touch()  # a watch the server closed at its timeout means we were current until now
+
+    async def _consume_stream(self, response: aiohttp.ClientResponse) -> int:
+        """Apply every newline-delimited event of a chunked watch body; returns how many there were."""
+        count = 0
+        pending = b""
+        async for chunk in response.content.iter_any():
+            if b"\n" not in chunk:
+                pending += chunk
+                continue
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                if line.strip():
+                    self.apply_event(json.loads(line))
+                    count += 1
+        if pending.strip():
+            self.apply_event(json.loads(pending))
+            count += 1
+        return count
+
+    def apply_event(self, event: JsonObject) -> None:
+        """Apply one watch event to the state and advance the resourceVersion."""
+        event_type = event.get("type")
+        raw = event.get("object")
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"{self.kind} watch event {event_type!r} without an object")
+        if event_type == "ERROR":
+            raise ApiStatusError.from_status(raw, 500)
+        if event_type in ("ADDED", "MODIFIED"):
+            obj = self._convert(raw)
+            if obj is not None:
+                self.state.upsert(obj)
+        elif event_type == "DELETED":
+            self.state.delete(self.kind, self.resource.object_key(raw))
+        elif event_type != "BOOKMARK":
+            raise ValueError(f"{self.kind} watch: unknown event type {event_type!r}")
+        meta = raw.get("metadata")
+        if meta:
+            resource_version = meta.get("resourceVersion")
+            if resource_version:
+                self.resource_version = resource_version
+        self.events_applied += 1
+        self._touch()
+
+    def _convert(self, raw: JsonObject) -> ClusterObject | None:
+        try:
+            return self.resource.convert(raw)
+        except InvalidInput as exc:
+            # One malformed object must not stop the informer; the previous version (if any) stays.
+            log.warning("%s %s: cannot read object: %s", self.kind, self.resource.object_key(raw), exc)
+            return None
+
+
+def resource_version_newer(candidate: str, current: str | None) -> bool:
+    """Whether ``candidate`` is newer than ``current``; resourceVersions are opaque, so unknown = newer."""
+    if not current:
+        return True
+    try:
+        return int(candidate) > int(current)
+    except ValueError:
+        return True

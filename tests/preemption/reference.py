@@ -1,0 +1,372 @@
+"""A deliberately simple, slow transcription of ../shared/spec/preemption.md, used as an oracle.
+
+No indexes and no incremental state: every Filter call recomputes resource sums, host ports,
+inter-pod affinity counts and topology-spread counts from the whole simulated world. Only the
+model dataclasses are shared with the fast predictor; selector matching, filters, PDB counting,
+victim selection and node choice are written again here from the spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.cluster.model import LabelSelector, LabelSelectorRequirement, Node, Pod, PodAffinityTerm
+from webhook.cluster.snapshot import ClusterState
+
+NOW = 2**63
+OFFSET = 2**31
+
+World = dict[str, tuple[Pod, str]]  # pod key -> (pod, node name)
+
+
+# ---- selectors ---------------------------------------------------------------------------------------
+
+def req_ok(r: LabelSelectorRequirement, labels: Mapping[str, str]) -> bool:
+    if r.operator == "In":
+        return r.key in labels and labels[r.key] in r.values
+    if r.operator == "NotIn":
+        return r.key not in labels or labels[r.key] not in r.values
+    if r.operator == "Exists":
+        return r.key in labels
+    if r.operator == "DoesNotExist":
+        return r.key not in labels
+    if r.operator in ("Gt", "Lt") and r.key in labels and len(r.values) == 1:
+        try:
+            a, b = int(labels[r.key]), int(r.values[0])
+        except ValueError:
+            return False
+        return a > b if r.operator == "Gt" else a < b
+    return False
+
+
+def sel_ok(s: LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    if s is None:
+        return False
+    return all(labels.get(k) == v for k, v in s.match_labels.items()) and all(
+        req_ok(r, labels) for r in s.match_expressions)
+
+
+def node_affinity_ok(pod: Pod, node: Node) -> bool:
+    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    if pod.required_node_affinity is None:
+        return True
+    for term in pod.required_node_affinity:
+        if not term.match_expressions and not term.match_fields:
+            continue
+        if all(req_ok(r, node.labels) for r in term.match_expressions) and all(
+                r.key == "metadata.name" and req_ok(r, {"metadata.name": node.name}) for r in term.match_fields):
+            return True
+    return False
+
+
+def tolerated(pod: Pod, key: str, value: str, effect: str) -> bool:
+    for t in pod.tolerations:
+        if t.effect and t.effect != effect:
+            continue
+        if t.key and t.key != key:
+            continue
+        if t.operator == "Exists" or (t.operator in ("", "Equal") and t.value == value):
+            return True
+    return False
+
+
+def term_ok(term: PodAffinityTerm, owner_ns: str, target: Pod, ns_labels: Mapping[str, str]) -> bool:
+    namespaces = set(term.namespaces)
+    if not term.namespaces and term.namespace_selector is None:
+        namespaces = {owner_ns}
+    in_ns = target.namespace in namespaces or (term.namespace_selector is not None
+                                               and sel_ok(term.namespace_selector, ns_labels))
+    return in_ns and sel_ok(term.label_selector, target.labels)
+
+
+# ---- the reference simulator -------------------------------------------------------------------------
+
+def prio(p: Pod) -> int:
+    return p.priority if p.priority is not None else 0
+
+
+def start(p: Pod) -> int:
+    return p.start_time_ns if p.start_time_ns is not None else NOW
+
+
+def importance(p: Pod) -> tuple[int, int, str, str, str]:
+    return (-prio(p), start(p), p.uid, p.namespace, p.name)
+
+
+class Reference:
+    def __init__(self, state: ClusterState, *, empty_selector_matches_all: bool = False,
+                 stop_at_first: bool = True, percentage: int = 10, absolute: int = 100) -> None:
+        self.nodes = dict(state.nodes)
+        self.ns_labels = {n: ns.labels for n, ns in state.namespaces.items()}
+        self.world: World = {p.key: (p, p.node_name) for p in state.pods.values()
+                             if p.node_name in self.nodes and p.phase not in ("Succeeded", "Failed")}
+        self.nominated = [p for p in state.pods.values() if not p.node_name and p.nominated_node_name
+                          and p.phase not in ("Succeeded", "Failed")]
+        self.pdbs = sorted((b for per in state.pdbs_by_namespace.values() for b in per.values()),
+                           key=lambda b: (b.namespace, b.name))
+        self.empty_all = empty_selector_matches_all
+        self.stop_at_first = stop_at_first
+        self.percentage = percentage
+        self.absolute = absolute
+
+    def nsl(self, ns: str) -> Mapping[str, str]:
+        return self.ns_labels.get(ns, {})
+
+    # -- filters --
+    def static(self, pod: Pod, node: Node) -> tuple[str, tuple[str, ...]] | None:
+        if node.unschedulable and not tolerated(pod, "node.kubernetes.io/unschedulable", "", "NoSchedule"):
+            return ("UU", ("node(s) were unschedulable",))
+        if pod.node_name and pod.node_name != node.name:
+            return ("UU", ("node(s) didn't match the requested node name",))
+        for taint in node.taints:
+            if taint.effect in ("NoSchedule", "NoExecute") and not tolerated(pod, taint.key, taint.value,
+                                                                               taint.effect):
+                return ("UU", ("node(s) had untolerated taint(s)",))
+        if not node_affinity_ok(pod, node):
+            return ("UU", ("node(s) didn't match Pod's node affinity/selector",))
+        return None
+
+    def resources(self, pod: Pod, node: Node, on_node: list[Pod]) -> tuple[str, tuple[str, ...]] | None:
+        a, r = node.allocatable, pod.requests
+        reasons = []
+        if len(on_node) + 1 > a.pods:
+            reasons.append("Too many pods")
+        if r.milli_cpu or r.memory or r.ephemeral_storage or r.scalar:
+            uu = False
+            checks = [("cpu", r.milli_cpu, a.milli_cpu, sum(p.requests.milli_cpu for p in on_node)),
+                      ("memory", r.memory, a.memory, sum(p.requests.memory for p in on_node)),
+                      ("ephemeral-storage", r.ephemeral_storage, a.ephemeral_storage,
+                       sum(p.requests.ephemeral_storage for p in on_node))]
+            checks += [(k, v, a.scalar.get(k, 0), sum(p.requests.scalar.get(k, 0) for p in on_node))
+                       for k, v in sorted(r.scalar.items())]
+            for name, want, have, used in checks:
+                if want > 0 and want > have - used:
+                    reasons.append(f"Insufficient {name}")
+                    uu = uu or want > have
+            if reasons and uu:
+                return ("UU", tuple(reasons))
+        return ("U", tuple(reasons)) if reasons else None
+
+    def spread(self, pod: Pod, node: Node, world: World, initial: World) -> tuple[str, tuple[str, ...]] | None:
+        hard = [c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule"]
+        for c in hard:
+            if c.topology_key not in node.labels:
+                return ("UU", ("node(s) didn't match pod topology spread constraints (missing required label)",))
+        for c in hard:
+            s = c.label_selector
+            keys = [k for k in c.match_label_keys if k in pod.labels]
+            if s is not None and keys:
+                s = LabelSelector(s.match_labels, s.match_expressions + tuple(
+                    LabelSelectorRequirement(k, "In", (pod.labels[k],)) for k in keys))
+
+            def eligible(n: Node, c: Any = c) -> bool:
+                if not all(x.topology_key in n.labels for x in hard):
+                    return False
+                if c.node_affinity_policy == "Honor" and not node_affinity_ok(pod, n):
+                    return False
+                return not (c.node_taints_policy == "Honor" and any(
+                    t.effect in ("NoSchedule", "NoExecute") and not tolerated(pod, t.key, t.value, t.effect)
+                    for t in n.taints))
+
+            domains = {n.labels[c.topology_key] for n in self.nodes.values() if eligible(n)}
+            counts = dict.fromkeys(domains, 0)
+            # Upstream quirk: PreFilter skips terminating pods (and counts nothing for an empty selector),
+            # but RemovePod/AddPod during preemption do not; so removed terminating pods count -1.
+            counted_initially = s is not None and not s.is_empty()
+            for key in set(world) | set(initial):
+                p, n_name = world.get(key) or initial[key]
+                n = self.nodes[n_name]
+                if p.namespace != pod.namespace or not eligible(n) or not sel_ok(s, p.labels):
+                    continue
+                value = n.labels[c.topology_key]
+                present, initially = key in world, key in initial
+                contribution = 1 if initially and counted_initially and not p.deleting else 0
+                if initially and not present:
+                    contribution -= 1
+                if present and not initially:
+                    contribution += 1
+                counts[value] = counts.get(value, 0) + contribution
+            floor = min((counts[d] for d in domains), default=2**31 - 1)
+            if c.min_domains is not None and len(domains) < c.min_domains:
+                floor = 0
+            self_match = 1 if sel_ok(s, pod.labels) else 0
+            if counts.get(node.labels[c.topology_key], 0) + self_match - floor > c.max_skew:
+                return ("U", ("node(s) didn't match pod topology spread constraints",))
+        return None
+
+    def inter_pod(self, pod: Pod, node: Node, world: World) -> tuple[str, tuple[str, ...]] | None:
+        placed = [(p, self.nodes[n]) for p, n in world.values()]
+        if pod.pod_affinity:
+            counts: Counter[tuple[str, str]] = Counter()
+            for p, n in placed:
+                if all(term_ok(t, pod.namespace, p, self.nsl(p.namespace)) for t in pod.pod_affinity):
+                    for t in pod.pod_affinity:
+                        if t.topology_key in n.labels:
+                            counts[(t.topology_key, n.labels[t.topology_key])] += 1
+            if any(t.topology_key not in node.labels for t in pod.pod_affinity):
+                return ("UU", ("node(s) didn't match pod affinity rules",))
+            if not all(counts[(t.topology_key, node.labels[t.topology_key])] > 0 for t in pod.pod_affinity) and not (
+                    not counts and all(term_ok(t, pod.namespace, pod, self.nsl(pod.namespace))
+                                        for t in pod.pod_affinity)):
+                return ("UU", ("node(s) didn't match pod affinity rules",))
+        for t in pod.pod_anti_affinity:
+            value = node.labels.get(t.topology_key)
+            if value is not None and any(
+                    n.labels.get(t.topology_key) == value and term_ok(t, pod.namespace, p, self.nsl(p.namespace))
+                    for p, n in placed):
+                return ("U", ("node(s) didn't match pod anti-affinity rules",))
+        for p, n in placed:
+            for t in p.pod_anti_affinity:
+                value = n.labels.get(t.topology_key)
+                if value is not None and node.labels.get(t.topology_key) == value and term_ok(
+                        t, p.namespace, pod, self.nsl(pod.namespace)):
+                    return ("U", ("node(s) didn't satisfy existing pods anti-affinity rules",))
+        return None
+
+    def dynamic(self, pod: Pod, node: Node, world: World, initial: World) -> tuple[str, tuple[str, ...]] | None:
+        on_node = [p for p, n in world.values() if n == node.name]
+        wanted = [h for h in pod.host_ports if h.port]
+        for h in wanted:
+            for p in on_node:
+                for u in p.host_ports:
+                    if u.port == h.port and u.protocol == h.protocol and "0.0.0.0" in (u.host_ip, h.host_ip):
+                        return ("U", ("node(s) didn't have free ports for the requested pod ports",))
+                    if u.port == h.port and u.protocol == h.protocol and u.host_ip == h.host_ip:
+                        return ("U", ("node(s) didn't have free ports for the requested pod ports",))
+        return (self.resources(pod, node, on_node) or self.spread(pod, node, world, initial)
+                or self.inter_pod(pod, node, world))
+
+    def filter(self, pod: Pod, name: str, world: World, initial: World) -> tuple[str, tuple[str, ...]] | None:
+        node = self.nodes[name]
+        failed = self.static(pod, node)
+        if failed:
+            return failed
+        noms = [p for p in self.nominated if p.nominated_node_name == name and prio(p) >= prio(pod)
+                and p.key != pod.key and not (pod.uid and p.uid == pod.uid)]
+        if noms:
+            with_noms = dict(world)
+            for p in noms:
+                with_noms[p.key] = (p, name)
+            failed = self.dynamic(pod, node, with_noms, initial)
+            if failed:
+                return failed
+        return self.dynamic(pod, node, world, initial)
+
+    # -- preemption --
+    def pdb_flags(self, victims: list[Pod]) -> list[bool]:
+        allowed = [b.disruptions_allowed for b in self.pdbs]
+        flags = []
+        for v in victims:
+            bad = False
+            for i, b in enumerate(self.pdbs):
+                if b.namespace != v.namespace or b.selector is None:
+                    continue
+                if b.selector.is_empty():
+                    if not self.empty_all:
+                        continue
+                elif (not v.labels and not self.empty_all) or not sel_ok(b.selector, v.labels):
+                    continue
+                if v.name in b.disrupted_pods:
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    bad = True
+                    if self.stop_at_first:
+                        break
+            flags.append(bad)
+        return flags
+
+    def select_victims(self, pod: Pod, name: str) -> tuple[list[Pod], set[str]] | tuple[str, tuple[str, ...]]:
+        lower = sorted((p for p, n in self.world.values() if n == name and prio(p) < prio(pod)), key=importance)
+        if not lower:
+            return ("UU", ("No preemption victims found for incoming pod",))
+        world = {k: v for k, v in self.world.items() if k not in {p.key for p in lower}}
+        failed = self.filter(pod, name, world, self.world)
+        if failed:
+            return failed
+        flags = self.pdb_flags(lower)
+        victims: list[Pod] = []
+        violating: set[str] = set()
+        for group in (True, False):
+            for p, bad in zip(lower, flags, strict=True):
+                if bad != group:
+                    continue
+                world[p.key] = (p, name)
+                if self.filter(pod, name, world, self.world):
+                    del world[p.key]
+                    victims.append(p)
+                    if bad:
+                        violating.add(p.key)
+        return sorted(victims, key=importance), violating
+
+    def predict(self, pod: Pod) -> dict[str, Any]:
+        names = sorted(self.nodes)
+        out: dict[str, Any] = {"outcome": "Unschedulable", "node": None, "victims": [], "pdb_violations": 0,
+                               "candidate_nodes": 0, "tied_nodes": [], "expected_delay_seconds": 0,
+                               "preemption_status": ""}
+        if not names:
+            return out
+        statuses: dict[str, tuple[str, tuple[str, ...]]] = {}
+        order = ([pod.nominated_node_name] if pod.nominated_node_name in self.nodes else []) + names
+        for name in order:
+            failed = self.filter(pod, name, self.world, self.world)
+            if failed is None:
+                self.world[pod.key] = (dataclasses.replace(pod, node_name=name), name)
+                return {**out, "outcome": "Fits", "node": name}
+            statuses[name] = failed
+
+        def msg(reasons: list[tuple[str, ...]]) -> str:
+            c = Counter(r for rs in reasons for r in rs)
+            return f"preemption: 0/{len(names)} nodes are available: " + ", ".join(
+                sorted(f"{n} {r}" for r, n in c.items())) + "."
+
+        if pod.preemption_policy == "Never":
+            return {**out, "preemption_status": "preemption: not eligible due to preemptionPolicy=Never."}
+        nn = pod.nominated_node_name
+        if nn and statuses.get(nn, ("UU", ()))[0] != "UU" and any(
+                prio(p) < prio(pod) and p.deleting and p.preempted_by_scheduler
+                for p, n in self.world.values() if n == nn):
+            return {**out, "preemption_status":
+                    "preemption: not eligible due to a terminating pod on the nominated node."}
+        potential = [n for n in names if statuses.get(n, ("UU", ()))[0] == "U"]
+        not_helpful = ("Preemption is not helpful for scheduling",)
+        if not potential:
+            return {**out, "preemption_status": msg([not_helpful] * len(names))}
+        candidates: dict[str, tuple[list[Pod], set[str]]] = {}
+        dry: dict[str, tuple[str, ...]] = {}
+        for name in potential:
+            got = self.select_victims(pod, name)
+            if isinstance(got[0], list):
+                candidates[name] = got  # type: ignore[assignment]
+            else:
+                dry[name] = got[1]  # type: ignore[assignment]
+        if not candidates:
+            return {**out, "preemption_status": msg([dry.get(n, not_helpful) for n in names])}
+
+        def score(name: str) -> tuple[int, int, int, int, int]:
+            victims, violating = candidates[name]
+            top = prio(victims[0])
+            return (len(violating), top, sum(prio(v) + OFFSET for v in victims), len(victims),
+                    -min(start(v) for v in victims if prio(v) == top))
+
+        best = min(score(n) for n in candidates)
+        tied = sorted(n for n in candidates if score(n) == best)
+        chosen = tied[0]
+        victims, violating = candidates[chosen]
+        for v in victims:
+            del self.world[v.key]
+        self.world[pod.key] = (dataclasses.replace(pod, node_name=chosen), chosen)
+        return {**out, "outcome": "Preempts", "node": chosen,
+                "victims": [(v.namespace, v.name, prio(v), v.key in violating) for v in victims],
+                "pdb_violations": len(violating), "candidate_nodes": len(candidates), "tied_nodes": tied,
+                "expected_delay_seconds": max(30 if v.termination_grace_period_seconds is None
+                                              else v.termination_grace_period_seconds for v in victims)}
+
+
+def reference_predict(state: ClusterState, pods: list[Pod], **options: Any) -> list[dict[str, Any]]:
+    ref = Reference(state, **options)
+    return [ref.predict(p) for p in pods]

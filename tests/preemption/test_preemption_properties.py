@@ -1,0 +1,180 @@
+"""Property tests: the fast predictor equals the slow reference on random small clusters, and invariants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from webhook.cluster.convert import label_selector, node_from_dict, pod_from_dict
+from webhook.cluster.model import Namespace, Pod, PodDisruptionBudget
+from webhook.cluster.snapshot import ClusterState
+from webhook.preemption.predictor import simulate_pods
+from webhook.preemption.results import PREEMPTS, PreemptionArgs, PreemptionResult
+
+from .reference import Reference, reference_predict
+
+NAMESPACES = ("default", "other")
+APPS = ("a", "b")
+
+
+def _term(app: str, topology: str, namespaces: list[str] | None) -> dict[str, Any]:
+    term: dict[str, Any] = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": topology}
+    if namespaces is not None:
+        term["namespaces"] = namespaces
+    return term
+
+
+def _container(cpu: int, memory: int) -> dict[str, Any]:
+    return {"name": "c", "resources": {"requests": {"cpu": f"{cpu}m", "memory": str(memory)}}}
+
+
+terms = st.builds(_term, st.sampled_from(APPS), st.sampled_from(["hostname", "zone"]),
+                  st.one_of(st.none(), st.just(["default", "other"])))
+
+
+@st.composite
+def pod_dicts(draw: st.DrawFn, name: str, nodes: list[str], *, bound: bool) -> dict[str, Any]:
+    app = draw(st.sampled_from([None, *APPS, *APPS]))
+    spec: dict[str, Any] = {
+        "containers": [_container(draw(st.sampled_from([0, 100, 300, 500, 1000])),
+                                  draw(st.sampled_from([0, 100, 300, 500, 1000])))],
+        "priority": draw(st.sampled_from([-10, 0, 100, 1000])),
+    }
+    if draw(st.integers(0, 9)) == 0:
+        spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    if draw(st.integers(0, 5)) == 0:
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [draw(terms)]}}
+    if draw(st.booleans()):
+        spec["terminationGracePeriodSeconds"] = draw(st.sampled_from([0, 10, 60]))
+    status: dict[str, Any] = {"phase": "Running" if bound else "Pending"}
+    start = draw(st.sampled_from([None, 1, 2, 3, 4]))
+    if start is not None:
+        status["startTime"] = f"2024-01-01T00:00:0{start}Z"
+    deleting = draw(st.integers(0, 7)) == 0
+    if bound:
+        spec["nodeName"] = draw(st.sampled_from(nodes))
+        if deleting and draw(st.booleans()):
+            status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    else:
+        status["nominatedNodeName"] = draw(st.sampled_from(nodes))
+    meta: dict[str, Any] = {"name": name, "namespace": draw(st.sampled_from(NAMESPACES)), "uid": f"uid-{name}",
+                            "labels": {"app": app} if app else {}}
+    if deleting:
+        meta["deletionTimestamp"] = "2024-01-02T00:00:00Z"
+    return {"kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+@st.composite
+def preemptors(draw: st.DrawFn, nodes: list[str]) -> dict[str, Any]:
+    app = draw(st.sampled_from([None, *APPS]))
+    spec: dict[str, Any] = {
+        "containers": [_container(draw(st.sampled_from([0, 300, 700, 1500, 700, 300, 5000])),
+                                  draw(st.sampled_from([0, 300, 700, 1500])))],
+        "priority": draw(st.sampled_from([0, 100, 500, 1000, 2000])),
+    }
+    if draw(st.integers(0, 9)) == 0:
+        spec["preemptionPolicy"] = "Never"
+    if draw(st.integers(0, 4)) == 0:
+        spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    if draw(st.integers(0, 4)) == 0:
+        spec["nodeSelector"] = {"zone": draw(st.sampled_from(["z1", "z2"]))}
+    if draw(st.integers(0, 9)) == 0:
+        spec["nodeName"] = draw(st.sampled_from(nodes))
+    if draw(st.booleans()):
+        spec["tolerations"] = [draw(st.sampled_from([
+            {"key": "dedicated", "operator": "Equal", "value": "x", "effect": "NoSchedule"},
+            {"operator": "Exists"},
+            {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+        ]))]
+    affinity: dict[str, Any] = {}
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    if draw(st.integers(0, 3)) == 0:
+        affinity["podAntiAffinity"] = {required: [draw(terms)]}
+    if draw(st.integers(0, 5)) == 0:
+        affinity["podAffinity"] = {required: [draw(terms)]}
+    if affinity:
+        spec["affinity"] = affinity
+    if draw(st.integers(0, 3)) == 0:
+        spec["topologySpreadConstraints"] = [{
+            "maxSkew": draw(st.integers(1, 2)), "topologyKey": draw(st.sampled_from(["zone", "hostname"])),
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": draw(st.sampled_from([{"matchLabels": {"app": "a"}}, {}])),
+        }]
+    status: dict[str, Any] = {"phase": "Pending"}
+    if draw(st.integers(0, 4)) == 0:
+        status["nominatedNodeName"] = draw(st.sampled_from(nodes))
+    meta = {"name": "new", "namespace": "default", "labels": {"app": app} if app else {}}
+    return {"kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[ClusterState, list[Pod], dict[str, Any]]:
+    state = ClusterState()
+    state.upsert(Namespace("default", {"team": "a"}))
+    state.upsert(Namespace("other", {"team": "b"}))
+    node_names = [f"n{i}" for i in range(draw(st.integers(1, 4)))]
+    for name in node_names:
+        taints = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}] if draw(st.integers(0, 7)) == 0 else []
+        state.upsert(node_from_dict({"kind": "Node", "metadata": {"name": name, "labels": {
+            "hostname": name, "zone": draw(st.sampled_from(["z1", "z2"]))}},
+            "spec": {"taints": taints, "unschedulable": draw(st.integers(0, 9)) == 0},
+            "status": {"allocatable": {"cpu": f"{draw(st.sampled_from([1000, 2000]))}m",
+                                       "memory": str(draw(st.sampled_from([1000, 2000]))),
+                                       "pods": str(draw(st.integers(2, 6)))}}}))
+    for i in range(draw(st.integers(2, 14))):
+        state.upsert(pod_from_dict(draw(pod_dicts(f"p{i}", node_names, bound=True))))
+    for i in range(draw(st.integers(0, 2))):
+        state.upsert(pod_from_dict(draw(pod_dicts(f"nom{i}", node_names, bound=False))))
+    for i in range(draw(st.integers(0, 3))):
+        selector = draw(st.sampled_from([None, {}, {"matchLabels": {"app": "a"}}, {"matchLabels": {"app": "b"}}]))
+        state.upsert(PodDisruptionBudget(
+            f"pdb{i}", draw(st.sampled_from(NAMESPACES)), label_selector(selector, "selector"),
+            disruptions_allowed=draw(st.sampled_from([0, 0, 1, 2])),
+            disrupted_pods=frozenset(draw(st.lists(st.sampled_from(["p0", "p1", "p2"]), max_size=1)))))
+    pod = pod_from_dict(draw(preemptors(node_names)))
+    replicas = draw(st.integers(1, 3))
+    pods = [pod] if replicas == 1 else [
+        Pod(**{**{f: getattr(pod, f) for f in pod.__dataclass_fields__}, "name": f"new-{i}"}) for i in range(replicas)]
+    options = {"empty_selector_matches_all": draw(st.booleans()), "stop_at_first": draw(st.booleans())}
+    return state, pods, options
+
+
+def as_dict(result: PreemptionResult) -> dict[str, Any]:
+    return {
+        "outcome": result.outcome, "node": result.node,
+        "victims": [(v.namespace, v.name, v.priority, v.pdb_violation) for v in result.victims],
+        "pdb_violations": result.pdb_violations, "candidate_nodes": result.candidate_nodes,
+        "tied_nodes": list(result.tied_nodes), "expected_delay_seconds": result.expected_delay_seconds,
+        "preemption_status": result.preemption_status,
+    }
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_fast_predictor_equals_reference(scenario: tuple[ClusterState, list[Pod], dict[str, Any]]) -> None:
+    state, pods, options = scenario
+    version = state.version
+    args = PreemptionArgs(pdb_empty_selector_matches_all=options["empty_selector_matches_all"],
+                          pdb_stop_at_first_violation=options["stop_at_first"])
+    fast = [as_dict(r) for r in simulate_pods(state, pods, args)]
+    slow = reference_predict(state, pods, **options)
+    assert fast == slow
+    assert state.version == version  # the shared state is never mutated
+
+    first = simulate_pods(state, pods[:1], args)[0]
+    if first.outcome != PREEMPTS:
+        return
+    assert first.node is not None
+    pod = pods[0]
+    assert all(v.priority < pod.effective_priority for v in first.victims)
+    ref = Reference(state, **options)
+    victim_keys = {f"{v.namespace}/{v.name}" for v in first.victims}
+    without = {k: v for k, v in ref.world.items() if k not in victim_keys}
+    assert ref.filter(pod, first.node, without, ref.world) is None, "removing the victims must make the pod fit"
+    if not pod.pod_affinity:  # required pod affinity is not monotone in the pods present
+        for key in victim_keys:
+            back = dict(without)
+            back[key] = ref.world[key]
+            assert ref.filter(pod, first.node, back, ref.world) is not None, f"victim {key} could be reprieved"

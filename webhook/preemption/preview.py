@@ -1,0 +1,90 @@
+"""The ``PreemptionPreview`` document (contract §4) and the entry point for /preview and the plugin."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from webhook.cluster.model import Pod
+from webhook.cluster.snapshot import ClusterState
+from webhook.preemption.predictor import predict_pods
+from webhook.preemption.results import (
+    FITS,
+    PREEMPTS,
+    REJECTED,
+    UNSCHEDULABLE_OUTCOME,
+    PreemptionArgs,
+    PreemptionResult,
+)
+from webhook.preemption.workloads import expand_object
+
+API_VERSION = "preemptguard.io/v1alpha1"
+KIND = "PreemptionPreview"
+
+
+def result_json(result: PreemptionResult) -> dict[str, Any]:
+    return {
+        "pod": result.pod,
+        "priority": result.priority,
+        "priorityClassName": result.priority_class_name,
+        "preemptionPolicy": result.preemption_policy,
+        "outcome": result.outcome,
+        "node": result.node,
+        "victims": [{"namespace": v.namespace, "name": v.name, "node": v.node, "priority": v.priority,
+                     "pdbViolation": v.pdb_violation} for v in result.victims],
+        "pdbViolations": result.pdb_violations,
+        "candidateNodes": result.candidate_nodes,
+        "tiedNodes": list(result.tied_nodes),
+        "expectedDelaySeconds": result.expected_delay_seconds,
+        "message": result.message,
+    }
+
+
+def build_preview(results: Sequence[PreemptionResult]) -> dict[str, Any]:
+    """The PreemptionPreview for the results of one simulation (one entry per replica, in order)."""
+    outcomes = [r.outcome for r in results]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "results": [result_json(r) for r in results],
+        "summary": {
+            "pods": len(results),
+            "fits": outcomes.count(FITS),
+            "preempting": outcomes.count(PREEMPTS),
+            "unschedulable": outcomes.count(UNSCHEDULABLE_OUTCOME),
+            "rejected": outcomes.count(REJECTED),
+            "victims": sum(len(r.victims) for r in results),
+            "pdbViolations": sum(r.pdb_violations for r in results),
+            "namespacesAffected": sorted({v.namespace for r in results for v in r.victims}),
+        },
+    }
+
+
+def with_priority_class(pod: Pod, priority_class: str | None) -> Pod:
+    """The pod as if it asked for ``priority_class`` (its own spec.priority/preemptionPolicy are dropped)."""
+    if not priority_class:
+        return pod
+    return dataclasses.replace(pod, priority_class_name=priority_class, priority=None, preemption_policy=None)
+
+
+def preview_objects(state: ClusterState, objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None,
+                    replicas: int | None = None, priority_class: str | None = None,
+                    args: PreemptionArgs | None = None) -> dict[str, Any]:
+    """Expand every object (Pod, workload or List) into pods and simulate them all in order."""
+    pods = [with_priority_class(p, priority_class)
+            for obj in objects for p in expand_object(obj, namespace=namespace, replicas=replicas)]
+    return build_preview(predict_pods(state, pods, args=args))
+
+
+def preview_object(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None = None,
+                   replicas: int | None = None, priority_class: str | None = None,
+                   args: PreemptionArgs | None = None) -> dict[str, Any]:
+    """The PreemptionPreview for one raw Pod or workload object (what /preview and the plugin call)."""
+    return preview_objects(state, [obj], namespace=namespace, replicas=replicas, priority_class=priority_class,
+                           args=args)
+
+
+def preview_exit_code(preview: Mapping[str, Any]) -> int:
+    """Plugin exit status (contract §5): 0 when every pod fits without evicting anyone, else 1."""
+    return 0 if all(r["outcome"] == FITS for r in preview["results"]) else 1

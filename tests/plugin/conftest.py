@@ -1,0 +1,178 @@
+"""The plugin as users run it: the machine's real ``kubectl`` finding ``kubectl-preempt_preview`` on PATH.
+
+A missing kubectl fails these tests; it never skips them. ``preemptguard`` starts the real server once per
+session (``preempt-guard serve --cluster-snapshot examples/cluster.yaml --tls-self-signed --port 0``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.cluster.loader import load_snapshot
+from webhook.cluster.snapshot import ClusterState
+from webhook.preemption.preview import preview_objects
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+CLUSTER = EXAMPLES / "cluster.yaml"
+POD_FILES = sorted((EXAMPLES / "pods").glob("*.yaml"))
+KUBECTL = Path("/usr/bin/kubectl")
+PLUGIN = "kubectl-preempt_preview"
+EXPECT_RE = re.compile(r"^# expect: (\S+)$", re.MULTILINE)
+
+
+def expected_outcome(path: Path) -> str:
+    match = EXPECT_RE.search(path.read_text(encoding="utf-8"))
+    assert match, f"{path} has no '# expect:' line"
+    return match.group(1)
+
+
+@pytest.fixture(scope="session")
+def snapshot_state() -> ClusterState:
+    """examples/cluster.yaml, loaded once (predictions never mutate it)."""
+    return load_snapshot(CLUSTER)
+
+
+@pytest.fixture(scope="session")
+def offline_preview(snapshot_state: ClusterState) -> Callable[[Path], dict[str, Any]]:
+    """The predictor's own PreemptionPreview for a manifest file: what every source must print."""
+    def preview(path: Path) -> dict[str, Any]:
+        return preview_objects(snapshot_state, list(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
+    return preview
+
+
+@pytest.fixture(scope="session")
+def snapshot_items() -> list[dict[str, Any]]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    items: list[dict[str, Any]] = yaml.load(CLUSTER.read_text(encoding="utf-8"), Loader=loader)["items"]
+    return items
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    """Runs the real kubectl with the plugin directory first on PATH and no kubeconfig unless given."""
+
+    binary: Path
+    plugin_dir: Path
+    home: Path
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR", "PYTHONPATH")}
+        env.update(PATH=f"{self.plugin_dir}{os.pathsep}{os.environ.get('PATH', '')}", HOME=str(self.home))
+        env.update(extra or {})
+        return env
+
+    def run(self, *args: str, stdin: str | None = None, env: Mapping[str, str] | None = None,
+            timeout: float = 60) -> Run:
+        done = subprocess.run([str(self.binary), *args], input=stdin, capture_output=True, text=True,
+                              env=self.env(env), cwd=ROOT, timeout=timeout, check=False)
+        return Run(done.returncode, done.stdout, done.stderr)
+
+    async def arun(self, *args: str, stdin: str | None = None, env: Mapping[str, str] | None = None,
+                   timeout: float = 60) -> Run:
+        """Like ``run``, while the event loop keeps serving (the fake API server runs in it)."""
+        process = await asyncio.create_subprocess_exec(
+            str(self.binary), *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=self.env(env), cwd=ROOT)
+        out, err = await asyncio.wait_for(process.communicate(stdin.encode() if stdin else None), timeout)
+        assert process.returncode is not None
+        return Run(process.returncode, out.decode(), err.decode())
+
+
+def write_shim(directory: Path) -> Path:
+    """``kubectl-preempt_preview``: runs ``python -m kubectl_plugin.cli`` of this checkout (what
+    ``pipx install .`` puts on PATH as a console script)."""
+    shim = directory / PLUGIN
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m kubectl_plugin.cli "$@"\n',
+                    encoding="utf-8")
+    shim.chmod(0o755)
+    return shim
+
+
+@pytest.fixture(scope="session")
+def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    if not (KUBECTL.exists() and os.access(KUBECTL, os.X_OK)):
+        pytest.fail(f"the real kubectl binary is required at {KUBECTL} and is missing", pytrace=False)
+    plugin_dir = tmp_path_factory.mktemp("plugins")
+    write_shim(plugin_dir)
+    return Kubectl(KUBECTL, plugin_dir, tmp_path_factory.mktemp("home"))
+
+
+# ---- the real PreemptGuard server ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class PreemptGuard:
+    url: str
+    ca_pem: bytes
+    ca_file: Path
+
+
+class _ServerProcess:
+    def __init__(self, args: Sequence[str]) -> None:
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    def wait_for(self, pattern: re.Pattern[str], timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                match = pattern.search(line)
+                if match:
+                    return match
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError("preempt-guard serve did not start:\n" + "".join(self.lines))
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture(scope="session")
+def preemptguard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PreemptGuard]:
+    server = _ServerProcess([sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(CLUSTER),
+                             "--tls-self-signed", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"])
+    try:
+        match = server.wait_for(re.compile(r"serving admission on (https://127\.0\.0\.1:\d+)"), timeout=30)
+        url = match.group(1)
+        port = int(url.rsplit(":", 1)[1])
+        # The self-signed certificate is its own CA, as a webhook configuration's caBundle would hold it.
+        ca_pem = ssl.get_server_certificate(("127.0.0.1", port)).encode()
+        ca_file = tmp_path_factory.mktemp("preemptguard") / "ca.crt"
+        ca_file.write_bytes(ca_pem)
+        yield PreemptGuard(url, ca_pem, ca_file)
+    finally:
+        server.stop()

@@ -1,0 +1,208 @@
+"""``kubectl preempt-preview --snapshot``: the real kubectl runs the plugin; outputs, exit status and errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import CLUSTER, EXAMPLES, PLUGIN, POD_FILES, Kubectl, Run, expected_outcome
+
+OFFLINE = ("--snapshot", str(CLUSTER))
+EXIT_FOR = {"Fits": 0, "Preempts": 1, "Unschedulable": 1, "Rejected": 1}
+
+
+def preview_of(kubectl: Kubectl, *args: str, stdin: str | None = None) -> tuple[Run, dict[str, Any]]:
+    run = kubectl.run("preempt-preview", *OFFLINE, *args, "-o", "json", stdin=stdin)
+    assert run.returncode in (0, 1), run.stderr
+    return run, json.loads(run.stdout)
+
+
+def test_kubectl_plugin_list_shows_the_plugin(kubectl: Kubectl) -> None:
+    run = kubectl.run("plugin", "list")
+    assert run.returncode == 0, run.stderr
+    assert str(kubectl.plugin_dir / PLUGIN) in run.stdout
+
+
+@pytest.fixture(scope="module")
+def example_runs(kubectl: Kubectl) -> dict[Path, Run]:
+    """Every example through kubectl, two at a time (the machine has two cores)."""
+    def run(path: Path) -> Run:
+        return kubectl.run("preempt-preview", *OFFLINE, "-f", str(path), "-o", "json")
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(POD_FILES, pool.map(run, POD_FILES), strict=True))
+
+
+@pytest.mark.parametrize("path", POD_FILES, ids=[p.stem for p in POD_FILES])
+def test_every_example_gives_its_expected_outcome_and_exit_status(
+        path: Path, example_runs: dict[Path, Run], offline_preview: Callable[[Path], dict[str, Any]]) -> None:
+    run = example_runs[path]
+    expect = expected_outcome(path)
+    preview = json.loads(run.stdout)
+    assert preview["kind"] == "PreemptionPreview" and preview["apiVersion"] == "preemptguard.io/v1alpha1"
+    assert preview["results"], "no results"
+    assert {r["outcome"] for r in preview["results"]} == {expect}
+    assert run.returncode == EXIT_FOR[expect]
+    assert run.stderr == ""
+    # The plugin prints the predictor's PreemptionPreview exactly.
+    assert preview == offline_preview(path)
+
+
+def test_table_output(kubectl: Kubectl) -> None:
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", str(EXAMPLES / "pods/14-deployment-high.yaml"))
+    assert run.returncode == 1
+    lines = run.stdout.splitlines()
+    assert lines[0].split() == ["POD", "PRIORITY", "CLASS", "OUTCOME", "NODE", "VICTIMS", "PDB", "VIOLATIONS"]
+    rows = [line.split() for line in lines[1:5]]
+    assert [r[0] for r in rows] == [f"team-a/recommendations-{i}" for i in range(4)]
+    assert all(r[1] == "high" and r[2] == "Preempts" and r[4] == "1" and r[5] == "0" for r in rows)
+    victims_header = lines.index("") + 1
+    assert lines[victims_header].split() == ["NAMESPACE", "VICTIM", "NODE", "PDB", "VIOLATION", "PREEMPTED", "BY"]
+    victim_rows = [line.split() for line in lines[victims_header + 1:victims_header + 5]]
+    assert {r[0] for r in victim_rows} == {"batch"}
+    assert [r[-1] for r in victim_rows] == [f"team-a/recommendations-{i}" for i in range(4)]
+    assert lines[-1] == ("4 pods: 0 fit, 4 preempt, 0 unschedulable, 0 rejected; 4 victims in 1 namespace (batch), "
+                         "0 PDB violations")
+    assert "\033[" not in run.stdout  # not a terminal: no colour
+
+
+def test_wide_output_adds_priorities_candidates_and_tied_nodes(
+        kubectl: Kubectl, offline_preview: Callable[[Path], dict[str, Any]]) -> None:
+    path = EXAMPLES / "pods/10-pdb-violation.yaml"
+    result = offline_preview(path)["results"][0]
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", str(path), "-o", "wide")
+    assert run.returncode == 1
+    lines = run.stdout.splitlines()
+    assert lines[0].split()[-6:] == ["PRIORITY", "CANDIDATE", "NODES", "TIED", "NODES", "DELAY"]
+    row = lines[1].split()
+    assert row[:6] == [result["pod"], result["priorityClassName"], "Preempts", result["node"], "1", "1"]
+    assert row[6:] == [str(result["priority"]), str(result["candidateNodes"]), ",".join(result["tiedNodes"]),
+                       f"{result['expectedDelaySeconds']}s"]
+    victim = result["victims"][0]
+    header = lines.index("") + 1
+    assert lines[header].split() == ["NAMESPACE", "VICTIM", "NODE", "PRIORITY", "PDB", "VIOLATION", "PREEMPTED", "BY"]
+    assert lines[header + 1].split() == [victim["namespace"], victim["name"], victim["node"], str(victim["priority"]),
+                                         "yes", result["pod"]]
+    assert f"{result['pod']}: {result['message']}" in lines
+
+
+def test_yaml_output_is_the_preview(kubectl: Kubectl, offline_preview: Callable[[Path], dict[str, Any]]) -> None:
+    path = EXAMPLES / "pods/09-preempts-batch.yaml"
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", str(path), "-o", "yaml")
+    assert run.returncode == 1
+    assert yaml.safe_load(run.stdout) == offline_preview(path)
+
+
+def test_messages_of_pods_that_would_not_run_are_shown(kubectl: Kubectl) -> None:
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", str(EXAMPLES / "pods/04-unknown-class.yaml"))
+    assert run.returncode == 1
+    assert "team-a/vip-api: no PriorityClass with name gold was found" in run.stdout.splitlines()
+
+
+def test_stdin_multi_document_and_list(kubectl: Kubectl) -> None:
+    small = (EXAMPLES / "pods/08-small-fits.yaml").read_text(encoding="utf-8")
+    big = (EXAMPLES / "pods/09-preempts-batch.yaml").read_text(encoding="utf-8")
+    run, preview = preview_of(kubectl, "-f", "-", stdin=f"{small}\n---\n{big}")
+    assert [r["outcome"] for r in preview["results"]] == ["Fits", "Preempts"]
+    assert run.returncode == 1
+    listed = {"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(small), yaml.safe_load(small)]}
+    run, preview = preview_of(kubectl, "-f", "-", stdin=json.dumps(listed))
+    assert [r["outcome"] for r in preview["results"]] == ["Fits", "Fits"]
+    assert run.returncode == 0
+
+
+def test_directory_and_repeated_files_keep_their_order(kubectl: Kubectl, tmp_path: Path) -> None:
+    for name in ("b.yaml", "a.yaml"):
+        (tmp_path / name).write_text((EXAMPLES / "pods/08-small-fits.yaml").read_text(encoding="utf-8")
+                                     .replace("checkout-debug", f"debug-{name[0]}"), encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("not a manifest", encoding="utf-8")
+    _, preview = preview_of(kubectl, "-f", str(tmp_path), "-f", str(EXAMPLES / "pods/01-user-class.yaml"))
+    assert [r["pod"] for r in preview["results"]] == ["team-b/debug-a", "team-b/debug-b", "team-a/web-canary"]
+
+
+def test_priority_class_namespace_and_replicas_flags(kubectl: Kubectl) -> None:
+    path = EXAMPLES / "pods/08-small-fits.yaml"
+    run, preview = preview_of(kubectl, "-f", str(path), "--priority-class", "gold")
+    assert preview["results"][0]["outcome"] == "Rejected" and run.returncode == 1
+    _, preview = preview_of(kubectl, "-f", str(path), "--priority-class", "high", "-n", "team-c", "--replicas", "3")
+    assert [r["pod"] for r in preview["results"]] == [f"team-c/checkout-debug-{i}" for i in range(3)]
+    assert {r["priorityClassName"] for r in preview["results"]} == {"high"}
+    assert {r["priority"] for r in preview["results"]} == {1000000}
+    run, preview = preview_of(kubectl, "-f", str(EXAMPLES / "pods/14-deployment-high.yaml"), "--replicas", "0")
+    assert preview["results"] == [] and run.returncode == 0
+
+
+def test_help_is_kubectl_style(kubectl: Kubectl) -> None:
+    run = kubectl.run("preempt-preview", "--help")
+    assert run.returncode == 0
+    assert "Examples:\n  # Preview a manifest" in run.stdout
+    assert "\nUsage:\n  kubectl preempt-preview (-f FILENAME | TYPE/NAME)" in run.stdout
+    assert "    -f, --filename=[]:\n" in run.stdout and "    -o, --output=table:\n" in run.stdout
+    assert all(len(line) <= 120 for line in run.stdout.splitlines())
+
+
+# ---- errors: one line on stderr, exit status 2 or more, never a traceback ------------------------------
+def error_of(run: Run) -> str:
+    assert run.returncode >= 2, (run.returncode, run.stdout)
+    assert run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, run.stderr
+    assert "Traceback" not in run.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_missing_file(kubectl: Kubectl) -> None:
+    line = error_of(kubectl.run("preempt-preview", *OFFLINE, "-f", "does-not-exist.yaml"))
+    assert line == 'error: the path "does-not-exist.yaml" does not exist'
+
+
+def test_missing_snapshot(kubectl: Kubectl) -> None:
+    line = error_of(kubectl.run("preempt-preview", "--snapshot", "nope.yaml", "-f",
+                                str(EXAMPLES / "pods/08-small-fits.yaml")))
+    assert "nope.yaml" in line and "not found" in line
+
+
+def test_bad_yaml_names_the_line(kubectl: Kubectl, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  labels: [a\nspec: {}\n", encoding="utf-8")
+    line = error_of(kubectl.run("preempt-preview", *OFFLINE, "-f", str(bad)))
+    assert line.startswith(f"error: {bad}:6:")
+    assert "invalid YAML" in line
+
+
+def test_bad_yaml_on_stdin(kubectl: Kubectl) -> None:
+    line = error_of(kubectl.run("preempt-preview", *OFFLINE, "-f", "-", stdin="kind: Pod\n  oops: : :\n"))
+    assert line.startswith("error: <stdin>:2:") and "invalid YAML" in line
+
+
+def test_unknown_kind(kubectl: Kubectl) -> None:
+    service = ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n"
+               "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
+    line = error_of(kubectl.run("preempt-preview", *OFFLINE, "-f", "-", stdin=service))
+    assert line == ("error: <stdin>: document 2: unsupported kind 'Service': expected Pod, Deployment, StatefulSet, "
+                    "ReplicaSet, Job, CronJob or a List of them")
+
+
+def test_usage_errors(kubectl: Kubectl) -> None:
+    cases = {
+        "-f FILENAME or TYPE/NAME": [],
+        "--replicas must not be negative": ["-f", "x.yaml", "--replicas", "-1"],
+        "invalid choice": ["-f", "x.yaml", "-o", "xml"],
+        "with --snapshot use -f": ["deploy/web"],
+        "--token applies to --webhook-url": ["-f", "x.yaml", "--token", "t"],
+    }
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = pool.map(lambda args: kubectl.run("preempt-preview", *OFFLINE, *args), cases.values())
+        for expected, run in zip(cases, runs, strict=True):
+            assert expected in error_of(run)
+
+
+def test_no_kubeconfig_without_snapshot(kubectl: Kubectl) -> None:
+    line = error_of(kubectl.run("preempt-preview", "-f", str(EXAMPLES / "pods/08-small-fits.yaml")))
+    assert "no kubeconfig found" in line and "--snapshot" in line

@@ -1,0 +1,89 @@
+"""``kubectl preempt-preview --webhook-url``: the real kubectl, the plugin, and the real PreemptGuard server."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, Kubectl, PreemptGuard, Run, expected_outcome
+
+EXAMPLE_SUBSET = ["01-user-class", "04-unknown-class", "10-pdb-violation", "11-unschedulable-too-big",
+                  "14-deployment-high"]
+
+
+def via_webhook(kubectl: Kubectl, server: PreemptGuard, *args: str, stdin: str | None = None) -> Run:
+    return kubectl.run("preempt-preview", "--webhook-url", server.url, "--certificate-authority",
+                       str(server.ca_file), *args, stdin=stdin)
+
+
+@pytest.mark.parametrize("name", EXAMPLE_SUBSET)
+def test_webhook_url_prints_the_servers_preview(kubectl: Kubectl, preemptguard: PreemptGuard, name: str,
+                                                offline_preview: Callable[[Path], dict[str, Any]]) -> None:
+    path = EXAMPLES / "pods" / f"{name}.yaml"
+    run = via_webhook(kubectl, preemptguard, "-f", str(path), "-o", "json")
+    assert run.stderr == ""
+    preview = json.loads(run.stdout)
+    expect = expected_outcome(path)
+    assert {r["outcome"] for r in preview["results"]} == {expect}
+    assert run.returncode == (0 if expect == "Fits" else 1)
+    # The server simulates with the same predictor as the offline mode (replicas in order, no configuration).
+    assert preview == offline_preview(path)
+
+
+def test_webhook_url_multiple_objects_and_what_if_flags(kubectl: Kubectl, preemptguard: PreemptGuard) -> None:
+    text = "\n---\n".join((EXAMPLES / "pods" / f"{n}.yaml").read_text(encoding="utf-8")
+                          for n in ("08-small-fits", "01-user-class"))
+    run = via_webhook(kubectl, preemptguard, "-f", "-", "--priority-class", "batch", "-n", "team-c",
+                      "--replicas", "2", "-o", "json", stdin=text)
+    preview = json.loads(run.stdout)
+    assert [r["pod"] for r in preview["results"]] == ["team-c/checkout-debug-0", "team-c/checkout-debug-1",
+                                                      "team-c/web-canary-0", "team-c/web-canary-1"]
+    assert {(r["priorityClassName"], r["priority"]) for r in preview["results"]} == {("batch", 100)}
+    assert preview["summary"]["pods"] == 4
+    assert run.returncode == 0
+
+
+def test_webhook_url_table(kubectl: Kubectl, preemptguard: PreemptGuard) -> None:
+    run = via_webhook(kubectl, preemptguard, "-f", str(EXAMPLES / "pods/10-pdb-violation.yaml"))
+    assert run.returncode == 1
+    assert run.stdout.splitlines()[1].split()[:6] == ["team-b/payments-migration", "high", "Preempts",
+                                                      "pool-general-04", "1", "1"]
+
+
+def one_error_line(run: Run) -> str:
+    assert run.returncode >= 2 and run.stdout == "" and "Traceback" not in run.stderr
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, run.stderr
+    return lines[0]
+
+
+def test_unverified_certificate_is_an_error_unless_skipped(kubectl: Kubectl, preemptguard: PreemptGuard) -> None:
+    pod = str(EXAMPLES / "pods/08-small-fits.yaml")
+    line = one_error_line(kubectl.run("preempt-preview", "--webhook-url", preemptguard.url, "-f", pod))
+    assert "cannot verify the certificate" in line and "--certificate-authority" in line
+    run = kubectl.run("preempt-preview", "--webhook-url", preemptguard.url, "--insecure-skip-tls-verify", "-f", pod,
+                      "-o", "json")
+    assert run.returncode == 0 and json.loads(run.stdout)["results"][0]["outcome"] == "Fits"
+
+
+def test_unreachable_webhook(kubectl: Kubectl) -> None:
+    with socket.socket() as sock:  # a port that nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    run = kubectl.run("preempt-preview", "--webhook-url", f"https://127.0.0.1:{port}", "-f",
+                      str(EXAMPLES / "pods/08-small-fits.yaml"))
+    line = one_error_line(run)
+    assert run.returncode == 3
+    assert line.startswith(f"error: cannot reach PreemptGuard at https://127.0.0.1:{port}/preview")
+
+
+def test_bad_certificate_authority_file(kubectl: Kubectl, preemptguard: PreemptGuard, tmp_path: Path) -> None:
+    bogus = tmp_path / "ca.crt"
+    bogus.write_text("not a certificate", encoding="utf-8")
+    line = one_error_line(kubectl.run("preempt-preview", "--webhook-url", preemptguard.url, "--certificate-authority",
+                                      str(bogus), "-f", str(EXAMPLES / "pods/08-small-fits.yaml")))
+    assert line.startswith(f"error: --certificate-authority {bogus}: cannot load")

@@ -28,9 +28,8 @@ def _permission(api_group: str, resource: str, *verbs: str, names: tuple[str, ..
 # The webhook server (ClusterRole ``preemptguard``): webhook/cluster/informer.py lists and watches six
 # kinds and webhook/cluster/kube_source.py GETs a PriorityClass the cache has not seen yet. The policy
 # ConfigMap and the TLS Secret are mounted files, so the server reads no ConfigMap or Secret.
-# Authenticating /preview callers will need ``create`` on authentication.k8s.io tokenreviews and
-# authorization.k8s.io subjectaccessreviews: add them here (and to manifests/base/rbac.yaml) together
-# with that code; tests/certs/test_certs_rbac_calls.py fails until both agree.
+# webhook/server/auth.py authenticates /preview callers with a TokenReview and authorises them with
+# SubjectAccessReviews (tests/certs/test_certs_rbac_calls.py keeps code, this list and the manifest equal).
 REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     _permission("scheduling.k8s.io", "priorityclasses", "get", "list", "watch"),
     _permission("", "namespaces", "list", "watch"),
@@ -38,6 +37,8 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     _permission("", "pods", "list", "watch"),
     _permission("", "resourcequotas", "list", "watch"),
     _permission("policy", "poddisruptionbudgets", "list", "watch"),
+    _permission("authentication.k8s.io", "tokenreviews", "create"),
+    _permission("authorization.k8s.io", "subjectaccessreviews", "create"),
 )
 
 # ``preempt-guard certs`` (webhook/certs/kube.py), as the ServiceAccount ``preemptguard-certs``:

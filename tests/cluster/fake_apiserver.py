@@ -7,6 +7,10 @@ history (``ADDED``/``MODIFIED``/``DELETED``/``BOOKMARK``/``ERROR``), ``410 Expir
 resourceVersion, and single-object GETs. Test controls mutate objects (bumping the resourceVersion),
 compact the history, drop open watches mid-stream, and take the whole server down and back up.
 
+It also answers TokenReviews (authentication.k8s.io/v1) and SubjectAccessReviews (authorization.k8s.io/v1)
+from test-controlled tables: ``add_user(token, username, groups)`` and ``grant(subject, verb, resource,
+namespace)`` (subject: a username or ``group:<name>``; namespace ``*``: every namespace).
+
 (The ``kmock`` package was considered: it has no resourceVersions, pagination, bookmarks, 410 or
 server-side timeouts, so this small server is used instead.)
 """
@@ -116,6 +120,11 @@ class FakeApiServer:
         self._uids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
+        # TokenReview / SubjectAccessReview tables and the reviews received (spec as sent).
+        self.token_users: dict[str, JsonDict] = {}
+        self.grants: set[tuple[str, str, str, str]] = set()
+        self.token_reviews: list[JsonDict] = []
+        self.access_reviews: list[JsonDict] = []
 
     # ---- lifecycle ------------------------------------------------------------------------------
     async def __aenter__(self) -> FakeApiServer:
@@ -127,6 +136,8 @@ class FakeApiServer:
 
     async def start(self, port: int = 0) -> int:
         app = web.Application(middlewares=[self._middleware])
+        app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
+        app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._subject_access_review)
         app.router.add_get("/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1, handler_cancellation=True)
         await self._runner.setup()
@@ -241,6 +252,49 @@ class FakeApiServer:
     async def come_up(self) -> None:
         self.down = False
         await self._listen()
+
+    def add_user(self, token: str, username: str, groups: Iterable[str] = ("system:authenticated",),
+                 uid: str = "") -> None:
+        """A bearer token that TokenReviews accept, for ``username`` in ``groups``."""
+        self.token_users[token] = {"username": username, "uid": uid or f"uid-{username}", "groups": list(groups)}
+
+    def grant(self, subject: str, verb: str, resource: str, namespace: str = "*") -> None:
+        """Let ``subject`` (a username or ``group:<name>``) ``verb`` core ``resource`` in ``namespace``."""
+        self.grants.add((subject, verb, resource, namespace))
+
+    def allowed(self, spec: Mapping[str, Any]) -> bool:
+        attributes = spec.get("resourceAttributes") or {}
+        subjects = [str(spec.get("user") or "")] + [f"group:{g}" for g in spec.get("groups") or ()]
+        verb, resource = attributes.get("verb"), attributes.get("resource")
+        if attributes.get("group", "") != "":
+            return False
+        return any((subject, verb, resource, ns) in self.grants
+                   for subject in subjects for ns in (attributes.get("namespace", ""), "*"))
+
+    async def _token_review(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if body.get("kind") != "TokenReview" or body.get("apiVersion") != "authentication.k8s.io/v1":
+            return _status_response(400, "BadRequest", "expected an authentication.k8s.io/v1 TokenReview")
+        spec = body.get("spec") or {}
+        self.token_reviews.append(spec)
+        user = self.token_users.get(str(spec.get("token") or ""))
+        status: JsonDict = {"authenticated": True, "user": user} if user else {
+            "authenticated": False, "error": "invalid bearer token"}
+        return web.json_response({"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+                                  "metadata": {"creationTimestamp": None}, "spec": spec, "status": status},
+                                 status=201)
+
+    async def _subject_access_review(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if body.get("kind") != "SubjectAccessReview" or body.get("apiVersion") != "authorization.k8s.io/v1":
+            return _status_response(400, "BadRequest", "expected an authorization.k8s.io/v1 SubjectAccessReview")
+        spec = body.get("spec") or {}
+        self.access_reviews.append(spec)
+        allowed = self.allowed(spec)
+        status: JsonDict = {"allowed": allowed} if allowed else {"allowed": False, "reason": "no RBAC rule"}
+        return web.json_response({"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                                  "metadata": {"creationTimestamp": None}, "spec": spec, "status": status},
+                                 status=201)
 
     # ---- internals ------------------------------------------------------------------------------
     def _next_version(self) -> int:

@@ -10,6 +10,7 @@ from webhook.admission.outcome import AdmissionOutcome, forbidden
 from webhook.admission.pods import PodAdmissionContext
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
+from webhook.config import parse_config
 from webhook.server.app import METRICS_KEY, POD_STEPS_KEY, make_app
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import admission_review
@@ -93,12 +94,15 @@ async def test_extra_pod_steps_run_after_the_priority_plugin(aiohttp_client: Any
     def deny_step(context: PodAdmissionContext) -> AdmissionOutcome:
         return forbidden("pods", context.name_for_messages, "quota says no")
 
-    app = make_app(MemorySource(), SETTINGS)
+    # Guardrails off: no prediction, so the step's warning is the only one.
+    app = make_app(MemorySource(), SETTINGS, config=parse_config({"guardrails": {"mode": "off"}}, "test"))
     app[POD_STEPS_KEY].append(warn_step)
     client: TestClient = await aiohttp_client(app)
     response = (await (await client.post("/mutate/pods", json=pod_review())).json())["response"]
     assert response["allowed"] is True and response["warnings"] == ["preemption predicted"]
-    assert response["auditAnnotations"] == {"preemptguard.io/x": "1"} and "patch" in response
+    assert response["auditAnnotations"] == {"preemptguard.io/x": "1", "guardrail-decision": "off",
+                                            "guardrail-mode": "off"}
+    assert "patch" in response
     assert seen[0].pod["spec"]["priority"] == 0 and seen[0].resolved is not None
     app[POD_STEPS_KEY].append(deny_step)
     response = (await (await client.post("/mutate/pods", json=pod_review())).json())["response"]

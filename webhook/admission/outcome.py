@@ -32,6 +32,8 @@ class AdmissionOutcome:
     patch: tuple[PatchOperation, ...] = ()
     warnings: tuple[str, ...] = ()
     audit_annotations: Mapping[str, str] = field(default_factory=dict)
+    # Which rules refused the request (for metrics): "priority", "quota.classes", a guardrail rule, ...
+    denied_by: tuple[str, ...] = ()
 
     @classmethod
     def allow(
@@ -44,8 +46,24 @@ class AdmissionOutcome:
         return cls(True, None, tuple(patch), tuple(warnings), dict(audit_annotations or {}))
 
     @classmethod
-    def deny(cls, code: int, reason: str, message: str, *, warnings: Sequence[str] = ()) -> AdmissionOutcome:
-        return cls(False, AdmissionStatus(code, reason, message), (), tuple(warnings))
+    def deny(
+        cls,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        warnings: Sequence[str] = (),
+        audit_annotations: Mapping[str, str] | None = None,
+        denied_by: Sequence[str] = (),
+    ) -> AdmissionOutcome:
+        return cls(False, AdmissionStatus(code, reason, message), (), tuple(warnings), dict(audit_annotations or {}),
+                   tuple(denied_by))
+
+    def denied_by_rule(self, *rules: str) -> AdmissionOutcome:
+        """This denial labelled with the rules that caused it (an allowed outcome is returned unchanged)."""
+        if self.allowed:
+            return self
+        return AdmissionOutcome(False, self.status, (), self.warnings, self.audit_annotations, tuple(rules))
 
     @property
     def denial_reason(self) -> str:
@@ -62,8 +80,9 @@ class AdmissionOutcome:
         warnings = self.warnings + tuple(w for w in later.warnings if w not in self.warnings)
         annotations = {**self.audit_annotations, **later.audit_annotations}
         if not later.allowed:
-            return AdmissionOutcome(False, later.status, (), warnings, annotations)
-        return AdmissionOutcome(self.allowed, self.status, self.patch + later.patch, warnings, annotations)
+            return AdmissionOutcome(False, later.status, (), warnings, annotations, later.denied_by)
+        return AdmissionOutcome(self.allowed, self.status, self.patch + later.patch, warnings, annotations,
+                                self.denied_by)
 
 
 def forbidden(resource: str, name: str, inner: str) -> AdmissionOutcome:

@@ -117,6 +117,19 @@ def priority_class_to_fetch(request: AdmissionRequest, state: ClusterState) -> s
     return None if name in effective_priority_classes(state.priority_classes) else name
 
 
+# The label of denials by the Priority plugin itself (and by the pod update validation it mirrors), for metrics.
+RULE_PRIORITY = "priority"
+
+
+@dataclass(frozen=True, slots=True)
+class PodPipelineResult:
+    """The outcome of the synchronous pipeline, and the context its steps saw (None when no step ran:
+    a pass-through request or a Priority plugin denial). Later, asynchronous stages continue from it."""
+
+    outcome: AdmissionOutcome
+    context: PodAdmissionContext | None
+
+
 def admit_pod(
     request: AdmissionRequest,
     state: ClusterState,
@@ -129,8 +142,19 @@ def admit_pod(
     ``fetched_classes`` are classes looked up at the source because the cache lacked them.
     Raises ``InvalidInput`` when the request's objects are not pods.
     """
+    return run_pod_pipeline(request, state, fetched_classes=fetched_classes, steps=steps).outcome
+
+
+def run_pod_pipeline(
+    request: AdmissionRequest,
+    state: ClusterState,
+    *,
+    fetched_classes: Mapping[str, PriorityClass] | None = None,
+    steps: Sequence[PodAdmissionStep] = (),
+) -> PodPipelineResult:
+    """``admit_pod``, also returning the context after the last step (the pod as mutated so far)."""
     if not is_pod_admission(request):
-        return AdmissionOutcome.allow()
+        return PodPipelineResult(AdmissionOutcome.allow(), None)
     pod = require_object(request.object, "request.object")
     fields = pod_priority_fields(pod, "request.object")
     classes = effective_priority_classes(state.priority_classes)
@@ -145,7 +169,7 @@ def admit_pod(
                 fields.priority_class_name, fields.priority, fields.preemption_policy, classes
             )
         except PriorityRejection as rejection:
-            return forbidden(PODS_RESOURCE, name, str(rejection))
+            return PodPipelineResult(forbidden(PODS_RESOURCE, name, str(rejection)).denied_by_rule(RULE_PRIORITY), None)
         apply_resolved_priority(builder, fields, resolved)
     else:
         old_pod = require_object(request.old_object, "request.oldObject")
@@ -153,14 +177,15 @@ def admit_pod(
         restored = restore_priority_on_update(builder, fields, old_fields)
         changed = priority_fields_changed(restored, old_fields)
         if changed:
-            return invalid(invalid_message(POD_KIND, fields.name or name, [FieldError("spec", "Forbidden", changed)]))
+            denial = invalid(invalid_message(POD_KIND, fields.name or name, [FieldError("spec", "Forbidden", changed)]))
+            return PodPipelineResult(denial.denied_by_rule(RULE_PRIORITY), None)
     outcome = AdmissionOutcome.allow(builder.operations)
     context = PodAdmissionContext(request, builder.document, old_pod, fields, name, state, classes, resolved)
     for step in steps:
         outcome = outcome.merged(step(context))
         if not outcome.allowed:
             break
-    return outcome
+    return PodPipelineResult(outcome, context)
 
 
 def apply_resolved_priority(builder: JsonPatchBuilder, fields: PodPriorityFields, resolved: ResolvedPriority) -> None:

@@ -1,28 +1,61 @@
-"""The aiohttp application: admission endpoints, health, and the listeners (HTTPS + plain-HTTP metrics).
+"""The aiohttp application: admission endpoints, /preview, health, and the listeners (HTTPS + plain-HTTP metrics).
 
 HTTP concerns only: bodies are read and bounded here, decisions come from ``webhook.admission`` and
 errors from the ``PreemptGuardError`` tree are mapped to statuses once, in ``error_middleware``.
+
+Pod CREATE pipeline (``admit_pod_request``): the Priority plugin, the quota step, any extra steps in
+``app[POD_STEPS_KEY]`` (all synchronous, in ``run_pod_pipeline``), then the preemption prediction in the
+prediction thread pool within ``prediction.budgetMilliseconds``, then the guardrails over it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
 from webhook.admission.outcome import AdmissionOutcome, internal_error
-from webhook.admission.pods import PodAdmissionStep, admit_pod, priority_class_to_fetch
+from webhook.admission.pods import PodAdmissionContext, PodAdmissionStep, priority_class_to_fetch, run_pod_pipeline
 from webhook.admission.priorityclasses import admit_priority_class
-from webhook.admission.review import AdmissionRequest, build_admission_response, decode_json, parse_admission_review
+from webhook.admission.review import (
+    AdmissionRequest,
+    build_admission_response,
+    decode_json,
+    optional_str,
+    parse_admission_review,
+    require_object,
+)
+from webhook.admission.steps import (
+    Prediction,
+    PredictionPlan,
+    decide_guardrails,
+    guardrail_outcome,
+    plan_prediction,
+    quota_step,
+)
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.source import ClusterSource
-from webhook.errors import BodyTooLarge, PreemptGuardError
-from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
+from webhook.config import Config
+from webhook.errors import BodyTooLarge, ClusterUnavailable, Forbidden, InvalidInput, PreemptGuardError
+from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
+from webhook.server.auth import (
+    Authenticator,
+    KubernetesAuthenticator,
+    NamespaceVisibility,
+    NoAuthentication,
+    redact_preview,
+    victim_namespaces,
+)
+from webhook.server.live_config import LiveConfig
 from webhook.server.metrics import WebhookMetrics, make_metrics_app
+from webhook.server.prediction import PredictionService, PredictionTimedOut
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ServingTLS, serving_tls
 
@@ -31,8 +64,14 @@ log = logging.getLogger(__name__)
 SOURCE_KEY = web.AppKey("source", ClusterSource)
 SETTINGS_KEY = web.AppKey("settings", ServerSettings)
 METRICS_KEY = web.AppKey("metrics", WebhookMetrics)
-# Extra pod admission steps run after the Priority plugin, in order (quota, prediction, guardrails, ...).
+# Extra pod admission steps, run in order after the Priority plugin and the quota step, before the prediction.
 POD_STEPS_KEY = web.AppKey("pod_admission_steps", list[PodAdmissionStep])
+CONFIG_KEY = web.AppKey("config", LiveConfig)
+PREDICTOR_KEY = web.AppKey("predictor", PredictionService)
+AUTHENTICATOR_KEY = web.AppKey("authenticator", Authenticator)
+
+MUTATE_PODS = "mutate_pods"
+PREVIEW = "preview"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -104,8 +143,9 @@ async def fetch_missing_priority_class(source: ClusterSource, name: str) -> Prio
 
 
 async def admit_pod_request(app: web.Application, review: AdmissionRequest) -> AdmissionOutcome:
-    """The Priority plugin plus the app's extra steps for one pod review."""
+    """The Priority plugin, quota, the app's extra steps, then prediction and guardrails for one pod review."""
     source = app[SOURCE_KEY]
+    config = app[CONFIG_KEY].current
     fetched: dict[str, PriorityClass] = {}
     missing = priority_class_to_fetch(review, source.state)
     if missing is not None:
@@ -115,15 +155,69 @@ async def admit_pod_request(app: web.Application, review: AdmissionRequest) -> A
             return internal_error(str(exc))
         if found is not None:
             fetched[found.name] = found
-    steps: list[PodAdmissionStep] = app[POD_STEPS_KEY]
-    return admit_pod(review, source.state, fetched_classes=fetched, steps=steps)
+    steps: list[PodAdmissionStep] = [quota_step(config.quota), *app[POD_STEPS_KEY]]
+    result = run_pod_pipeline(review, source.state, fetched_classes=fetched, steps=steps)
+    context = result.context
+    if not result.outcome.allowed or context is None or context.resolved is None:
+        return result.outcome
+    return result.outcome.merged(await apply_guardrails(app, context, config))
+
+
+async def apply_guardrails(app: web.Application, context: PodAdmissionContext, config: Config) -> AdmissionOutcome:
+    """Predict (when planned) and decide by the guardrail policy; a slow or impossible prediction allows."""
+    plan = plan_prediction(context, config.guardrails)
+    prediction = await predict_for_admission(app, plan, config) if plan is not None else None
+    decision = decide_guardrails(context, config.guardrails, prediction,
+                                 budget_milliseconds=config.prediction.budget_milliseconds)
+    metrics = app[METRICS_KEY]
+    metrics.observe_guardrail(decision.decision, decision.mode)
+    if prediction is not None and prediction.preview is not None and decision.allowed and not context.request.dry_run:
+        metrics.observe_victims(prediction.preview)
+    return guardrail_outcome(context, decision)
+
+
+async def predict_for_admission(app: web.Application, plan: PredictionPlan, config: Config) -> Prediction:
+    source = app[SOURCE_KEY]
+    metrics = app[METRICS_KEY]
+    if not source.is_ready():
+        metrics.observe_skipped_prediction(MUTATE_PODS, "cache-not-ready")
+        return Prediction.skip("cache-not-ready")
+    started = time.perf_counter()
+    try:
+        preview = await app[PREDICTOR_KEY].predict(
+            source.state, plan.pod, namespace=plan.namespace, scheduler=config.scheduler,
+            budget_seconds=config.prediction.budget_milliseconds / 1000)
+    except PredictionTimedOut:
+        metrics.observe_skipped_prediction(MUTATE_PODS, "budget-exceeded")
+        return Prediction.skip("budget-exceeded")
+    except InvalidInput as exc:  # e.g. a quantity the API server's validation will refuse after admission
+        log.info("no prediction for pod %s in %s: %s", _pod_name(plan.pod), plan.namespace, exc)
+        metrics.observe_prediction(MUTATE_PODS, ["failed"], time.perf_counter() - started)
+        return Prediction.failure()
+    except Exception:  # a predictor bug must not block pod creation
+        log.exception("preemption prediction failed for pod %s in %s", _pod_name(plan.pod), plan.namespace)
+        metrics.observe_prediction(MUTATE_PODS, ["failed"], time.perf_counter() - started)
+        return Prediction.failure()
+    metrics.observe_prediction(MUTATE_PODS, _outcomes(preview), time.perf_counter() - started)
+    return Prediction.made(preview)
+
+
+def _pod_name(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata")
+    if isinstance(meta, Mapping):
+        return str(meta.get("name") or meta.get("generateName") or "")
+    return ""
+
+
+def _outcomes(preview: Mapping[str, Any]) -> list[str]:
+    return [str(r.get("outcome")) for r in preview.get("results") or ()]
 
 
 async def mutate_pods(request: web.Request) -> web.Response:
     review = await read_admission_review(request)
     started = time.perf_counter()
     outcome = await admit_pod_request(request.app, review)
-    _observe(request, "mutate_pods", outcome, started)
+    _observe(request, MUTATE_PODS, outcome, started)
     return admission_response(review.uid, outcome)
 
 
@@ -136,9 +230,80 @@ async def validate_priority_classes(request: web.Request) -> web.Response:
 
 
 def _observe(request: web.Request, endpoint: str, outcome: AdmissionOutcome, started: float) -> None:
+    rules = outcome.denied_by or (("priority",) if not outcome.allowed else ())
     request.app[METRICS_KEY].observe_admission(
-        endpoint, "allowed" if outcome.allowed else "denied", time.perf_counter() - started, outcome.denial_reason
+        endpoint, "allowed" if outcome.allowed else "denied", time.perf_counter() - started, outcome.denial_reason,
+        rules,
     )
+
+
+# ---- preview ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PreviewRequest:
+    """Contract §3, plus the optional extension ``priorityClassName`` (preview as if the pod named that class)."""
+
+    obj: dict[str, Any]
+    namespace: str
+    replicas: int | None
+    priority_class: str | None
+
+
+PREVIEW_REQUEST_FIELDS = ("pod", "namespace", "replicas", "priorityClassName")
+
+
+def parse_preview_request(body: object) -> PreviewRequest:
+    """A ``PreviewRequest``; anything malformed is ``InvalidInput`` (HTTP 400) naming the field."""
+    raw = require_object(body, "PreviewRequest")
+    unknown = sorted(str(key) for key in raw if key not in PREVIEW_REQUEST_FIELDS)
+    if unknown:
+        expected = ", ".join(PREVIEW_REQUEST_FIELDS)
+        raise InvalidInput(f"unknown field {unknown[0]!r} in PreviewRequest (expected {expected})")
+    if raw.get("pod") is None:
+        raise InvalidInput("pod is required: a Pod or a workload with a pod template")
+    obj = dict(require_object(raw.get("pod"), "pod"))
+    replicas = raw.get("replicas")
+    if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0):
+        raise InvalidInput("replicas must be a non-negative integer")
+    if replicas is not None and replicas > MAX_PREVIEW_REPLICAS:
+        raise InvalidInput(f"replicas must be at most {MAX_PREVIEW_REPLICAS}")
+    meta = obj.get("metadata")
+    own_namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    namespace = (optional_str(raw.get("namespace"), "namespace")
+                 or (own_namespace if isinstance(own_namespace, str) else "") or "default")
+    priority_class = optional_str(raw.get("priorityClassName"), "priorityClassName") or None
+    return PreviewRequest(obj, namespace, replicas, priority_class)
+
+
+# A preview simulates replicas one after the other; beyond this a request is more likely a mistake than a plan.
+MAX_PREVIEW_REPLICAS = 10_000
+
+
+async def preview(request: web.Request) -> web.Response:
+    """``POST /preview``: authenticate, authorise ``create pods``, predict, redact what the caller may not list."""
+    app = request.app
+    authenticator = app[AUTHENTICATOR_KEY]
+    caller = await authenticator.authenticate(request.headers)
+    wanted = parse_preview_request(await read_json_body(request))
+    if not await authenticator.is_allowed(caller, "create", "pods", wanted.namespace):
+        raise Forbidden(f'Forbidden: user "{caller.display_name}" may not create pods in namespace {wanted.namespace}')
+    source = app[SOURCE_KEY]
+    if not source.is_ready():
+        raise ClusterUnavailable(f"the cluster cache is not ready: {source.readiness_reason() or 'starting'}")
+    config = app[CONFIG_KEY].current
+    metrics = app[METRICS_KEY]
+    started = time.perf_counter()
+    try:
+        result = await app[PREDICTOR_KEY].preview(
+            source.state, wanted.obj, namespace=wanted.namespace, replicas=wanted.replicas,
+            priority_class=wanted.priority_class, scheduler=config.scheduler,
+            budget_seconds=app[SETTINGS_KEY].preview_budget_seconds)
+    except PredictionTimedOut:
+        metrics.observe_skipped_prediction(PREVIEW, "budget-exceeded")
+        raise
+    metrics.observe_prediction(PREVIEW, _outcomes(result), time.perf_counter() - started)
+    visibility = NamespaceVisibility(authenticator, caller)
+    hidden = await visibility.hidden_namespaces(victim_namespaces(result))
+    return web.json_response(redact_preview(result, hidden))
 
 
 # ---- health -------------------------------------------------------------------------------------
@@ -157,6 +322,7 @@ async def readyz(request: web.Request) -> web.Response:
 def register_admission_routes(app: web.Application) -> None:
     app.router.add_post(MUTATE_PODS_PATH, mutate_pods)
     app.router.add_post(VALIDATE_PRIORITYCLASSES_PATH, validate_priority_classes)
+    app.router.add_post(PREVIEW_PATH, preview)
 
 
 def register_health_routes(app: web.Application) -> None:
@@ -171,17 +337,74 @@ async def _source_lifecycle(app: web.Application) -> AsyncIterator[None]:
     await source.stop()
 
 
-def make_app(source: ClusterSource, settings: ServerSettings) -> web.Application:
-    """The HTTPS application. More routes (e.g. ``/preview``) are added with ``app.router`` before start-up;
-    more pod admission steps are appended to ``app[POD_STEPS_KEY]``. Starting the app starts the source."""
+async def _config_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    async with app[CONFIG_KEY].watching():
+        yield
+
+
+async def freeze_gc_once_ready(source: ClusterSource, poll_seconds: float = 0.1) -> None:
+    """After the cache's initial sync, exclude everything alive from garbage collection (``gc.freeze``)."""
+    while not source.is_ready():
+        await asyncio.sleep(poll_seconds)
+    gc.collect()
+    gc.freeze()
+    log.info("cluster cache synced: %d objects excluded from garbage collection", gc.get_freeze_count())
+
+
+async def _gc_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    task = None
+    if app[SETTINGS_KEY].freeze_gc_after_sync:
+        task = asyncio.create_task(freeze_gc_once_ready(app[SOURCE_KEY]), name="preemptguard-gc-freeze")
+    yield
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _predictor_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    yield
+    app[PREDICTOR_KEY].shutdown()
+
+
+def default_authenticator(source: ClusterSource) -> Authenticator:
+    """No authentication for a snapshot; TokenReview/SubjectAccessReview through a live source's API client."""
+    if hasattr(source, "api_client"):
+        return KubernetesAuthenticator(lambda: getattr(source, "api_client", None))
+    return NoAuthentication()
+
+
+def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config | None = None,
+             authenticator: Authenticator | None = None) -> web.Application:
+    """The HTTPS application. More routes are added with ``app.router`` before start-up; more pod admission
+    steps are appended to ``app[POD_STEPS_KEY]``. Starting the app starts the source, the prediction pool and
+    the configuration watcher.
+
+    ``config`` defaults to ``settings.config_path`` loaded now (``ConfigError`` on a bad file), else the
+    defaults; with a path the file is re-read every ``settings.config_reload_interval`` seconds.
+    ``authenticator`` (for /preview) defaults to ``default_authenticator(source)``.
+    """
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[error_middleware])
+    metrics = WebhookMetrics()
+    metrics.track_staleness(source.staleness_seconds)
     app[SOURCE_KEY] = source
     app[SETTINGS_KEY] = settings
-    app[METRICS_KEY] = WebhookMetrics()
+    app[METRICS_KEY] = metrics
     app[POD_STEPS_KEY] = []
+    if config is None:
+        app[CONFIG_KEY] = LiveConfig.from_path(settings.config_path, interval_seconds=settings.config_reload_interval,
+                                               metrics=metrics)
+    else:
+        app[CONFIG_KEY] = LiveConfig(config, settings.config_path, interval_seconds=settings.config_reload_interval,
+                                     metrics=metrics)
+    app[PREDICTOR_KEY] = PredictionService(settings.prediction_workers)
+    app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)
     register_admission_routes(app)
     register_health_routes(app)
     app.cleanup_ctx.append(_source_lifecycle)
+    app.cleanup_ctx.append(_predictor_lifecycle)
+    app.cleanup_ctx.append(_config_lifecycle)
+    app.cleanup_ctx.append(_gc_lifecycle)
     return app
 
 

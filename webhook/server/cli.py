@@ -1,4 +1,4 @@
-"""``preempt-guard``: ``serve`` the admission webhook, or manage its ``certs``.
+"""``preempt-guard``: ``serve`` the admission webhook, manage its ``certs``, or run the ``demo``.
 
 Errors end the process with one line on stderr and the exit code of the ``PreemptGuardError`` tree.
 """
@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from webhook.cluster.source import ClusterSource, SnapshotSource
+from webhook.config import DEFAULT_CONFIG, Config, load_config
 from webhook.errors import ConfigError, PreemptGuardError
-from webhook.server.settings import LOG_LEVELS, ServerSettings, settings_from_args
+from webhook.server.settings import DEFAULT_PREVIEW_BUDGET_SECONDS, LOG_LEVELS, ServerSettings, settings_from_args
 
 PROG = "preempt-guard"
 log = logging.getLogger("webhook.server")
@@ -41,7 +42,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
     parser.add_argument("--metrics-port", type=int, default=9090, help="plain-HTTP /metrics port; 0 disables")
-    parser.add_argument("--config", metavar="FILE", help="PreemptGuard configuration file (YAML)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="PreemptGuard configuration file (YAML), re-read when it changes")
+    parser.add_argument("--preview-timeout", type=float, metavar="SECONDS", default=None,
+                        help=f"time budget of one POST /preview (default {DEFAULT_PREVIEW_BUDGET_SECONDS:g})")
     parser.add_argument("--log-level", choices=LOG_LEVELS, default=None, help="log level (default info)")
 
 
@@ -49,6 +53,9 @@ def build_parser(with_certs: bool = False) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Priority admission webhook and preemption predictor.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_serve_arguments(commands.add_parser("serve", help="serve the admission webhook over HTTPS"))
+    demo = commands.add_parser(
+        "demo", help="serve a snapshot on 127.0.0.1 and send it pod manifests as the kube-apiserver would")
+    demo_command().add_demo_arguments(demo)
     certs = commands.add_parser("certs", help="create or rotate the webhook's TLS certificates")
     if with_certs:
         # Imported only when asked for, so the server runs without the certs tooling.
@@ -61,6 +68,11 @@ def certs_command() -> ModuleType:
     return importlib.import_module("webhook.certs.command")
 
 
+def demo_command() -> ModuleType:
+    """``webhook.server.demo`` (``add_demo_arguments(parser)``, ``run(args) -> int``)."""
+    return importlib.import_module("webhook.server.demo")
+
+
 def validate_serve_settings(settings: ServerSettings) -> None:
     if settings.tls_self_signed and (settings.tls_cert or settings.tls_key):
         raise ConfigError("--tls-self-signed cannot be combined with --tls-cert/--tls-key")
@@ -71,6 +83,8 @@ def validate_serve_settings(settings: ServerSettings) -> None:
     for flag, port in (("--port", settings.port), ("--metrics-port", settings.metrics_port)):
         if not 0 <= port <= 65535:
             raise ConfigError(f"{flag} must be between 0 and 65535, got {port}")
+    if settings.preview_budget_seconds <= 0:
+        raise ConfigError(f"--preview-timeout must be positive, got {settings.preview_budget_seconds:g}")
 
 
 def make_source(settings: ServerSettings) -> ClusterSource:
@@ -85,12 +99,20 @@ def make_source(settings: ServerSettings) -> ClusterSource:
     return source
 
 
-async def serve(settings: ServerSettings) -> None:
+def load_startup_config(settings: ServerSettings) -> Config:
+    """The ``--config`` file (``ConfigError``: exit 2 with one line), or the defaults without one."""
+    return load_config(settings.config_path) if settings.config_path is not None else DEFAULT_CONFIG
+
+
+async def serve(settings: ServerSettings, config: Config | None = None) -> None:
     """Run until SIGTERM/SIGINT, then stop accepting, finish in-flight requests and stop the source."""
     from webhook.server.app import make_app, start_server
 
+    config = config if config is not None else load_startup_config(settings)
     source = make_source(settings)
-    server = await start_server(make_app(source, settings), settings)
+    server = await start_server(make_app(source, settings, config=config), settings)
+    log.info("configuration %s: guardrails mode %s, prediction budget %d ms", config.source,
+             config.guardrails.mode, config.prediction.budget_milliseconds)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -119,7 +141,8 @@ def run_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     configure_logging(settings.log_level)
     validate_serve_settings(settings)
-    asyncio.run(serve(settings))
+    config = load_startup_config(settings)
+    asyncio.run(serve(settings, config))
     return 0
 
 
@@ -134,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command == "certs":
             return int(certs_command().run(args))
+        if args.command == "demo":
+            configure_logging("warning")
+            return int(demo_command().run(args))
         return run_serve(args)
     except PreemptGuardError as exc:
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)

@@ -1,14 +1,31 @@
-"""Prometheus metrics, one registry per application (so tests can build many apps side by side)."""
+"""Prometheus metrics, one registry per application (so tests can build many apps side by side).
+
+Series (all prefixed ``preemptguard_``):
+- ``admission_duration_seconds{endpoint,outcome}`` histogram; ``admission_requests_total{endpoint,outcome}``;
+  ``admission_denials_total{endpoint,reason}`` (status reason) and ``admission_denials_by_rule_total{endpoint,rule}``
+  (``priority``, ``quota.classes``, ``quota.limitedResources``, ``ResourceQuota`` or a guardrail rule name);
+- ``http_requests_total{endpoint,code}``;
+- ``predictions_total{endpoint,outcome}`` (``Fits``, ``Preempts``, ``Unschedulable``, ``Rejected``, ``skipped``,
+  ``failed``), ``predictions_skipped_total{endpoint,reason}``, ``prediction_duration_seconds{endpoint}``;
+- ``predicted_victims_total{namespace}``: victims predicted for pods actually admitted (not dry runs);
+- ``guardrail_decisions_total{decision,mode}``;
+- ``cluster_cache_staleness_seconds`` (the source's ``staleness_seconds()``);
+- ``config_reloads_total`` and ``config_reload_failures_total``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from webhook.routes import METRICS_PATH
 
 # Admission must answer well inside the API server's timeout (10 s default, often 1-3 s).
 ADMISSION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+PREDICTION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class WebhookMetrics:
@@ -36,10 +53,95 @@ class WebhookMetrics:
             registry=self.registry,
         )
 
-    def observe_admission(self, endpoint: str, outcome: str, seconds: float, denial_reason: str = "") -> None:
+        self.admission_requests = Counter(
+            "preemptguard_admission_requests",
+            "Admission requests answered, by endpoint and outcome (allowed or denied).",
+            ["endpoint", "outcome"],
+            registry=self.registry,
+        )
+        self.denials_by_rule = Counter(
+            "preemptguard_admission_denials_by_rule",
+            "Admission requests denied, by endpoint and the rule that denied them.",
+            ["endpoint", "rule"],
+            registry=self.registry,
+        )
+        self.predictions = Counter(
+            "preemptguard_predictions",
+            "Preemption predictions, by endpoint and outcome (Fits, Preempts, Unschedulable, Rejected, skipped, "
+            "failed); a preview of several replicas counts each replica.",
+            ["endpoint", "outcome"],
+            registry=self.registry,
+        )
+        self.predictions_skipped = Counter(
+            "preemptguard_predictions_skipped",
+            "Predictions not made, by endpoint and reason (budget-exceeded, cache-not-ready).",
+            ["endpoint", "reason"],
+            registry=self.registry,
+        )
+        self.prediction_duration = Histogram(
+            "preemptguard_prediction_duration_seconds",
+            "Time to make one prediction (including the wait for a worker), by endpoint.",
+            ["endpoint"],
+            buckets=PREDICTION_BUCKETS,
+            registry=self.registry,
+        )
+        self.predicted_victims = Counter(
+            "preemptguard_predicted_victims",
+            "Pods predicted to be preempted by admitted pods, by the victim's namespace.",
+            ["namespace"],
+            registry=self.registry,
+        )
+        self.guardrail_decisions = Counter(
+            "preemptguard_guardrail_decisions",
+            "Guardrail decisions on pod creation, by decision and effective mode.",
+            ["decision", "mode"],
+            registry=self.registry,
+        )
+        self.cache_staleness = Gauge(
+            "preemptguard_cluster_cache_staleness_seconds",
+            "Seconds since the cluster cache was last known to match the cluster (0 for a snapshot file).",
+            registry=self.registry,
+        )
+        self.config_reloads = Counter(
+            "preemptguard_config_reloads",
+            "Configuration file reloads applied.",
+            registry=self.registry,
+        )
+        self.config_reload_failures = Counter(
+            "preemptguard_config_reload_failures",
+            "Configuration file changes rejected (the previous configuration stays in force).",
+            registry=self.registry,
+        )
+
+    def observe_admission(self, endpoint: str, outcome: str, seconds: float, denial_reason: str = "",
+                          rules: Iterable[str] = ()) -> None:
         self.admission_duration.labels(endpoint, outcome).observe(seconds)
+        self.admission_requests.labels(endpoint, outcome).inc()
         if denial_reason:
             self.denials.labels(endpoint, denial_reason).inc()
+        for rule in rules:
+            self.denials_by_rule.labels(endpoint, rule).inc()
+
+    def observe_prediction(self, endpoint: str, outcomes: Iterable[str], seconds: float) -> None:
+        for outcome in outcomes:
+            self.predictions.labels(endpoint, outcome).inc()
+        self.prediction_duration.labels(endpoint).observe(seconds)
+
+    def observe_skipped_prediction(self, endpoint: str, reason: str) -> None:
+        self.predictions.labels(endpoint, "skipped").inc()
+        self.predictions_skipped.labels(endpoint, reason).inc()
+
+    def observe_victims(self, preview: Mapping[str, Any]) -> None:
+        for result in preview.get("results") or ():
+            for victim in result.get("victims") or ():
+                self.predicted_victims.labels(str(victim.get("namespace", ""))).inc()
+
+    def observe_guardrail(self, decision: str, mode: str) -> None:
+        self.guardrail_decisions.labels(decision, mode).inc()
+
+    def track_staleness(self, staleness_seconds: Callable[[], float]) -> None:
+        """Read the gauge from the source at every scrape."""
+        self.cache_staleness.set_function(staleness_seconds)
 
     def observe_request(self, endpoint: str, code: int) -> None:
         self.requests.labels(endpoint, str(code)).inc()

@@ -11,6 +11,7 @@ from pathlib import Path
 # The kube-apiserver refuses request bodies over 3 MiB; so do we (HTTP 413).
 MAX_BODY_BYTES = 3 * 1024 * 1024
 LOG_LEVELS = ("debug", "info", "warning", "error")
+DEFAULT_PREVIEW_BUDGET_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +31,17 @@ class ServerSettings:
     tls_sans: tuple[str, ...] = ()
     tls_reload_interval: float = 1.0
     config_path: Path | None = None
+    config_reload_interval: float = 2.0  # seconds between checks of the configuration file
     log_level: str = "info"
     max_body_bytes: int = MAX_BODY_BYTES
+    # Predictions run in a dedicated thread pool; /preview gets a larger budget than admission's
+    # prediction.budgetMilliseconds (HTTP 503 when exceeded).
+    prediction_workers: int = 2
+    preview_budget_seconds: float = DEFAULT_PREVIEW_BUDGET_SECONDS
+    # Once the cluster cache has synced, move it out of the garbage collector's reach (gc.freeze): a full
+    # collection over a large cache holds the GIL for tens of milliseconds, stalling the event loop while a
+    # prediction allocates in its thread. On for `preempt-guard serve`; off by default (it is process-wide).
+    freeze_gc_after_sync: bool = False
 
 
 def _path(value: str | None) -> Path | None:
@@ -56,4 +66,6 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         tls_sans=tuple(args.tls_san or ()),
         config_path=_path(args.config or env.get("PREEMPTGUARD_CONFIG")),
         log_level=log_level if log_level in LOG_LEVELS else "info",
+        preview_budget_seconds=getattr(args, "preview_timeout", None) or DEFAULT_PREVIEW_BUDGET_SECONDS,
+        freeze_gc_after_sync=True,
     )

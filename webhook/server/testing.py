@@ -13,7 +13,9 @@ from typing import Any
 import aiohttp
 
 from webhook.cluster.source import ClusterSource
+from webhook.config import Config
 from webhook.server.app import RunningServer, make_app, start_server
+from webhook.server.auth import Authenticator
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import SelfSignedTLS
 
@@ -30,16 +32,20 @@ def admission_review(request: Mapping[str, Any], uid: str | None = None) -> dict
 class LoopbackWebhook:
     """``async with LoopbackWebhook(source) as hook:`` then ``await hook.post_json(path, body)``."""
 
-    def __init__(self, source: ClusterSource, settings: ServerSettings | None = None) -> None:
+    def __init__(self, source: ClusterSource, settings: ServerSettings | None = None, *, config: Config | None = None,
+                 authenticator: Authenticator | None = None) -> None:
         self.source = source
         self.settings = settings or ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
+        self.config = config
+        self.authenticator = authenticator
         self.server: RunningServer | None = None
         self.session: aiohttp.ClientSession | None = None
         self.client_context: ssl.SSLContext | None = None
 
     async def __aenter__(self) -> LoopbackWebhook:
         tls = SelfSignedTLS(self.settings.tls_sans)
-        self.server = await start_server(make_app(self.source, self.settings), self.settings, tls=tls)
+        app = make_app(self.source, self.settings, config=self.config, authenticator=self.authenticator)
+        self.server = await start_server(app, self.settings, tls=tls)
         self.client_context = ssl.create_default_context(cadata=tls.cert_pem.decode())
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.client_context))
         return self
@@ -63,9 +69,10 @@ class LoopbackWebhook:
         ) as response:
             return response.status, await response.read()
 
-    async def post_json(self, path: str, body: object) -> tuple[int, Any]:
+    async def post_json(self, path: str, body: object,
+                        headers: Mapping[str, str] | None = None) -> tuple[int, Any]:
         assert self.session is not None
-        async with self.session.post(self.url(path), json=body) as response:
+        async with self.session.post(self.url(path), json=body, headers=headers) as response:
             return response.status, await response.json(content_type=None)
 
     async def get(self, path: str) -> tuple[int, str]:

@@ -1,0 +1,180 @@
+"""POST /preview end to end over TLS: snapshot mode (no authentication), malformed bodies, the time budget,
+and in-cluster authentication (TokenReview) and authorisation (SubjectAccessReview) through the fake API
+server, including the redaction of victims in namespaces the caller may not list pods in."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from e2e_support import StateSource, namespace, node, pod, priority_class, settings, state_of
+from fake_apiserver import FakeApiServer
+
+from bench.clustergen import generate_cluster
+from webhook.cluster.informer import InformerSettings
+from webhook.cluster.kube_source import KubernetesSource
+from webhook.cluster.source import SnapshotSource
+from webhook.routes import PREVIEW_PATH
+from webhook.server.testing import LoopbackWebhook
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def example(name: str) -> dict[str, Any]:
+    manifest: dict[str, Any] = yaml.safe_load((EXAMPLES / "pods" / name).read_text(encoding="utf-8"))
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def examples_source() -> SnapshotSource:
+    return SnapshotSource(EXAMPLES / "cluster.yaml")
+
+
+async def test_preview_of_a_pod_and_of_a_deployment_in_snapshot_mode(examples_source: SnapshotSource) -> None:
+    async with LoopbackWebhook(examples_source, settings()) as hook:
+        status, single = await hook.post_json(PREVIEW_PATH, {"pod": example("09-preempts-batch.yaml")})
+        status2, two = await hook.post_json(PREVIEW_PATH, {"pod": example("14-deployment-high.yaml"), "replicas": 2})
+        status3, default = await hook.post_json(PREVIEW_PATH, {"pod": example("14-deployment-high.yaml"),
+                                                               "namespace": "team-c"})
+        status4, fits = await hook.post_json(PREVIEW_PATH, {"pod": example("08-small-fits.yaml")})
+    assert (status, status2, status3, status4) == (200, 200, 200, 200)
+    assert (single["apiVersion"], single["kind"]) == ("preemptguard.io/v1alpha1", "PreemptionPreview")
+    (result,) = single["results"]
+    assert result["pod"] == "team-a/search-reindex" and result["outcome"] == "Preempts"
+    assert result["victims"] and all(v["priority"] < 1_000_000 for v in result["victims"])
+    assert single["summary"]["preempting"] == 1 and "redactedNamespaces" not in single
+    assert [r["pod"] for r in two["results"]] == ["team-a/recommendations-0", "team-a/recommendations-1"]
+    assert [r["pod"] for r in default["results"]] == [f"team-c/recommendations-{i}" for i in range(4)]
+    assert fits["results"][0]["outcome"] == "Fits" and fits["results"][0]["victims"] == []
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b"{", "not valid JSON"),
+    (b"[]", "PreviewRequest must be an object"),
+    (b"{}", "pod is required"),
+    (b'{"pod": "web"}', "pod must be an object"),
+    (b'{"pod": {"kind": "Pod"}, "replicas": -1}', "replicas must be a non-negative integer"),
+    (b'{"pod": {"kind": "Pod"}, "replicas": true}', "replicas must be a non-negative integer"),
+    (b'{"pod": {"kind": "Pod"}, "namespace": 7}', "namespace must be a string"),
+    (b'{"pod": {"kind": "Service", "metadata": {"name": "x"}}}', "unsupported kind 'Service'"),
+    (b'{"pod": {"kind": "Pod"}, "replica": 2}', "unknown field 'replica'"),
+    (b'{"pod": {"kind": "Pod", "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}}',
+     "lots"),
+])
+async def test_malformed_preview_requests_get_400(examples_source: SnapshotSource, body: bytes, message: str) -> None:
+    async with LoopbackWebhook(examples_source, settings()) as hook:
+        status, raw = await hook.post(PREVIEW_PATH, body)
+    assert status == 400
+    error = yaml.safe_load(raw)["error"]
+    assert message in error, error
+
+
+async def test_a_preview_over_its_budget_is_503() -> None:
+    source = StateSource(state_of(generate_cluster(200, 30, seed=3)))
+    manifest = pod("wave", "team-00", cpu="3", memory="2Gi", priority_class_name="critical")
+    async with LoopbackWebhook(source, settings(preview_budget_seconds=0.05)) as hook:
+        status, body = await hook.post_json(PREVIEW_PATH, {"pod": manifest, "replicas": 500})
+    assert status == 503
+    assert body == {"error": "the prediction did not finish within 0.05 s"}
+
+
+async def test_preview_needs_a_ready_cache() -> None:
+    source = StateSource(state_of([]), ready=False)
+    async with LoopbackWebhook(source, settings()) as hook:
+        status, body = await hook.post_json(PREVIEW_PATH, {"pod": pod("p", "default")})
+    assert status == 503 and "not ready" in body["error"]
+
+
+# ---- in cluster: TokenReview, SubjectAccessReview, redaction ---------------------------------------------
+WEBHOOK_TOKEN = "webhook-service-account-token"
+ALICE, BOB, CAROL = "alice-token-0123456789", "bob-token-0123456789", "carol-token-0123456789"
+FAST = InformerSettings(watch_timeout_seconds=30, backoff_base_seconds=0.01, backoff_cap_seconds=0.1)
+
+
+def contested_cluster() -> list[dict[str, Any]]:
+    """node-1 (4 CPUs) holds a team-b and a team-c pod; a 3.5-CPU team-a pod must evict both."""
+    return [
+        priority_class("low", 10), priority_class("high", 1_000_000),
+        namespace("team-a"), namespace("team-b"), namespace("team-c"), node("node-1", cpu="4"),
+        pod("ledger-0", "team-b", cpu="2", node_name="node-1", priority_class_name="low", priority=10),
+        pod("etl-0", "team-c", cpu="1500m", node_name="node-1", priority_class_name="low", priority=10),
+    ]
+
+
+@pytest.fixture
+async def live_hook(tmp_path: Path) -> AsyncIterator[tuple[LoopbackWebhook, FakeApiServer]]:
+    async with FakeApiServer(token=WEBHOOK_TOKEN) as fake:
+        fake.load(contested_cluster())
+        fake.add_user(ALICE, "alice", ["system:authenticated", "team-a-devs"])
+        fake.grant("group:team-a-devs", "create", "pods", "team-a")
+        fake.grant("alice", "list", "pods", "team-a")
+        fake.grant("alice", "list", "pods", "team-c")
+        fake.add_user(BOB, "bob")
+        fake.grant("bob", "list", "pods", "*")
+        fake.add_user(CAROL, "carol", ["system:authenticated", "sre"])
+        fake.grant("group:sre", "create", "pods", "*")
+        fake.grant("group:sre", "list", "pods", "*")
+        source = KubernetesSource(kubeconfig=str(fake.write_kubeconfig(tmp_path)), context="fake", settings=FAST)
+        async with LoopbackWebhook(source, settings()) as hook:
+            assert await source.wait_until_ready(timeout=10)
+            yield hook, fake
+
+
+def preview_body() -> dict[str, Any]:
+    return {"pod": pod("importer", "team-a", cpu="3500m", priority_class_name="high"), "namespace": "team-a"}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_preview_without_a_valid_token_is_401(live_hook: tuple[LoopbackWebhook, FakeApiServer]) -> None:
+    hook, fake = live_hook
+    assert (await hook.post_json(PREVIEW_PATH, preview_body()))[0] == 401
+    assert (await hook.post_json(PREVIEW_PATH, preview_body(), headers={"Authorization": "Basic YTpi"}))[0] == 401
+    status, body = await hook.post_json(PREVIEW_PATH, preview_body(), headers=bearer("stolen-or-expired"))
+    assert status == 401 and body == {"error": "Unauthorized: the bearer token was not accepted"}
+    assert [review["token"] for review in fake.token_reviews] == ["stolen-or-expired"]
+    assert not fake.access_reviews
+    # The webhook spoke to the API server with its own credentials only.
+    assert set(fake.authorization_headers) == {f"Bearer {WEBHOOK_TOKEN}"}
+
+
+async def test_preview_without_create_permission_is_403(live_hook: tuple[LoopbackWebhook, FakeApiServer]) -> None:
+    hook, fake = live_hook
+    status, body = await hook.post_json(PREVIEW_PATH, preview_body(), headers=bearer(BOB))
+    assert status == 403
+    assert body == {"error": 'Forbidden: user "bob" may not create pods in namespace team-a'}
+    (review,) = fake.access_reviews
+    assert review["user"] == "bob" and review["uid"] == "uid-bob"
+    assert review["resourceAttributes"] == {"namespace": "team-a", "verb": "create", "group": "",
+                                            "resource": "pods"}
+
+
+async def test_victims_the_caller_may_not_list_are_counted_not_named(
+        live_hook: tuple[LoopbackWebhook, FakeApiServer], caplog: pytest.LogCaptureFixture) -> None:
+    hook, fake = live_hook
+    caplog.set_level(logging.DEBUG)
+    status, preview = await hook.post_json(PREVIEW_PATH, preview_body(), headers=bearer(ALICE))
+    assert status == 200, preview
+    (result,) = preview["results"]
+    assert result["outcome"] == "Preempts" and result["node"] == "node-1"
+    assert [(v["namespace"], v["name"]) for v in result["victims"]] == [("team-c", "etl-0")]
+    assert result["redactedVictims"] == [{"namespace": "team-b", "count": 1, "pdbViolations": 0}]
+    assert preview["redactedNamespaces"] == ["team-b"]
+    assert preview["summary"]["victims"] == 2
+    assert "ledger-0" not in str(preview)
+    # One SubjectAccessReview for create, then one per affected namespace.
+    assert [(r["resourceAttributes"]["verb"], r["resourceAttributes"]["namespace"]) for r in fake.access_reviews] == [
+        ("create", "team-a"), ("list", "team-b"), ("list", "team-c")]
+    assert fake.access_reviews[0]["groups"] == ["system:authenticated", "team-a-devs"]
+    assert ALICE not in caplog.text
+
+    status, full = await hook.post_json(PREVIEW_PATH, preview_body(), headers=bearer(CAROL))
+    assert status == 200
+    assert sorted(v["name"] for v in full["results"][0]["victims"]) == ["etl-0", "ledger-0"]
+    assert "redactedVictims" not in full["results"][0] and "redactedNamespaces" not in full

@@ -1,0 +1,133 @@
+"""The prediction service: scheduler profile mirroring, the time budget, retries on concurrent state changes,
+and the /preview request parsing."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from webhook.cluster.convert import object_from_dict
+from webhook.cluster.snapshot import ClusterState
+from webhook.config import SchedulerConfig
+from webhook.errors import InvalidInput
+from webhook.server.app import parse_preview_request
+from webhook.server.prediction import PredictionService, PredictionTimedOut, compute_preview, run_consistently
+
+
+def cluster() -> ClusterState:
+    """node-1 (2 CPUs) full of one low pod: a 2-CPU high pod must evict it."""
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "low"}, "value": 1},
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 100},
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"},
+         "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "old", "namespace": "b"},
+         "spec": {"nodeName": "node-1", "priorityClassName": "low", "priority": 1,
+                  "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]},
+         "status": {"phase": "Running"}},
+    ]
+    state = ClusterState()
+    for raw in objects:
+        obj = object_from_dict(raw)
+        assert obj is not None
+        state.upsert(obj)
+    return state
+
+
+def pod(class_name: str = "high", policy: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"priorityClassName": class_name,
+                            "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}
+    if policy:
+        spec["preemptionPolicy"] = policy
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "new", "namespace": "a"}, "spec": spec}
+
+
+def test_preemption_disabled_reports_pending_pods_with_their_real_policy() -> None:
+    enabled = compute_preview(cluster(), pod(), namespace=None, replicas=2, scheduler=SchedulerConfig())
+    assert [r["outcome"] for r in enabled["results"]] == ["Preempts", "Unschedulable"]
+    disabled = compute_preview(cluster(), pod(), namespace=None, replicas=2,
+                               scheduler=SchedulerConfig(preemption="disabled"))
+    assert [r["outcome"] for r in disabled["results"]] == ["Unschedulable", "Unschedulable"]
+    for result in disabled["results"]:
+        assert result["preemptionPolicy"] == "PreemptLowerPriority" and result["victims"] == []
+        assert result["message"].endswith("preemption: disabled in the scheduler profile "
+                                          "(scheduler.preemption: disabled), so the pod would stay Pending.")
+    rejected = compute_preview(cluster(), pod("gold"), namespace=None, replicas=1,
+                               scheduler=SchedulerConfig(preemption="disabled"))
+    assert rejected["results"][0]["outcome"] == "Rejected"
+
+
+def test_priority_class_override_and_candidate_settings_reach_the_predictor() -> None:
+    preview = compute_preview(cluster(), pod("low"), namespace="x", replicas=None, priority_class="high",
+                              scheduler=SchedulerConfig(min_candidate_nodes_percentage=50,
+                                                        min_candidate_nodes_absolute=1))
+    (result,) = preview["results"]
+    assert (result["pod"], result["priorityClassName"], result["outcome"]) == ("x/new", "high", "Preempts")
+
+
+def test_run_consistently_retries_only_when_the_state_changed() -> None:
+    state = ClusterState()
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(state.version)
+        if len(calls) == 1:
+            state.version += 1  # an informer event landed mid-prediction
+            raise RuntimeError("dictionary changed size during iteration")
+        return "ok"
+
+    assert run_consistently(state, flaky, time.monotonic() + 5) == "ok" and len(calls) == 2
+
+    def broken() -> str:
+        raise KeyError("node-9")
+
+    with pytest.raises(KeyError):
+        run_consistently(state, broken, time.monotonic() + 5)
+
+
+async def test_a_slow_prediction_times_out_and_a_queued_one_is_dropped() -> None:
+    service = PredictionService(workers=1)
+    release, running = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def slow(deadline: float) -> str:
+        running.set()
+        release.wait(5)
+        ran.append("slow")
+        return "slow"
+
+    def queued(deadline: float) -> str:
+        ran.append("queued")
+        return "queued"
+
+    try:
+        first = asyncio.ensure_future(service.run(slow, budget_seconds=0.05))
+        while not running.is_set():  # the only worker is busy
+            await asyncio.sleep(0.001)
+        started = time.monotonic()
+        with pytest.raises(PredictionTimedOut, match=r"did not finish within 0\.05 s"):
+            await service.run(queued, budget_seconds=0.05)
+        assert time.monotonic() - started < 1.0
+        with pytest.raises(PredictionTimedOut):
+            await first
+    finally:
+        release.set()
+        service.executor.shutdown(wait=True)
+    assert ran == ["slow"]  # the queued call was cancelled before it started
+
+
+def test_preview_request_parsing() -> None:
+    request = parse_preview_request({"pod": {"kind": "Pod", "metadata": {"namespace": "own"}}})
+    assert (request.namespace, request.replicas, request.priority_class) == ("own", None, None)
+    request = parse_preview_request({"pod": {"kind": "Deployment"}, "namespace": "team-a", "replicas": 3,
+                                     "priorityClassName": "high"})
+    assert (request.namespace, request.replicas, request.priority_class) == ("team-a", 3, "high")
+    assert parse_preview_request({"pod": {}, "namespace": None}).namespace == "default"
+    for body, message in [({"pod": {}, "replicas": 1.5}, "replicas"), ({"pod": {}, "replicas": 10**6}, "at most"),
+                          ({"pod": None}, "pod is required"), ({"pod": {}, "extra": 1}, "unknown field 'extra'")]:
+        with pytest.raises(InvalidInput, match=message):
+            parse_preview_request(body)

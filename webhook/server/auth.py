@@ -1,0 +1,214 @@
+"""Who may call ``POST /preview`` and what they may see.
+
+In cluster the caller presents a bearer token (``Authorization: Bearer <token>``). It is verified with a
+TokenReview (authentication.k8s.io/v1) and the caller is authorised with SubjectAccessReviews
+(authorization.k8s.io/v1), both created through the cluster source's API client (the webhook's own service
+account, which RBAC allows to create both). Serving from a snapshot file there is no cluster to ask, so no
+authentication (``NoAuthentication``).
+
+Tokens are never logged, never put in an error message and never kept after the request.
+
+Redaction: victims in namespaces where the caller may not ``list pods`` are removed from ``victims`` and
+reported per namespace without names. The shape, added to each ``results[]`` entry that hid something::
+
+    "victims": [ ...only victims in namespaces the caller may list pods in... ],
+    "redactedVictims": [{"namespace": "team-b", "count": 2, "pdbViolations": 1}],
+
+and at the top level ``"redactedNamespaces": ["team-b"]``. Counts in ``summary`` and the rest of each result
+(``node``, ``pdbViolations``, ``expectedDelaySeconds``, ``message``) are unchanged: they name no victim.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+
+from webhook.errors import ClusterUnavailable, Unauthorized
+
+log = logging.getLogger(__name__)
+
+TOKEN_REVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
+SUBJECT_ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+BEARER_PREFIX = "bearer "
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated user (``TokenReview`` ``status.user``); anonymous when authentication is off."""
+
+    username: str = ""
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def display_name(self) -> str:
+        return self.username or "anonymous"
+
+
+ANONYMOUS = Caller()
+
+
+class Authenticator(Protocol):
+    """Authentication and authorisation of /preview callers."""
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Caller:
+        """The caller of a request; raises ``Unauthorized`` (401)."""
+        ...
+
+    async def is_allowed(self, caller: Caller, verb: str, resource: str, namespace: str) -> bool:
+        """Whether ``caller`` may ``verb`` core-group ``resource`` in ``namespace``."""
+        ...
+
+
+class NoAuthentication:
+    """Snapshot mode: everyone may preview and see everything."""
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Caller:
+        return ANONYMOUS
+
+    async def is_allowed(self, caller: Caller, verb: str, resource: str, namespace: str) -> bool:
+        return True
+
+
+def bearer_token(headers: Mapping[str, str]) -> str:
+    """The token of ``Authorization: Bearer <token>``; raises ``Unauthorized`` without one."""
+    value = headers.get("Authorization", "")
+    if not value.lower().startswith(BEARER_PREFIX) or not value[len(BEARER_PREFIX):].strip():
+        raise Unauthorized("Unauthorized: /preview needs a bearer token (Authorization: Bearer <token>)")
+    return value[len(BEARER_PREFIX):].strip()
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def caller_from_token_review(review: Mapping[str, Any]) -> Caller | None:
+    """The user of an answered TokenReview, or None when the token was not authenticated."""
+    status = review.get("status")
+    if not isinstance(status, Mapping) or status.get("authenticated") is not True:
+        return None
+    user = status.get("user")
+    if not isinstance(user, Mapping):
+        return None
+    extra = user.get("extra")
+    return Caller(
+        username=str(user.get("username") or ""),
+        uid=str(user.get("uid") or ""),
+        groups=_strings(user.get("groups")),
+        extra={str(k): _strings(v) for k, v in extra.items()} if isinstance(extra, Mapping) else {},
+    )
+
+
+def subject_access_review(caller: Caller, verb: str, resource: str, namespace: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "user": caller.username,
+        "groups": list(caller.groups),
+        "resourceAttributes": {"namespace": namespace, "verb": verb, "group": "", "resource": resource},
+    }
+    if caller.uid:
+        spec["uid"] = caller.uid
+    if caller.extra:
+        spec["extra"] = {k: list(v) for k, v in caller.extra.items()}
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+
+
+class KubernetesAuthenticator:
+    """TokenReview + SubjectAccessReview through a kubernetes-asyncio ``ApiClient``.
+
+    ``api_client`` is a callable returning the source's client (it exists only once the source has started).
+    """
+
+    def __init__(self, api_client: Callable[[], Any], *, timeout_seconds: float = 5.0) -> None:
+        self._api_client = api_client
+        self.timeout_seconds = timeout_seconds
+
+    async def _create(self, path: str, body: Mapping[str, Any], what: str) -> Mapping[str, Any]:
+        """POST one review object; any failure is ``ClusterUnavailable`` (503), never echoing the body."""
+        client = self._api_client()
+        if client is None:
+            raise ClusterUnavailable(f"cannot create a {what}: the cluster client is not started")
+        timeout = aiohttp.ClientTimeout(total=self.timeout_seconds)
+        try:
+            response = await client.call_api(
+                path, "POST", header_params={"Accept": "application/json", "Content-Type": "application/json"},
+                body=dict(body), auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
+            )
+            try:
+                status = response.status
+                answer = await response.json(content_type=None)
+            finally:
+                response.release()
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+            raise ClusterUnavailable(f"cannot create a {what}: {type(exc).__name__}") from None
+        if not 200 <= status < 300 or not isinstance(answer, Mapping):
+            message = answer.get("message", "") if isinstance(answer, Mapping) else ""
+            log.warning("the API server refused a %s: HTTP %s %s", what, status, message)
+            raise ClusterUnavailable(f"cannot create a {what}: the API server answered HTTP {status}")
+        return answer
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Caller:
+        token = bearer_token(headers)
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        answer = await self._create(TOKEN_REVIEW_PATH, review, "TokenReview")
+        caller = caller_from_token_review(answer)
+        if caller is None:
+            raise Unauthorized("Unauthorized: the bearer token was not accepted")
+        return caller
+
+    async def is_allowed(self, caller: Caller, verb: str, resource: str, namespace: str) -> bool:
+        review = subject_access_review(caller, verb, resource, namespace)
+        answer = await self._create(SUBJECT_ACCESS_REVIEW_PATH, review, "SubjectAccessReview")
+        status = answer.get("status")
+        return isinstance(status, Mapping) and status.get("allowed") is True
+
+
+class NamespaceVisibility:
+    """Which namespaces' pods one caller may list: one SubjectAccessReview per namespace, per request."""
+
+    def __init__(self, authenticator: Authenticator, caller: Caller) -> None:
+        self.authenticator = authenticator
+        self.caller = caller
+        self._answers: dict[str, bool] = {}
+
+    async def may_list_pods(self, namespace: str) -> bool:
+        found = self._answers.get(namespace)
+        if found is None:
+            found = await self.authenticator.is_allowed(self.caller, "list", "pods", namespace)
+            self._answers[namespace] = found
+        return found
+
+    async def hidden_namespaces(self, namespaces: Iterable[str]) -> set[str]:
+        return {ns for ns in sorted(set(namespaces)) if not await self.may_list_pods(ns)}
+
+
+def victim_namespaces(preview: Mapping[str, Any]) -> set[str]:
+    return {str(v.get("namespace", "")) for r in preview.get("results") or () for v in r.get("victims") or ()}
+
+
+def redact_preview(preview: Mapping[str, Any], hidden: Iterable[str]) -> dict[str, Any]:
+    """The preview with the victims of ``hidden`` namespaces reduced to counts (shape in the module doc)."""
+    hidden = set(hidden)
+    if not hidden:
+        return dict(preview)
+    results = []
+    for result in preview.get("results") or ():
+        shown = [v for v in result.get("victims") or () if v.get("namespace") not in hidden]
+        counts: dict[str, list[int]] = {}
+        for victim in result.get("victims") or ():
+            namespace = victim.get("namespace")
+            if namespace in hidden:
+                count = counts.setdefault(namespace, [0, 0])
+                count[0] += 1
+                count[1] += 1 if victim.get("pdbViolation") else 0
+        entry = {**result, "victims": shown}
+        if counts:
+            entry["redactedVictims"] = [{"namespace": ns, "count": c[0], "pdbViolations": c[1]}
+                                        for ns, c in sorted(counts.items())]
+        results.append(entry)
+    return {**preview, "results": results, "redactedNamespaces": sorted(hidden & victim_namespaces(preview))}
+

@@ -1,0 +1,169 @@
+"""Predictions off the event loop: a small dedicated thread pool, a time budget per call, the scheduler profile.
+
+The predictor is CPU-bound pure Python. It runs in its own ``ThreadPoolExecutor`` so the event loop keeps
+answering health checks and priority-only admissions while a prediction is computed. Every call has a budget:
+when it passes, the caller gets ``PredictionTimedOut`` at once (a call still waiting for a worker is dropped;
+a running one stops at the predictor's ``deadline``, raising ``PredictionTimeout`` in its thread). At most
+``workers - 1`` previews run at a time, so one worker always remains for admission predictions.
+
+``compute_preview`` mirrors ``scheduler.preemption: disabled`` (the scheduler's PostFilter is off): pods
+that do not fit are reported ``Unschedulable`` (they stay Pending) and evict nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from webhook.cluster.model import PREEMPT_NEVER, Pod
+from webhook.cluster.snapshot import ClusterState
+from webhook.config import SchedulerConfig
+from webhook.errors import PreemptGuardError
+from webhook.preemption.predictor import NOT_ELIGIBLE_NEVER, predict_pods, resolve_priority, simulate_pods
+from webhook.preemption.preview import build_preview, with_priority_class
+from webhook.preemption.results import UNSCHEDULABLE_OUTCOME, PredictionTimeout, PreemptionArgs, PreemptionResult
+from webhook.preemption.workloads import expand_object
+from webhook.priority.resolution import PriorityRejection
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+# A prediction reads the shared ClusterState while the informers write it on the event loop: a read racing a
+# write can fail (e.g. a dict resized during iteration). Such a run is retried on the new state version.
+_CONCURRENT_CHANGE_ERRORS = (RuntimeError, KeyError)
+_MAX_ATTEMPTS = 3
+
+PREEMPTION_DISABLED_NOTE = (
+    "preemption: disabled in the scheduler profile (scheduler.preemption: disabled), so the pod would stay Pending."
+)
+
+
+class PredictionTimedOut(PreemptGuardError):
+    """The prediction did not finish within its budget (HTTP 503 for /preview; admission allows instead)."""
+
+    http_status = 503
+    exit_code = 3
+
+
+def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:
+    return PreemptionArgs(
+        min_candidate_nodes_percentage=scheduler.min_candidate_nodes_percentage,
+        min_candidate_nodes_absolute=scheduler.min_candidate_nodes_absolute,
+    )
+
+
+def _as_pending(result: PreemptionResult, policy: str) -> PreemptionResult:
+    """A replica simulated with preemption forbidden, reported with its real policy and why it stays Pending."""
+    if result.outcome != UNSCHEDULABLE_OUTCOME or policy == PREEMPT_NEVER:
+        return dataclasses.replace(result, preemption_policy=policy)
+    message = result.message.replace(f"preemption: {NOT_ELIGIBLE_NEVER}", PREEMPTION_DISABLED_NOTE)
+    return dataclasses.replace(result, preemption_policy=policy, message=message, preemption_status="")
+
+
+def predict_without_preemption(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs,
+                               deadline: float | None = None) -> list[PreemptionResult]:
+    """``predict_pods`` for a scheduler whose PostFilter is off: each replica that does not fit stays Pending.
+
+    Implemented by simulating every resolved replica with ``preemptionPolicy: Never`` (the predictor's own
+    "may not preempt" path), then restoring the real policy and message in the results.
+    """
+    resolved: list[Pod] = []
+    for pod in pods:
+        try:
+            resolved.append(resolve_priority(state, pod))
+        except PriorityRejection:
+            # Every replica is Rejected before any simulation: exactly what predict_pods reports.
+            return predict_pods(state, pods, args=args, deadline=deadline)
+    never = [dataclasses.replace(pod, preemption_policy=PREEMPT_NEVER) for pod in resolved]
+    simulated = simulate_pods(state, never, args, deadline=deadline)
+    return [_as_pending(result, pod.preemption_policy or "") for result, pod in zip(simulated, resolved, strict=True)]
+
+
+def compute_preview(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None, replicas: int | None,
+                    scheduler: SchedulerConfig, priority_class: str | None = None,
+                    deadline: float | None = None) -> dict[str, Any]:
+    """The PreemptionPreview for a Pod or workload object under the configured scheduler profile."""
+    pods = [with_priority_class(p, priority_class) for p in expand_object(obj, namespace=namespace, replicas=replicas)]
+    args = preemption_args(scheduler)
+    if scheduler.preemption_enabled:
+        results = predict_pods(state, pods, args=args, deadline=deadline)
+    else:
+        results = predict_without_preemption(state, pods, args, deadline)
+    return build_preview(results)
+
+
+def run_consistently(state: ClusterState, compute: Callable[[], _T], deadline: float) -> _T:
+    """``compute()``, retried when it failed because the informers changed ``state`` under it."""
+    for attempt in range(1, _MAX_ATTEMPTS + 1):
+        version = state.version
+        try:
+            return compute()
+        except PredictionTimeout:
+            raise
+        except _CONCURRENT_CHANGE_ERRORS:
+            if state.version == version or attempt == _MAX_ATTEMPTS or time.monotonic() >= deadline:
+                raise
+            log.debug("cluster state changed during a prediction (attempt %d); retrying", attempt)
+    raise AssertionError("unreachable")
+
+
+class PredictionService:
+    """The prediction thread pool. ``await predict(...)`` for admission, ``await preview(...)`` for /preview."""
+
+    def __init__(self, workers: int = 2) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preemptguard-predict")
+        self._preview_slots = asyncio.Semaphore(max(1, workers - 1))
+
+    async def run(self, compute: Callable[[float], _T], *, budget_seconds: float,
+                  deadline: float | None = None) -> _T:
+        """``compute(deadline)`` in the pool; ``PredictionTimedOut`` when the budget passes first.
+
+        ``deadline`` (a ``time.monotonic()`` value) defaults to now + ``budget_seconds``.
+        """
+        deadline = deadline if deadline is not None else time.monotonic() + budget_seconds
+        future = asyncio.get_running_loop().run_in_executor(self.executor, compute, deadline)
+        timed_out = PredictionTimedOut(f"the prediction did not finish within {budget_seconds:g} s")
+        try:
+            return await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
+        except (TimeoutError, PredictionTimeout) as exc:
+            raise timed_out from exc
+
+    async def predict(self, state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None,
+                      scheduler: SchedulerConfig, budget_seconds: float, replicas: int | None = None,
+                      priority_class: str | None = None, deadline: float | None = None) -> dict[str, Any]:
+        def compute(deadline: float) -> dict[str, Any]:
+            return run_consistently(state, lambda: compute_preview(
+                state, obj, namespace=namespace, replicas=replicas, scheduler=scheduler,
+                priority_class=priority_class, deadline=deadline), deadline)
+
+        return await self.run(compute, budget_seconds=budget_seconds, deadline=deadline)
+
+    async def preview(self, state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None,
+                      scheduler: SchedulerConfig, budget_seconds: float, replicas: int | None = None,
+                      priority_class: str | None = None) -> dict[str, Any]:
+        """Like ``predict``, for /preview: at most ``workers - 1`` at once; the wait counts against the budget."""
+        deadline = time.monotonic() + budget_seconds
+        try:
+            await asyncio.wait_for(self._preview_slots.acquire(), budget_seconds)
+        except TimeoutError as exc:
+            raise PredictionTimedOut(
+                f"the prediction did not start within {budget_seconds:g} s: other previews are running") from exc
+        try:
+            return await self.predict(state, obj, namespace=namespace, scheduler=scheduler,
+                                      budget_seconds=budget_seconds, replicas=replicas,
+                                      priority_class=priority_class, deadline=deadline)
+        finally:
+            self._preview_slots.release()
+
+    def shutdown(self) -> None:
+        """Drop queued predictions; a running one finishes (or stops at its deadline) in the background."""
+        self.executor.shutdown(wait=False, cancel_futures=True)

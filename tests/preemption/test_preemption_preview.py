@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import io
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from kubectl_plugin.cli import main, run
 from webhook.cluster.loader import parse_documents
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import InvalidInput
@@ -166,51 +161,3 @@ def test_workload_labels_and_namespace_override() -> None:
 
 def test_build_preview_of_nothing() -> None:
     assert build_preview([])["summary"]["pods"] == 0
-
-
-# ---- the plugin ------------------------------------------------------------------------------------
-
-@pytest.fixture
-def files(tmp_path: Path) -> tuple[Path, Path]:
-    snapshot = tmp_path / "snapshot.yaml"
-    snapshot.write_text(SNAPSHOT)
-    pod = tmp_path / "pod.yaml"
-    pod.write_text(yaml.safe_dump(_pod()))
-    return snapshot, pod
-
-
-def test_plugin_prints_json_and_exits_1_on_preemption(files: tuple[Path, Path]) -> None:
-    out = io.StringIO()
-    code = run(["--snapshot", str(files[0]), "-f", str(files[1]), "-o", "json"], io.StringIO(), out)
-    assert code == 1
-    assert json.loads(out.getvalue())["results"][0]["node"] == "node-2"
-
-
-def test_plugin_reads_stdin_prints_yaml_and_exits_0_when_everything_fits(files: tuple[Path, Path]) -> None:
-    out = io.StringIO()
-    code = run(["--snapshot", str(files[0]), "-f", "-", "-o", "yaml"], io.StringIO(yaml.safe_dump(_pod("100m"))),
-               out)
-    assert code == 0
-    assert yaml.safe_load(out.getvalue())["results"][0]["outcome"] == FITS
-
-
-def test_plugin_table_output(files: tuple[Path, Path]) -> None:
-    out = io.StringIO()
-    run(["--snapshot", str(files[0]), "-f", str(files[1]), "--replicas", "2", "-o", "wide"], io.StringIO(), out)
-    lines = out.getvalue().splitlines()
-    assert lines[0].split()[:3] == ["POD", "OUTCOME", "NODE"]
-    assert lines[1].split()[:4] == ["team-a/web-0", PREEMPTS, "node-2", "team-c/batch-2"]
-
-
-@pytest.mark.parametrize("argv", [
-    ["-f", "pod.yaml"],                                # no --snapshot: cluster mode comes later
-    ["--snapshot", "missing.yaml", "-f", "POD"],       # unreadable files
-    ["--snapshot", "S", "-f", "P", "--bogus"],         # argparse error
-    ["--snapshot", "S", "deploy/web"],                 # TYPE/NAME needs a cluster
-])
-def test_plugin_errors_exit_2_with_one_line(argv: list[str], files: tuple[Path, Path],
-                                            capsys: pytest.CaptureFixture[str]) -> None:
-    argv = [str(files[0]) if a == "S" else str(files[1]) if a == "P" else a for a in argv]
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1

@@ -6,6 +6,7 @@ admission hot path reads ready-made views and never scans the whole cluster.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -64,6 +65,10 @@ def holds_node_resources(pod: Pod) -> bool:
     return bool(pod.node_name) and not pod.is_terminal
 
 
+# How many node-name changes ``ClusterState.nodes_changed_since`` can look back over.
+NODE_LOG_LENGTH = 1 << 16
+
+
 class ClusterState:
     """PriorityClasses, Namespaces, Nodes, Pods, PDBs and ResourceQuotas, indexed for admission."""
 
@@ -81,6 +86,16 @@ class ClusterState:
         self.quotas_by_namespace: dict[str, dict[str, ResourceQuota]] = {}
         # Bumped on every change, so callers can cache derived views per version.
         self.version = 0
+        # Finer-grained change stamps (the ``version`` of the last change), so derived per-node views survive
+        # unrelated events: a node name's stamp moves when its Node object, a pod bound to it or a pod nominated
+        # to it changes; ``pdbs_version`` when any PodDisruptionBudget changes.
+        self.node_versions: dict[str, int] = {}
+        self.pdbs_version = 0
+        # ``version`` once the change that set it is fully applied: a reader on another thread that sees
+        # settled_version == v has every change up to v (``version`` moves first, at the start of a write).
+        self.settled_version = 0
+        # (version, node name) of the latest node-name changes, newest last (see ``nodes_changed_since``).
+        self._node_log: deque[tuple[int, str]] = deque(maxlen=NODE_LOG_LENGTH)
 
     # ---- writes -------------------------------------------------------------------------------
     def upsert(self, obj: ClusterObject) -> None:
@@ -92,12 +107,15 @@ class ClusterState:
             self.priority_classes[obj.name] = obj
         elif isinstance(obj, Node):
             self.nodes[obj.name] = obj
+            self._touch_node(obj.name)
         elif isinstance(obj, Namespace):
             self.namespaces[obj.name] = obj
         elif isinstance(obj, PodDisruptionBudget):
             self.pdbs_by_namespace.setdefault(obj.namespace, {})[obj.name] = obj
+            self.pdbs_version = self.version
         elif isinstance(obj, ResourceQuota):
             self.quotas_by_namespace.setdefault(obj.namespace, {})[obj.name] = obj
+        self.settled_version = self.version
 
     def delete(self, kind: str, key: str) -> None:
         """Remove one object by kind and ``object_key``; unknown keys are ignored."""
@@ -107,13 +125,16 @@ class ClusterState:
         elif kind == "PriorityClass":
             self.priority_classes.pop(key, None)
         elif kind == "Node":
-            self.nodes.pop(key, None)
+            if self.nodes.pop(key, None) is not None:
+                self._touch_node(key)
         elif kind == "Namespace":
             self.namespaces.pop(key, None)
         elif kind == "PodDisruptionBudget":
             _pop_nested(self.pdbs_by_namespace, key)  # type: ignore[arg-type]
+            self.pdbs_version = self.version
         elif kind == "ResourceQuota":
             _pop_nested(self.quotas_by_namespace, key)  # type: ignore[arg-type]
+        self.settled_version = self.version
 
     def replace_kind(self, kind: str, objects: Iterable[ClusterObject]) -> None:
         """Make the objects of one kind exactly ``objects`` (a relist): stale ones disappear."""
@@ -142,8 +163,19 @@ class ClusterState:
             for quotas in self.quotas_by_namespace.values():
                 yield from quotas.values()
 
+    def _touch_node(self, name: str) -> None:
+        self.node_versions[name] = self.version
+        self._node_log.append((self.version, name))
+
+    def _touch_pod_nodes(self, pod: Pod) -> None:
+        if pod.node_name:
+            self._touch_node(pod.node_name)
+        if pod.nominated_node_name:
+            self._touch_node(pod.nominated_node_name)
+
     def _add_pod(self, pod: Pod) -> None:
         key = pod.key
+        self._touch_pod_nodes(pod)
         self.pods[key] = pod
         self.pods_by_namespace.setdefault(pod.namespace, {})[key] = pod
         if pod.priority_class_name:
@@ -158,6 +190,7 @@ class ClusterState:
         pod = self.pods.pop(key, None)
         if pod is None:
             return
+        self._touch_pod_nodes(pod)
         _discard(self.pods_by_namespace, pod.namespace, key)
         _discard(self.pods_by_priority_class, pod.priority_class_name, key)
         if holds_node_resources(pod):
@@ -169,6 +202,24 @@ class ClusterState:
         _discard(self.nominated_by_node, pod.nominated_node_name, key)
 
     # ---- reads --------------------------------------------------------------------------------
+    def nodes_changed_since(self, version: int) -> set[str] | None:
+        """Node names whose ``node_versions`` stamp moved after ``version``, in O(changes); None when the
+        log no longer reaches back that far (then compare ``node_versions`` instead). Safe to call from
+        another thread while the state is written: it may report a few names too many, never too few."""
+        log = self._node_log
+        changed: set[str] = set()
+        i = len(log)
+        while i > 0:
+            i -= 1
+            try:
+                stamp, name = log[i]
+            except IndexError:  # the log was trimmed meanwhile
+                return None
+            if stamp <= version:
+                return changed
+            changed.add(name)
+        return None if len(log) == log.maxlen or version < 0 else changed
+
     def global_default_classes(self) -> list[PriorityClass]:
         return [pc for pc in self.priority_classes.values() if pc.global_default]
 

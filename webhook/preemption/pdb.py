@@ -55,31 +55,59 @@ def filter_pods_with_pdb_violation(
     return violating, non_violating
 
 
-class PdbIndex:
-    """All PDBs listed once per prediction (upstream lists them once per attempt), with match caching."""
+MATCH_CACHE_LIMIT = 1 << 18
 
-    __slots__ = ("_by_namespace", "_cache", "budgets", "empty_matches_all", "pdbs", "stop_at_first")
+
+class PdbIndex:
+    """All PDBs listed once per prediction (upstream lists them once per attempt), with match caching.
+
+    PDBs are indexed per namespace by one of their ``matchLabels`` pairs, so matching a pod looks only at
+    the PDBs that can select it. Match results are cached per pod object (a changed pod is a new object).
+    """
+
+    __slots__ = ("_by_label", "_cache", "_scan", "budgets", "empty_matches_all", "pdbs", "stop_at_first")
 
     def __init__(self, pdbs: Sequence[PodDisruptionBudget], *, empty_matches_all: bool, stop_at_first: bool) -> None:
         self.pdbs = list(pdbs)
         self.budgets = [pdb.disruptions_allowed for pdb in self.pdbs]
         self.empty_matches_all = empty_matches_all
         self.stop_at_first = stop_at_first
-        self._cache: dict[str, tuple[int, ...]] = {}
-        self._by_namespace: dict[str, list[int]] = {}
+        self._cache: dict[str, tuple[Pod, tuple[int, ...]]] = {}
+        # namespace -> (label key, value) -> PDB indexes; namespace -> PDBs without matchLabels (checked always).
+        self._by_label: dict[str, dict[tuple[str, str], list[int]]] = {}
+        self._scan: dict[str, list[int]] = {}
         for i, pdb in enumerate(self.pdbs):
-            self._by_namespace.setdefault(pdb.namespace, []).append(i)
+            selector = pdb.selector
+            if selector is None:
+                continue  # a nil selector matches nothing
+            if selector.match_labels:
+                pair = min(selector.match_labels.items())
+                self._by_label.setdefault(pdb.namespace, {}).setdefault(pair, []).append(i)
+            else:
+                self._scan.setdefault(pdb.namespace, []).append(i)
 
     def matches(self, pod: Pod) -> tuple[int, ...]:
-        found = self._cache.get(pod.key)
-        if found is None:
-            found = tuple(
-                i for i in self._by_namespace.get(pod.namespace, ())
-                if pdb_selector_matches(self.pdbs[i].selector, pod.labels, empty_matches_all=self.empty_matches_all)
-                and pod.name not in self.pdbs[i].disrupted_pods
-            )
-            self._cache[pod.key] = found
-        return found
+        cached = self._cache.get(pod.key)
+        if cached is not None and cached[0] is pod:
+            return cached[1]
+        namespace = pod.namespace
+        maybe = list(self._scan.get(namespace, ()))
+        by_label = self._by_label.get(namespace)
+        if by_label:
+            for pair in pod.labels.items():
+                found = by_label.get(pair)
+                if found:
+                    maybe.extend(found)
+        maybe.sort()  # PDB (namespace, name) order: it decides which PDB a victim counts against first
+        result = tuple(
+            i for i in maybe
+            if pdb_selector_matches(self.pdbs[i].selector, pod.labels, empty_matches_all=self.empty_matches_all)
+            and pod.name not in self.pdbs[i].disrupted_pods
+        )
+        if len(self._cache) >= MATCH_CACHE_LIMIT:
+            self._cache.clear()  # pods come and go while the PDBs stay: keep the cache from growing forever
+        self._cache[pod.key] = (pod, result)
+        return result
 
     def classify(self, pods: Sequence[Pod]) -> list[bool]:
         return classify_violations((self.matches(p) for p in pods), self.budgets, stop_at_first=self.stop_at_first)

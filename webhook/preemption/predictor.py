@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Node, Pod, Taint
@@ -47,6 +48,7 @@ from webhook.preemption.results import (
     REJECTED,
     UNSCHEDULABLE_OUTCOME,
     Candidate,
+    PredictionTimeout,
     PreemptionArgs,
     PreemptionResult,
     ScoreTuple,
@@ -56,7 +58,18 @@ from webhook.preemption.results import (
 from webhook.preemption.selection import candidate_score, pick_preemption_node
 from webhook.preemption.selectors import first_untolerated_taint, required_node_affinity_matches
 from webhook.preemption.victims import NO_VICTIMS, DryRunOutcome, select_victims_on_node
-from webhook.preemption.view import ClusterView, NodeSummary
+from webhook.preemption.view import (
+    CPU,
+    EPHEMERAL,
+    MEMORY,
+    MIN_PRIORITY_ORDER,
+    PODS,
+    ClusterView,
+    NodeSummary,
+    StateIndex,
+    free_order,
+    state_index,
+)
 from webhook.priority.resolution import PriorityRejection, effective_priority_classes, resolve_pod_priority
 
 ABSENT_STATUS = Status(UNRESOLVABLE)
@@ -83,16 +96,23 @@ class PredictionContext:
     resource_only: bool
     tolerates_unschedulable: bool
     taint_memo: dict[tuple[Taint, ...], bool] = field(default_factory=dict)
+    # time.monotonic() after which the prediction raises PredictionTimeout (checked in the node loops).
+    deadline: float | None = None
+
+    def check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise PredictionTimeout("the preemption prediction exceeded its deadline")
 
 
-def new_context(view: ClusterView, pod: Pod, args: PreemptionArgs) -> PredictionContext:
+def new_context(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
+                deadline: float | None = None) -> PredictionContext:
     """PreFilter: the inter-pod affinity and topology-spread states, and the PDB list (read once)."""
     pdbs = view.index.pdb_index(args)
     cycle = CycleState(affinity=_affinity_state(view, pod), spread=_spread_state(view, pod))
     resource_only = (cycle.affinity is None and cycle.spread is None and not pod.host_ports
                      and not pod.requests.scalar)
     return PredictionContext(view, pod, pod.effective_priority, args, pdbs, cycle, resource_only,
-                             tolerates_unschedulable(pod))
+                             tolerates_unschedulable(pod), deadline=deadline)
 
 
 def _affinity_state(view: ClusterView, pod: Pod) -> AffinityState | None:
@@ -161,9 +181,7 @@ def node_fit_status(ctx: PredictionContext, name: str) -> Status:
         return status
     nominated = nominated_pods_for(ctx.pod, ctx.priority, view.nominated_on(name)) if view.index.has_nominated else []
     if ctx.resource_only and name not in view.touched:
-        usage = view.state.node_usage.get(name)
-        cpu, mem, eph, count = (usage.milli_cpu, usage.memory, usage.ephemeral_storage,
-                                usage.pod_count) if usage else (0, 0, 0, 0)
+        cpu, mem, eph, count = view.index.summary(name).used
         # Pass 1 (with nominated pods) is the stricter one for pure resource arithmetic.
         for other in nominated:
             cpu += other.requests.milli_cpu
@@ -176,8 +194,16 @@ def node_fit_status(ctx: PredictionContext, name: str) -> Status:
 
 @dataclass(frozen=True, slots=True)
 class FilterOutcome:
+    """The first node that fits, else every node's status.
+
+    The bulk path for resource-only pods also hands over how many nodes have each status and the
+    nodes whose status is Unschedulable, so nothing downstream walks every node again.
+    """
+
     fit_node: str | None
     statuses: dict[str, Status]
+    counts: Counter[Status] | None = None
+    potential: set[str] | None = None
 
 
 def filter_nodes(ctx: PredictionContext) -> FilterOutcome:
@@ -191,7 +217,9 @@ def filter_nodes(ctx: PredictionContext) -> FilterOutcome:
         statuses[nominated] = status
     if ctx.resource_only:
         return _filter_resource_only(ctx, statuses)
-    for name in ctx.view.node_names:
+    for i, name in enumerate(ctx.view.node_names):
+        if not i % DEADLINE_STRIDE:
+            ctx.check_deadline()
         if name == nominated:
             continue
         status = node_fit_status(ctx, name)
@@ -201,51 +229,173 @@ def filter_nodes(ctx: PredictionContext) -> FilterOutcome:
     return FilterOutcome(None, statuses)
 
 
+# A pod that fits usually fits on one of the first nodes: try them one by one before the bulk path.
+QUICK_SCAN_NODES = 32
+# How many nodes a Python loop handles between two deadline checks.
+DEADLINE_STRIDE = 256
+
+
 def _filter_resource_only(ctx: PredictionContext, statuses: dict[str, Status]) -> FilterOutcome:
-    """``filter_nodes`` for resource-only pods over precomputed free capacity (same statuses, less work)."""
-    view = ctx.view
-    pod = ctx.pod
-    req = pod.requests
-    rc, rm, re = req.milli_cpu, req.memory, req.ephemeral_storage
-    zero = not (rc or rm or re)
-    per_node_static = bool(pod.node_name or pod.node_selector or pod.required_node_affinity is not None)
-    static_memo: dict[tuple[bool, tuple[Taint, ...]], Status] = {}
-    resource_memo: dict[tuple[bool, ...], Status] = {}
-    slow = view.touched | view.index.nominated_nodes
-    skip = pod.nominated_node_name
-    alloc_of = view.state.nodes
-    for name, node, fc, fm, fe, fp in view.index.records():
+    """``filter_nodes`` for resource-only pods: a short scan, then set algebra over the capacity orderings."""
+    names = ctx.view.node_names
+    skip = ctx.pod.nominated_node_name
+    for name in names[:QUICK_SCAN_NODES]:
         if name == skip:
             continue
-        if name in slow:
-            status = node_fit_status(ctx, name)
-            if status.ok:
-                return FilterOutcome(name, statuses)
-            statuses[name] = status
-            continue
-        if per_node_static:
-            status = node_static_status(ctx, node)
-        else:
-            sig = (node.unschedulable, node.taints)
-            status = static_memo.get(sig)  # type: ignore[assignment]
-            if status is None:
-                status = static_memo[sig] = node_static_status(ctx, node)
-        if not status.ok:
-            statuses[name] = status
-            continue
-        if fp >= 1 and (not rc or rc <= fc) and (not rm or rm <= fm) and (not re or re <= fe):
+        status = node_fit_status(ctx, name)
+        if status.ok:
             return FilterOutcome(name, statuses)
-        if zero:
-            key: tuple[bool, ...] = (fp < 1,)
-        else:
-            alloc = alloc_of[name].allocatable
-            key = (fp < 1, rc > 0 and fc < rc, rm > 0 and fm < rm, re > 0 and fe < re,
-                   rc > alloc.milli_cpu, rm > alloc.memory, re > alloc.ephemeral_storage)
-        status = resource_memo.get(key)  # type: ignore[assignment]
-        if status is None:
-            status = resource_memo[key] = _resource_status_from_key(key)
         statuses[name] = status
-    return FilterOutcome(None, statuses)
+    if len(names) <= QUICK_SCAN_NODES:
+        return FilterOutcome(None, statuses)
+    return _filter_bulk(ctx, statuses)
+
+
+def _static_universe(ctx: PredictionContext, excluded: set[str], statuses: dict[str, Status],
+                     counts: Counter[Status]) -> set[str]:
+    """Nodes (not ``excluded``) that pass NodeUnschedulable, NodeName, TaintToleration and NodeAffinity."""
+    pod = ctx.pod
+    index = ctx.view.index
+    universe: set[str] = set()
+    if pod.node_name or pod.node_selector or pod.required_node_affinity is not None:
+        summaries = index.summaries
+        for i, name in enumerate(index.node_names):
+            if not i % DEADLINE_STRIDE:
+                ctx.check_deadline()
+            if name in excluded:
+                continue
+            status = node_static_status(ctx, summaries[name].node)
+            if status.ok:
+                universe.add(name)
+            else:
+                statuses[name] = status
+                counts[status] += 1
+        return universe
+    for group in index.static_groups.values():
+        members = group - excluded
+        if not members:
+            continue
+        status = node_static_status(ctx, index.summaries[next(iter(members))].node)
+        if status.ok:
+            universe |= members
+        else:
+            statuses.update(dict.fromkeys(members, status))
+            counts[status] += len(members)
+    return universe
+
+
+def _wants(ctx: PredictionContext) -> list[tuple[int, int]]:
+    """(dimension, amount) the pod needs free: the requested resources and one pod slot."""
+    req = ctx.pod.requests
+    wants = [(dim, want) for dim, want in ((CPU, req.milli_cpu), (MEMORY, req.memory),
+                                             (EPHEMERAL, req.ephemeral_storage)) if want > 0]
+    wants.append((PODS, 1))
+    return wants
+
+
+def _fitting(index: StateIndex, universe: set[str], wants: list[tuple[int, int]],
+             level: int | None) -> set[str]:
+    """The nodes of ``universe`` with room for the pod, now (``level`` None) or once every pod with
+    priority <= ``level`` is gone."""
+    return _intersect(index, universe, [index.order(free_order(dim, level)).at_least(want) for dim, want in wants])
+
+
+def _subset(index: StateIndex, nodes: set[str], members: list[str]) -> set[str]:
+    """``nodes`` ∩ ``members`` as a new set (no hashing when ``members`` lists every node)."""
+    return set(nodes) if len(members) >= len(index.summaries) else nodes.intersection(members)
+
+
+def _intersect(index: StateIndex, nodes: set[str], slices: list[list[str]]) -> set[str]:
+    """``nodes`` ∩ every slice, as a new set; the smallest slice first, slices of every node skipped."""
+    slices = sorted((s for s in slices if len(s) < len(index.summaries)), key=len)
+    if not slices:
+        return set(nodes)
+    found = nodes.intersection(slices[0])
+    for more in slices[1:]:
+        if not found:
+            break
+        found.intersection_update(more)
+    return found
+
+
+_MASK_STATUS: dict[int, Status] = {}
+
+
+def _mask_status(mask: int) -> Status:
+    """Bits 0-3: too many pods / short of cpu, memory, ephemeral-storage; bits 4-6: cpu, memory,
+    ephemeral-storage request above the node's allocatable."""
+    status = _MASK_STATUS.get(mask)
+    if status is None:
+        status = _MASK_STATUS[mask] = _resource_status_from_key(tuple(bool(mask & (1 << b)) for b in range(7)))
+    return status
+
+
+def _resource_partition(index: StateIndex, universe: set[str], wants: list[tuple[int, int]],
+                        level: int | None) -> dict[int, set[str]]:
+    """``universe`` split by which resource checks fail (a ``_mask_status`` mask per part)."""
+    parts: dict[int, set[str]] = {0: universe} if universe else {}
+    for dim, want in wants:
+        short = index.order(free_order(dim, level)).below(want)
+        parts = _refine(parts, short, 1 << (dim + 1) if dim != PODS else 1)
+        if dim != PODS:
+            parts = _refine(parts, index.order(("alloc", 0, dim, 0)).below(want), 1 << (dim + 4))
+    return parts
+
+
+def _refine(parts: dict[int, set[str]], members: list[str], bit: int) -> dict[int, set[str]]:
+    if not members:
+        return parts
+    refined: dict[int, set[str]] = {}
+    for mask, part in parts.items():
+        inside = part.intersection(members)
+        if inside:
+            refined[mask | bit] = inside
+            if len(inside) < len(part):
+                refined[mask] = part - inside
+        else:
+            refined[mask] = part
+    return refined
+
+
+def _filter_bulk(ctx: PredictionContext, statuses: dict[str, Status]) -> FilterOutcome:
+    """Every node at once. Nodes with nominated pods or simulated changes (few) go one by one in name order."""
+    view = ctx.view
+    index = view.index
+    skip = ctx.pod.nominated_node_name
+    slow = sorted(n for n in view.touched | index.nominated_nodes if n in index.summaries)
+    excluded = set(slow)
+    if skip:
+        excluded.add(skip)
+    counts: Counter[Status] = Counter()
+    universe = _static_universe(ctx, excluded, statuses, counts)
+    wants = _wants(ctx)
+    fit = _fitting(index, universe, wants, None)
+    first_fit = min(fit) if fit else None
+    for name in slow:
+        if first_fit is not None and name > first_fit:
+            break
+        if name == skip:
+            continue
+        status = node_fit_status(ctx, name)
+        if status.ok:
+            return FilterOutcome(name, statuses)
+        statuses[name] = status
+    if first_fit is not None:
+        return FilterOutcome(first_fit, statuses)
+    potential: set[str] = set()
+    for mask, part in _resource_partition(index, universe, wants, None).items():
+        status = _mask_status(mask)
+        statuses.update(dict.fromkeys(part, status))
+        counts[status] += len(part)
+        if status.code == UNSCHEDULABLE:
+            potential |= part
+    for name in excluded:
+        found = statuses.get(name)
+        if found is not None:
+            counts[found] += 1
+            if found.code == UNSCHEDULABLE:
+                potential.add(name)
+    return FilterOutcome(None, statuses, counts, potential)
 
 
 def _resource_status_from_key(key: tuple[bool, ...]) -> Status:
@@ -283,13 +433,18 @@ def nodes_where_preemption_might_help(statuses: Mapping[str, Status], node_names
 
 @dataclass(slots=True)
 class DryRun:
-    """Candidates found (all of them when exhaustive) and the status of each node that is not one."""
+    """Candidates found (all of them when exhaustive) and the status of each node that is not one.
+
+    The bounded path fills ``statuses`` only when no node is a candidate (the only time they are read).
+    """
 
     candidates: list[Candidate]
     statuses: dict[str, Status]
     candidate_count: int
     best: Candidate | None = None
     tied: tuple[str, ...] = ()
+    # How many nodes have each status in ``statuses``, when the dry run counted them already.
+    counts: Counter[Status] | None = None
 
 
 def dry_run_node(ctx: PredictionContext, name: str) -> DryRunOutcome:
@@ -301,7 +456,7 @@ def dry_run_node(ctx: PredictionContext, name: str) -> DryRunOutcome:
     return select_victims_on_node(ctx.pod, node_info(ctx, name), ctx.cycle, nominated, ctx.pdbs)
 
 
-def dry_run_preemption(ctx: PredictionContext, potential: Sequence[str], *, exhaustive: bool = False) -> DryRun:
+def dry_run_preemption(ctx: PredictionContext, potential: Collection[str], *, exhaustive: bool = False) -> DryRun:
     """Dry-run every potential node (no sampling) and pick the best; ``exhaustive`` keeps every candidate.
 
     The fast path for resource-only pods bounds each node from below by its lowest possible
@@ -311,7 +466,9 @@ def dry_run_preemption(ctx: PredictionContext, potential: Sequence[str], *, exha
         return _bounded_dry_run(ctx, potential)
     candidates: list[Candidate] = []
     statuses: dict[str, Status] = {}
-    for name in potential:
+    for i, name in enumerate(sorted(potential)):
+        if not i % DEADLINE_STRIDE:
+            ctx.check_deadline()
         outcome = dry_run_node(ctx, name)
         if outcome.candidate is not None:
             candidates.append(outcome.candidate)
@@ -424,84 +581,206 @@ def _bound_slow(ctx: PredictionContext, name: str, statuses: dict[str, Status],
     bounds.append(((0, top, total, count, -summary.level_latest_start[level]), name, below, nominated))
 
 
-def _bounded_dry_run(ctx: PredictionContext, potential: Sequence[str]) -> DryRun:
+Bound = tuple[ScoreTuple, str, int | None, list[Pod]]
+
+
+def _plain_bounds(ctx: PredictionContext, names: Iterable[str], level: int) -> list[Bound]:
+    """Lower bounds of the nodes (no nominated pods, no simulated changes) whose lowest level making room
+    is ``level``: that level is their top victim priority at least (see ``_bounded_dry_run``)."""
+    req = ctx.pod.requests
+    rc, rm, re = req.milli_cpu, req.memory, req.ephemeral_storage
+    summaries = ctx.view.index.summaries
+    bisect_right = bisect.bisect_right
+    bisect_left = bisect.bisect_left
+    bounds: list[Bound] = []
+    for i, name in enumerate(names):
+        if not i % DEADLINE_STRIDE:
+            ctx.check_deadline()
+        summary = summaries[name]
+        levels = summary.levels
+        at = bisect_right(levels, level) - 1
+        if at < 0:
+            at = 0
+        free = summary.free
+        count = 1 - free[3] if free[3] < 0 else 1
+        d_cpu, d_mem, d_eph = rc - free[0], rm - free[1], re - free[2]
+        if (rc and d_cpu > 0) or (rm and d_mem > 0) or (re and d_eph > 0):
+            cpu_sums, mem_sums, eph_sums = summary.largest_first(at)
+            if rc and d_cpu > 0:
+                count = max(count, bisect_left(cpu_sums, d_cpu) + 1)
+            if rm and d_mem > 0:
+                count = max(count, bisect_left(mem_sums, d_mem) + 1)
+            if re and d_eph > 0:
+                count = max(count, bisect_left(eph_sums, d_eph) + 1)
+        top = levels[at]
+        total = top + PRIORITY_SUM_OFFSET + (count - 1) * (levels[0] + PRIORITY_SUM_OFFSET)
+        bounds.append(((0, top, total, count, -summary.level_latest_start[at]), name, None, []))
+    return bounds
+
+
+def _bounded_dry_run(ctx: PredictionContext, potential: Collection[str]) -> DryRun:
     """Branch and bound over the candidates with a lower bound of the §9 score tuple per node.
 
     With fit monotone in the pods removed, a node's highest victim priority is at least the lowest
     level whose removal (with every level below) makes room; its victims number at least the fewest
     pods at or below that level covering each deficit; and its top victims started no later than the
-    latest pod of that level. Nodes are dry-run in bound order until a bound exceeds the best score.
+    latest pod of that level. The cluster's priority levels are visited in ascending order; the nodes
+    that first make room at a level come from the capacity orderings of the index (set algebra, no
+    per-node loop), and only they get a bound. Nodes are dry-run in bound order until a bound exceeds
+    the best exact score, so every node that ties with the best is found.
     """
     view = ctx.view
+    index = view.index
+    wanted: set[str] | frozenset[str] = potential if isinstance(potential, (set, frozenset)) else set(potential)
+    slow = view.touched | index.nominated_nodes
+    plain: set[str] = set(wanted) if not slow else set(wanted - slow)
+    if not index.summaries.keys() >= plain:
+        plain &= index.summaries.keys()
     statuses: dict[str, Status] = {}
-    bounds: list[tuple[ScoreTuple, str, int, list[Pod]]] = []
-    wanted = set(potential)
-    slow = view.touched | view.index.nominated_nodes
-    req = ctx.pod.requests
-    rc, rm, re = req.milli_cpu, req.memory, req.ephemeral_storage
-    zero = not (rc or rm or re)
-    status_memo: dict[tuple[bool, ...], Status] = {}
-    for name in potential:
-        if name in slow:
-            _bound_slow(ctx, name, statuses, bounds)
-    for name, below, frees, free, summary in view.index.thresholds(ctx.priority):
-        if name not in wanted or name in slow:
-            continue
-        wanted.discard(name)
-        fc, fm, fe, fp = frees[-1]
-        if not (fp >= 1 and (not rc or rc <= fc) and (not rm or rm <= fm) and (not re or re <= fe)):
-            alloc = summary.node.allocatable
-            key = (fp < 1, 0 < rc and fc < rc, 0 < rm and fm < rm, 0 < re and fe < re,  # noqa: SIM300
-                   rc > alloc.milli_cpu, rm > alloc.memory, re > alloc.ephemeral_storage) if not zero else (fp < 1,)
-            status = status_memo.get(key)
-            if status is None:
-                status = status_memo[key] = _resource_status_from_key(key)
-            statuses[name] = status
-            continue
-        level = 0
-        for fc, fm, fe, fp in frees:
-            if fp >= 1 and (not rc or rc <= fc) and (not rm or rm <= fm) and (not re or re <= fe):
-                break
-            level += 1
-        # Inlined _minimum_victims (this loop runs once per candidate node).
-        count = 1 - free[3] if free[3] < 0 else 1
-        d_cpu, d_mem, d_eph = rc - free[0], rm - free[1], re - free[2]
-        if (rc and d_cpu > 0) or (rm and d_mem > 0) or (re and d_eph > 0):
-            cpu_sums, mem_sums, eph_sums = summary.largest_first(level)
-            if rc and d_cpu > 0:
-                count = max(count, bisect.bisect_left(cpu_sums, d_cpu) + 1)
-            if rm and d_mem > 0:
-                count = max(count, bisect.bisect_left(mem_sums, d_mem) + 1)
-            if re and d_eph > 0:
-                count = max(count, bisect.bisect_left(eph_sums, d_eph) + 1)
-        top = summary.levels[level]
-        total = top + PRIORITY_SUM_OFFSET + (count - 1) * (summary.levels[0] + PRIORITY_SUM_OFFSET)
-        bounds.append(((0, top, total, count, -summary.level_latest_start[level]), name, below, []))
-    for name in wanted - slow:
-        statuses[name] = NO_VICTIMS  # no pod below the preemptor's priority
-    candidate_count = len(bounds)
-    candidates: list[Candidate] = []
+    slow_bounds: list[tuple[ScoreTuple, str, int, list[Pod]]] = []
+    for name in sorted(wanted & slow):
+        _bound_slow(ctx, name, statuses, slow_bounds)
+    levels = index.levels_below(ctx.priority)
+    wants = _wants(ctx)
+    has_lower = _subset(index, plain, index.order(MIN_PRIORITY_ORDER).below(ctx.priority)) if levels else set()
+    candidates_plain = _fitting(index, has_lower, wants, levels[-1]) if levels else set()
+    candidate_count = len(candidates_plain) + len(slow_bounds)
+    if not candidate_count:
+        counts = _plain_dry_run_statuses(ctx, plain, has_lower, wants, levels, statuses)
+        return DryRun([], statuses, 0, counts=counts)
+    pending: list[Bound] = sorted(slow_bounds, key=lambda b: (b[0], b[1]))
+    lowest = min(index.level_nodes, default=-PRIORITY_SUM_OFFSET)
+    second = min((level for level in index.level_nodes if level > lowest), default=lowest)
     best_score: ScoreTuple | None = None
-    if bounds:
+    best: list[Candidate] = []
+    seen: set[str] = set()
+    for position, level in enumerate(levels):
+        if best_score is not None and best_score[0] == 0 and best_score[1] < level:
+            break  # every bound from here on starts with (0, level), worse than the best
+        fitting = candidates_plain if position == len(levels) - 1 else _fitting(index, has_lower, wants, level)
+        remaining = fitting - seen
+        seen |= fitting
+        slow_batch = []
+        while pending and pending[0][0][1] <= level:
+            slow_batch.append(pending.pop(0))
+        best_score, best = _dry_run_batch(ctx, slow_batch, best_score, best)
+        count = 0
+        while remaining:
+            count += 1
+            if count > MAX_COUNT_ORDER:
+                best_score, best = _dry_run_batch(ctx, _plain_bounds(ctx, remaining, level), best_score, best)
+                break
+            # The nodes whose victim-count bound is exactly ``count``; their bound differs only in the lowest
+            # pod priority of the node (a term of the priority sum) and the latest start at ``level``.
+            batch = _within_count(index, remaining, wants, level, count)
+            remaining -= batch
+            group = batch if count == 1 else batch.intersection(index.order(MIN_PRIORITY_ORDER).below(lowest + 1))
+            total = level + PRIORITY_SUM_OFFSET + (count - 1) * (lowest + PRIORITY_SUM_OFFSET)
+            best_score, best = _dry_run_by_latest_start(ctx, group, level, (0, level, total, count), best_score, best)
+            rest = batch - group
+            if rest and (best_score is None or best_score >= (
+                    0, level, level + PRIORITY_SUM_OFFSET + (count - 1) * (second + PRIORITY_SUM_OFFSET), count)):
+                best_score, best = _dry_run_batch(ctx, _plain_bounds(ctx, rest, level), best_score, best)
+            # Every node left at this level has at least count + 1 victims, and at least its top one at ``level``.
+            floor = (0, level, level + PRIORITY_SUM_OFFSET + count * (lowest + PRIORITY_SUM_OFFSET), count + 1)
+            if best_score is not None and best_score < floor:
+                break
+    best_score, best = _dry_run_batch(ctx, pending, best_score, best)
+    picked = pick_preemption_node(best)
+    chosen, tied = picked if picked is not None else (None, ())
+    return DryRun(best, statuses, candidate_count, chosen, tied)
+
+
+def _dry_run_by_latest_start(ctx: PredictionContext, group: set[str], level: int, prefix: tuple[int, int, int, int],
+                             best_score: ScoreTuple | None,
+                             best: list[Candidate]) -> tuple[ScoreTuple | None, list[Candidate]]:
+    """Exact dry runs of ``group``, nodes whose bounds all start with ``prefix``, latest start first
+    (= bound order, read off the index), until a bound exceeds the best score."""
+    if not group:
+        return best_score, best
+    order = ctx.view.index.order(("latest", level, 0, 0))
+    names, values = order.names, order.values
+    summaries = ctx.view.index.summaries
+    left = len(group)
+    for i in range(len(names) - 1, -1, -1):
+        name = names[i]
+        if name not in group:
+            continue
+        bound = (*prefix, -values[i])
+        if best_score is not None and bound > best_score:
+            break
+        candidate = _resource_dry_run(ctx, summaries[name], [], None).candidate
+        assert candidate is not None  # fit is monotone: the node failed with every pod, fits without them
+        score = candidate_score(candidate)
+        if best_score is None or score < best_score:
+            best_score, best = score, [candidate]
+        elif score == best_score:
+            best.append(candidate)
+        left -= 1
+        if not left:
+            break
+        if not left % 64:
+            ctx.check_deadline()
+    return best_score, best
+
+
+# Victim-count bounds up to this many are found with the capacity orderings; larger ones node by node.
+MAX_COUNT_ORDER = 4
+
+
+def _within_count(index: StateIndex, nodes: set[str], wants: list[tuple[int, int]], level: int,
+                  count: int) -> set[str]:
+    """The ``nodes`` where removing ``count`` pods at or below ``level`` may make room: per resource,
+    the ``count`` largest requests cover the shortfall, and ``count`` pods free enough slots."""
+    slices = [index.order(free_order(PODS)).at_least(1 - count)]
+    slices += [index.order(("top", level, dim, count)).at_least(want) for dim, want in wants if dim != PODS]
+    return _intersect(index, nodes, slices)
+
+
+def _dry_run_batch(ctx: PredictionContext, batch: list[Bound], best_score: ScoreTuple | None,
+                   best: list[Candidate]) -> tuple[ScoreTuple | None, list[Candidate]]:
+    """Exact dry runs of the nodes of one batch whose bound does not exceed the best score, in bound order."""
+    if not batch:
+        return best_score, best
+    view = ctx.view
+    if best_score is None:
         # Dry-run the most promising node first, then only the nodes whose bound can match it, in order.
-        first = min(bounds, key=lambda b: (b[0], b[1]))
-        outcome = _resource_dry_run(ctx, view.summary(first[1]), first[3], first[2]).candidate
-        assert outcome is not None
-        limit = candidate_score(outcome)
-        bounds = sorted((b for b in bounds if b[0] <= limit), key=lambda b: (b[0], b[1]))
-    for bound, name, below, nominated in bounds:
+        first = min(batch, key=lambda b: (b[0], b[1]))
+        candidate = _resource_dry_run(ctx, view.summary(first[1]), first[3], first[2]).candidate
+        assert candidate is not None
+        limit = candidate_score(candidate)
+    else:
+        limit = best_score
+    ordered = sorted((b for b in batch if b[0] <= limit), key=lambda b: (b[0], b[1]))
+    for i, (bound, name, below, nominated) in enumerate(ordered):
+        if not i % 64:
+            ctx.check_deadline()
         if best_score is not None and bound > best_score:
             break
         candidate = _resource_dry_run(ctx, view.summary(name), nominated, below).candidate
         assert candidate is not None  # fit is monotone: the node failed with every pod, fits without them
         score = candidate_score(candidate)
         if best_score is None or score < best_score:
-            best_score, candidates = score, [candidate]
+            best_score, best = score, [candidate]
         elif score == best_score:
-            candidates.append(candidate)
-    picked = pick_preemption_node(candidates)
-    best, tied = picked if picked is not None else (None, ())
-    return DryRun(candidates, statuses, candidate_count, best, tied)
+            best.append(candidate)
+    return best_score, best
+
+
+def _plain_dry_run_statuses(ctx: PredictionContext, plain: set[str], has_lower: set[str], wants: list[tuple[int, int]],
+                            levels: list[int], statuses: dict[str, Status]) -> Counter[Status]:
+    """Why each plain potential node is no candidate (no lower-priority pod, or still no room without
+    them), written to ``statuses``; returns how many nodes have each status, the other nodes' included."""
+    counts = Counter(statuses.values())
+    no_victims = plain - has_lower
+    statuses.update(dict.fromkeys(no_victims, NO_VICTIMS))
+    counts[NO_VICTIMS] += len(no_victims)
+    if has_lower:
+        for mask, part in _resource_partition(ctx.view.index, has_lower, wants, levels[-1]).items():
+            status = _mask_status(mask)
+            statuses.update(dict.fromkeys(part, status))
+            counts[status] += len(part)
+    return counts
 
 
 # ---- step 4: the whole PostFilter ----------------------------------------------------------------------
@@ -519,26 +798,43 @@ class PostFilterResult:
 
 def nodes_available_message(total: int, statuses: Iterable[Status]) -> str:
     """FitError text: ``0/N nodes are available: <count reason, ...>.`` (reasons sorted as strings)."""
-    counts = Counter(reason for status in statuses for reason in status.reasons)
-    histogram = ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items()))
+    return nodes_available_message_from_counts(total, Counter(statuses))
+
+
+def nodes_available_message_from_counts(total: int, statuses: Mapping[Status, int]) -> str:
+    """``nodes_available_message`` given how many nodes have each status."""
+    counts: Counter[str] = Counter()
+    for status, n in statuses.items():
+        for reason in status.reasons:
+            counts[reason] += n
+    histogram = ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items() if n))
     return f"0/{total} nodes are available: {histogram}." if histogram else f"0/{total} nodes are available."
 
 
-def preempt(ctx: PredictionContext, statuses: Mapping[str, Status]) -> PostFilterResult:
-    """DefaultPreemption's PostFilter given the Filter statuses of every node (absent = UU)."""
+def preempt(ctx: PredictionContext, statuses: Mapping[str, Status], *,
+            filtered: FilterOutcome | None = None) -> PostFilterResult:
+    """DefaultPreemption's PostFilter given the Filter statuses of every node (absent = UU).
+
+    ``filtered`` (the outcome that produced ``statuses``) lends its precomputed potential nodes.
+    """
     eligible, reason = pod_eligible_to_preempt_others(ctx, statuses)
     if not eligible:
         return PostFilterResult(None, (), 0, 0, False, f"preemption: {reason}")
     names = ctx.view.node_names
-    potential = nodes_where_preemption_might_help(statuses, names)
+    potential: Collection[str]
+    if filtered is not None and filtered.potential is not None:
+        potential = filtered.potential
+    else:
+        potential = nodes_where_preemption_might_help(statuses, names)
     if not potential:
-        message = nodes_available_message(len(names), (NOT_HELPFUL for _ in names))
+        message = nodes_available_message_from_counts(len(names), {NOT_HELPFUL: len(names)})
         return PostFilterResult(None, (), 0, 0, True, f"preemption: {message}")
     dry = dry_run_preemption(ctx, potential)
     if dry.best is None:
-        node_statuses = [dry.statuses.get(n, NOT_HELPFUL) for n in names]
+        counts = Counter(dry.statuses.values()) if dry.counts is None else Counter(dry.counts)
+        counts[NOT_HELPFUL] += len(names) - len(dry.statuses)
         return PostFilterResult(None, (), 0, len(potential), True,
-                                f"preemption: {nodes_available_message(len(names), node_statuses)}")
+                                f"preemption: {nodes_available_message_from_counts(len(names), counts)}")
     return PostFilterResult(dry.best, dry.tied, dry.candidate_count, len(potential), True, "")
 
 
@@ -554,7 +850,8 @@ def _gap_note(pod: Pod) -> str:
     return f" Not modelled (the prediction ignores it): {'; '.join(pod.unmodeled)}." if pod.unmodeled else ""
 
 
-def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs) -> tuple[PreemptionResult, Candidate | None]:
+def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
+                deadline: float | None = None) -> tuple[PreemptionResult, Candidate | None]:
     """One replica whose ``spec.priority`` is already resolved; does not change ``view``."""
     policy = pod.preemption_policy or PREEMPT_LOWER_PRIORITY
     base = PreemptionResult(pod=pod.key, priority=pod.effective_priority, priority_class_name=pod.priority_class_name,
@@ -562,13 +859,17 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs) -> tuple[Pree
     gaps = _gap_note(pod)
     if not view.node_names:
         return dataclasses.replace(base, message=NO_NODES_AVAILABLE + "." + gaps), None
-    ctx = new_context(view, pod, args)
+    ctx = new_context(view, pod, args, deadline=deadline)
+    ctx.check_deadline()
     filtered = filter_nodes(ctx)
     if filtered.fit_node is not None:
         message = f"fits on node {filtered.fit_node} without preemption." + gaps
         return dataclasses.replace(base, outcome=FITS, node=filtered.fit_node, message=message), None
-    fit_error = nodes_available_message(len(view.node_names), filtered.statuses.values())
-    post = preempt(ctx, filtered.statuses)
+    if filtered.counts is not None:
+        fit_error = nodes_available_message_from_counts(len(view.node_names), filtered.counts)
+    else:
+        fit_error = nodes_available_message(len(view.node_names), filtered.statuses.values())
+    post = preempt(ctx, filtered.statuses, filtered=filtered)
     if post.candidate is None:
         return dataclasses.replace(base, message=f"{fit_error} {post.message}{gaps}",
                                    preemption_status=post.message), None
@@ -592,21 +893,32 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs) -> tuple[Pree
     ), candidate
 
 
-def simulate_pods(state: ClusterState, pods: Sequence[Pod],
-                  args: PreemptionArgs | None = None) -> list[PreemptionResult]:
-    """Predict each pod in order, applying each placement and eviction before the next (never mutating ``state``)."""
+def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs | None = None, *,
+                  deadline: float | None = None) -> list[PreemptionResult]:
+    """Predict each pod in order, applying each placement and eviction before the next (never mutating ``state``).
+
+    ``deadline`` (a ``time.monotonic()`` value): past it, ``PredictionTimeout`` is raised from inside the node
+    loops, so a caller enforcing a time budget leaves no runaway computation behind.
+    """
     args = args or PreemptionArgs()
-    view = ClusterView(state)
-    results = []
-    for pod in pods:
-        result, candidate = predict_pod(view, pod, args)
-        if candidate is not None:
-            for victim in candidate.victims:
-                view.evict(victim)
-        if result.node is not None:
-            view.bind(pod, result.node)
-        results.append(result)
-    return results
+    index = state_index(state)
+    timeout = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+    if not index.lock.acquire(timeout=timeout):
+        raise PredictionTimeout("the preemption prediction exceeded its deadline waiting for another prediction")
+    try:
+        view = ClusterView(state)
+        results = []
+        for pod in pods:
+            result, candidate = predict_pod(view, pod, args, deadline=deadline)
+            if candidate is not None:
+                for victim in candidate.victims:
+                    view.evict(victim)
+            if result.node is not None:
+                view.bind(pod, result.node)
+            results.append(result)
+        return results
+    finally:
+        index.lock.release()
 
 
 def replica_pods(pod: Pod, replicas: int) -> list[Pod]:
@@ -625,14 +937,17 @@ def resolve_priority(state: ClusterState, pod: Pod) -> Pod:
                                priority_class_name=resolved.priority_class_name)
 
 
-def predict_preemption(state: ClusterState, pod: Pod, *, replicas: int = 1,
-                       args: PreemptionArgs | None = None) -> list[PreemptionResult]:
-    """The public entry point: resolve the priority, then simulate ``replicas`` copies of ``pod`` in order."""
-    return predict_pods(state, replica_pods(pod, replicas), args=args)
+def predict_preemption(state: ClusterState, pod: Pod, *, replicas: int = 1, args: PreemptionArgs | None = None,
+                       deadline: float | None = None) -> list[PreemptionResult]:
+    """The public entry point: resolve the priority, then simulate ``replicas`` copies of ``pod`` in order.
+
+    ``deadline``: see ``simulate_pods`` (raises ``PredictionTimeout`` once ``time.monotonic()`` passes it).
+    """
+    return predict_pods(state, replica_pods(pod, replicas), args=args, deadline=deadline)
 
 
-def predict_pods(state: ClusterState, pods: Sequence[Pod], *,
-                 args: PreemptionArgs | None = None) -> list[PreemptionResult]:
+def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionArgs | None = None,
+                 deadline: float | None = None) -> list[PreemptionResult]:
     """Like ``predict_preemption`` for pods that may differ (e.g. StatefulSet replicas)."""
     resolved: list[Pod] = []
     for pod in pods:
@@ -643,12 +958,13 @@ def predict_pods(state: ClusterState, pods: Sequence[Pod], *,
                                         preemption_policy=pod.preemption_policy or PREEMPT_LOWER_PRIORITY,
                                         outcome=REJECTED, message=str(exc))
             return [dataclasses.replace(rejected, pod=p.key) for p in pods]
-    return simulate_pods(state, resolved, args)
+    return simulate_pods(state, resolved, args, deadline=deadline)
 
 
 __all__ = [
-    "ERROR", "DryRun", "FilterOutcome", "PostFilterResult", "PredictionContext", "dry_run_node",
+    "ERROR", "DryRun", "FilterOutcome", "PostFilterResult", "PredictionContext", "PredictionTimeout", "dry_run_node",
     "dry_run_preemption", "filter_nodes", "new_context", "nodes_available_message",
+    "nodes_available_message_from_counts",
     "nodes_where_preemption_might_help", "pod_eligible_to_preempt_others", "predict_pod", "predict_pods",
     "predict_preemption", "preempt", "replica_pods", "resolve_priority", "simulate_pods",
 ]

@@ -70,19 +70,22 @@ def with_priority_class(pod: Pod, priority_class: str | None) -> Pod:
 
 def preview_objects(state: ClusterState, objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None,
                     replicas: int | None = None, priority_class: str | None = None,
-                    args: PreemptionArgs | None = None) -> dict[str, Any]:
-    """Expand every object (Pod, workload or List) into pods and simulate them all in order."""
+                    args: PreemptionArgs | None = None, deadline: float | None = None) -> dict[str, Any]:
+    """Expand every object (Pod, workload or List) into pods and simulate them all in order.
+
+    ``deadline`` (``time.monotonic()`` value): past it the simulation raises ``PredictionTimeout``.
+    """
     pods = [with_priority_class(p, priority_class)
             for obj in objects for p in expand_object(obj, namespace=namespace, replicas=replicas)]
-    return build_preview(predict_pods(state, pods, args=args))
+    return build_preview(predict_pods(state, pods, args=args, deadline=deadline))
 
 
 def preview_object(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None = None,
                    replicas: int | None = None, priority_class: str | None = None,
-                   args: PreemptionArgs | None = None) -> dict[str, Any]:
+                   args: PreemptionArgs | None = None, deadline: float | None = None) -> dict[str, Any]:
     """The PreemptionPreview for one raw Pod or workload object (what /preview and the plugin call)."""
     return preview_objects(state, [obj], namespace=namespace, replicas=replicas, priority_class=priority_class,
-                           args=args)
+                           args=args, deadline=deadline)
 
 
 def preview_exit_code(preview: Mapping[str, Any]) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from webhook.cluster.model import Pod
-from webhook.errors import ConfigError
+from webhook.errors import ConfigError, PreemptGuardError
 
 FITS = "Fits"
 PREEMPTS = "Preempts"
@@ -17,6 +17,10 @@ START_NOW_NS = 2**63
 # pickOneNodeForPreemption adds MaxInt32+1 per victim so every term of the sum is non-negative.
 PRIORITY_SUM_OFFSET = 2**31
 DEFAULT_GRACE_PERIOD_SECONDS = 30
+
+
+class PredictionTimeout(PreemptGuardError):
+    """A prediction ran past the ``deadline`` its caller gave (``time.monotonic()`` value); nothing is returned."""
 
 
 @dataclass(frozen=True, slots=True)

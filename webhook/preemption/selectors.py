@@ -10,7 +10,6 @@ from collections.abc import Iterable, Mapping
 
 from webhook.cluster.model import (
     LabelSelector,
-    LabelSelectorRequirement,
     Node,
     NodeSelectorTerm,
     Pod,
@@ -18,43 +17,11 @@ from webhook.cluster.model import (
     Taint,
     Toleration,
 )
+from webhook.cluster.selectors import label_selector_matches, requirement_matches
 
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 # TaintToleration's Filter only looks at these effects (PreferNoSchedule is a scoring concern).
 DO_NOT_SCHEDULE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
-
-
-def requirement_matches(req: LabelSelectorRequirement, labels: Mapping[str, str]) -> bool:
-    """One label requirement; Gt/Lt compare integers (a non-integer value never matches)."""
-    op = req.operator
-    present = req.key in labels
-    if op == "In":
-        return present and labels[req.key] in req.values
-    if op == "NotIn":
-        return not present or labels[req.key] not in req.values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt"):
-        if not present or len(req.values) != 1:
-            return False
-        try:
-            have, want = int(labels[req.key]), int(req.values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def label_selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelectorAsSelector: nil matches nothing, empty matches everything."""
-    if selector is None:
-        return False
-    for key, value in selector.match_labels.items():
-        if labels.get(key) != value:
-            return False
-    return all(requirement_matches(req, labels) for req in selector.match_expressions)
 
 
 def pdb_selector_matches(selector: LabelSelector | None, labels: Mapping[str, str], *,

@@ -21,6 +21,7 @@ from typing import Any
 from webhook.cluster.convert import parse_time_ns
 from webhook.cluster.model import LabelSelector, ResourceQuota, ScopedResourceSelectorRequirement
 from webhook.cluster.quantity import Quantity, format_quantity, parse_quantity
+from webhook.cluster.selectors import label_selector_matches
 from webhook.config import (
     SCOPE_BEST_EFFORT,
     SCOPE_CROSS_NAMESPACE_POD_AFFINITY,
@@ -501,25 +502,6 @@ def check_resource_quota(
 
 
 # --- quota.classes (PreemptGuard extension) ---------------------------------------------------------
-
-def _requirement_matches(key: str, operator: str, values: tuple[str, ...], labels: Mapping[str, str]) -> bool:
-    if operator == "In":
-        return key in labels and labels[key] in values
-    if operator == "NotIn":
-        return key not in labels or labels[key] not in values
-    if operator == "Exists":
-        return key in labels
-    if operator == "DoesNotExist":
-        return key not in labels
-    return False
-
-
-def label_selector_matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelector semantics: every matchLabels pair and every expression; empty matches all."""
-    if any(labels.get(key) != value for key, value in selector.match_labels.items()):
-        return False
-    return all(_requirement_matches(r.key, r.operator, r.values, labels) for r in selector.match_expressions)
-
 
 def namespace_allowed(rule: ClassAccessRule, namespace: str, namespace_labels: Mapping[str, str]) -> bool:
     if namespace in rule.allowed_namespaces:

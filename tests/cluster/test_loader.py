@@ -91,9 +91,9 @@ def test_broken_yaml_names_file_and_line(tmp_path: Path) -> None:
     assert "\n" not in message
 
 
-def test_broken_document_in_stream_names_line() -> None:
+def test_broken_document_in_stream_names_document_and_line() -> None:
     text = yaml.safe_dump(NODE) + "---\nkind: Pod\n  bad: indent\n"
-    with pytest.raises(SnapshotError, match=r"stream\.yaml: line \d+"):
+    with pytest.raises(SnapshotError, match=r"stream\.yaml: document 1, line \d+"):
         parse_documents(text, "stream.yaml")
 
 

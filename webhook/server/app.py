@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from webhook.admission.outcome import AdmissionOutcome, internal_error
 from webhook.admission.pods import PodAdmissionContext, PodAdmissionStep, priority_class_to_fetch, run_pod_pipeline
@@ -52,6 +53,13 @@ from webhook.server.auth import (
     NoAuthentication,
     redact_preview,
     victim_namespaces,
+)
+from webhook.server.limits import (
+    LIMITS_KEY,
+    GuardedTCPSite,
+    RequestLimits,
+    limits_middleware,
+    runner_options,
 )
 from webhook.server.live_config import LiveConfig
 from webhook.server.metrics import WebhookMetrics, make_metrics_app
@@ -116,9 +124,12 @@ async def read_json_body(request: web.Request) -> object:
     if request.content_length is not None and request.content_length > limit:
         raise BodyTooLarge(f"request body of {request.content_length} bytes exceeds {limit} bytes")
     try:
-        body = await request.read()
+        limits = request.app.get(LIMITS_KEY)
+        body = await limits.read_body(request) if limits is not None else await request.read()
     except web.HTTPRequestEntityTooLarge as exc:
         raise BodyTooLarge(f"request body exceeds {limit} bytes") from exc
+    except (HttpProcessingError, web.RequestPayloadError) as exc:  # e.g. Content-Encoding: gzip over plain bytes
+        raise InvalidInput(f"request body could not be read: {exc.__class__.__name__}") from exc
     return decode_json(body)
 
 
@@ -184,7 +195,7 @@ async def predict_for_admission(app: web.Application, plan: PredictionPlan, conf
         return Prediction.skip("cache-not-ready")
     started = time.perf_counter()
     try:
-        preview = await app[PREDICTOR_KEY].predict(
+        preview = await app[PREDICTOR_KEY].predict_admission(
             source.state, plan.pod, namespace=plan.namespace, scheduler=config.scheduler,
             budget_seconds=config.prediction.budget_milliseconds / 1000)
     except PredictionTimedOut:
@@ -216,7 +227,7 @@ def _outcomes(preview: Mapping[str, Any]) -> list[str]:
 async def mutate_pods(request: web.Request) -> web.Response:
     review = await read_admission_review(request)
     started = time.perf_counter()
-    outcome = await admit_pod_request(request.app, review)
+    outcome = await admit_pod_within_deadline(request, review)
     _observe(request, MUTATE_PODS, outcome, started)
     return admission_response(review.uid, outcome)
 
@@ -227,6 +238,19 @@ async def validate_priority_classes(request: web.Request) -> web.Response:
     outcome = admit_priority_class(review, request.app[SOURCE_KEY].state.priority_classes)
     _observe(request, "validate_priorityclasses", outcome, started)
     return admission_response(review.uid, outcome)
+
+
+async def admit_pod_within_deadline(request: web.Request, review: AdmissionRequest) -> AdmissionOutcome:
+    """``admit_pod_request``, or allowed-with-warning once the admission deadline (limits.py) has passed."""
+    limits = request.app.get(LIMITS_KEY)
+    if limits is None:
+        return await admit_pod_request(request.app, review)
+    try:
+        async with asyncio.timeout(max(0.0, limits.admission_time_left(request))):
+            return await admit_pod_request(request.app, review)
+    except TimeoutError:
+        log.warning("pod review %s not decided within the admission deadline: allowed without checks", review.uid)
+        return limits.deadline_outcome()
 
 
 def _observe(request: web.Request, endpoint: str, outcome: AdmissionOutcome, started: float) -> None:
@@ -312,6 +336,9 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
+    limits = request.app.get(LIMITS_KEY)
+    if limits is not None and limits.draining:
+        return web.Response(status=503, text="shutting down")
     source = request.app[SOURCE_KEY]
     if source.is_ready():
         return web.Response(text="ok")
@@ -362,8 +389,23 @@ async def _gc_lifecycle(app: web.Application) -> AsyncIterator[None]:
             await task
 
 
+async def warm_up_predictor_once_ready(app: web.Application, poll_seconds: float = 0.1) -> None:
+    """After the cache's initial sync, build the predictor's index in the pool (not in the first admission)."""
+    source = app[SOURCE_KEY]
+    while not source.is_ready():
+        await asyncio.sleep(poll_seconds)
+    try:
+        await app[PREDICTOR_KEY].warm_up(source.state, app[CONFIG_KEY].current.scheduler)
+    except Exception:  # only a warm-up: the first real prediction builds the index instead
+        log.exception("predictor warm-up failed")
+
+
 async def _predictor_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(warm_up_predictor_once_ready(app), name="preemptguard-predictor-warm-up")
     yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
     app[PREDICTOR_KEY].shutdown()
 
 
@@ -384,8 +426,11 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     defaults; with a path the file is re-read every ``settings.config_reload_interval`` seconds.
     ``authenticator`` (for /preview) defaults to ``default_authenticator(source)``.
     """
-    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[error_middleware])
     metrics = WebhookMetrics()
+    limits = RequestLimits(settings, metrics.registry)
+    app = web.Application(client_max_size=settings.max_body_bytes,
+                          middlewares=[limits.guard.middleware(), error_middleware, limits_middleware])
+    app[LIMITS_KEY] = limits
     metrics.track_staleness(source.staleness_seconds)
     app[SOURCE_KEY] = source
     app[SETTINGS_KEY] = settings
@@ -397,7 +442,8 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     else:
         app[CONFIG_KEY] = LiveConfig(config, settings.config_path, interval_seconds=settings.config_reload_interval,
                                      metrics=metrics)
-    app[PREDICTOR_KEY] = PredictionService(settings.prediction_workers)
+    app[PREDICTOR_KEY] = PredictionService(settings.prediction_workers,
+                                           inline_seconds=settings.inline_prediction_seconds)
     app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)
     register_admission_routes(app)
     register_health_routes(app)
@@ -417,6 +463,10 @@ class RunningServer:
     metrics_runner: web.AppRunner | None
     https_port: int
     metrics_port: int | None
+
+    def begin_drain(self) -> None:
+        """/readyz answers 503 from now on; requests are still served (see ``cli.serve``)."""
+        self.app[LIMITS_KEY].begin_drain()
 
     async def stop(self) -> None:
         if self.metrics_runner is not None:
@@ -442,17 +492,22 @@ async def start_server(
         cert_file=settings.tls_cert, key_file=settings.tls_key, self_signed=settings.tls_self_signed,
         sans=settings.tls_sans, reload_interval=settings.tls_reload_interval,
     )
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    limits = app.get(LIMITS_KEY) or RequestLimits(settings, app[METRICS_KEY].registry)
+    guard = limits.guard
+    options = runner_options(settings)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, **options)
     await runner.setup()
     metrics_runner: web.AppRunner | None = None
     try:
-        await web.TCPSite(runner, settings.host, settings.port, ssl_context=tls.context).start()
+        await GuardedTCPSite(runner, settings.host, settings.port, guard=guard, ssl_context=tls.context).start()
         https_port = _bound_port(runner)
         metrics_port: int | None = None
         if settings.metrics_port:
-            metrics_runner = web.AppRunner(make_metrics_app(app[METRICS_KEY]), handle_signals=False, access_log=None)
+            metrics_app = make_metrics_app(app[METRICS_KEY])
+            metrics_app.middlewares.append(guard.middleware())
+            metrics_runner = web.AppRunner(metrics_app, handle_signals=False, access_log=None, **options)
             await metrics_runner.setup()
-            await web.TCPSite(metrics_runner, settings.host, settings.metrics_port).start()
+            await GuardedTCPSite(metrics_runner, settings.host, settings.metrics_port, guard=guard).start()
             metrics_port = _bound_port(metrics_runner)
         await tls.start()
     except BaseException:

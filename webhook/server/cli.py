@@ -19,7 +19,15 @@ from types import ModuleType
 from webhook.cluster.source import ClusterSource, SnapshotSource
 from webhook.config import DEFAULT_CONFIG, Config, load_config
 from webhook.errors import ConfigError, PreemptGuardError
-from webhook.server.settings import DEFAULT_PREVIEW_BUDGET_SECONDS, LOG_LEVELS, ServerSettings, settings_from_args
+from webhook.server.settings import (
+    DEFAULT_ADMISSION_DEADLINE_SECONDS,
+    DEFAULT_ADMISSION_MAX_IN_FLIGHT,
+    DEFAULT_PREVIEW_BUDGET_SECONDS,
+    DEFAULT_SHUTDOWN_GRACE_SECONDS,
+    LOG_LEVELS,
+    ServerSettings,
+    settings_from_args,
+)
 
 PROG = "preempt-guard"
 log = logging.getLogger("webhook.server")
@@ -47,6 +55,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preview-timeout", type=float, metavar="SECONDS", default=None,
                         help=f"time budget of one POST /preview (default {DEFAULT_PREVIEW_BUDGET_SECONDS:g})")
     parser.add_argument("--log-level", choices=LOG_LEVELS, default=None, help="log level (default info)")
+    limits = parser.add_argument_group("limits")
+    limits.add_argument("--max-in-flight", type=int, metavar="N", default=None,
+                        help=f"admission requests handled at once before a fast 429 (default "
+                             f"{DEFAULT_ADMISSION_MAX_IN_FLIGHT})")
+    limits.add_argument("--admission-deadline", type=float, metavar="SECONDS", default=None,
+                        help="answer a pod review allowed-with-warning when undecided this long after it arrived "
+                             f"(default {DEFAULT_ADMISSION_DEADLINE_SECONDS:g}; keep below the webhook timeoutSeconds)")
+    limits.add_argument("--shutdown-grace", type=float, metavar="SECONDS", default=None,
+                        help="on SIGTERM, report not ready and keep serving this long before stopping "
+                             f"(default {DEFAULT_SHUTDOWN_GRACE_SECONDS:g})")
 
 
 def build_parser(with_certs: bool = False) -> argparse.ArgumentParser:
@@ -85,6 +103,12 @@ def validate_serve_settings(settings: ServerSettings) -> None:
             raise ConfigError(f"{flag} must be between 0 and 65535, got {port}")
     if settings.preview_budget_seconds <= 0:
         raise ConfigError(f"--preview-timeout must be positive, got {settings.preview_budget_seconds:g}")
+    if settings.admission_max_in_flight < 1:
+        raise ConfigError(f"--max-in-flight must be at least 1, got {settings.admission_max_in_flight}")
+    if settings.admission_deadline_seconds <= 0:
+        raise ConfigError(f"--admission-deadline must be positive, got {settings.admission_deadline_seconds:g}")
+    if settings.shutdown_grace_seconds < 0:
+        raise ConfigError(f"--shutdown-grace must not be negative, got {settings.shutdown_grace_seconds:g}")
 
 
 def make_source(settings: ServerSettings) -> ClusterSource:
@@ -105,7 +129,9 @@ def load_startup_config(settings: ServerSettings) -> Config:
 
 
 async def serve(settings: ServerSettings, config: Config | None = None) -> None:
-    """Run until SIGTERM/SIGINT, then stop accepting, finish in-flight requests and stop the source."""
+    """Run until SIGTERM/SIGINT, then drain: report not ready (/readyz 503) while still serving for
+    ``shutdown_grace_seconds`` (so the Service stops sending new requests here), stop accepting, let in-flight
+    requests finish (up to ``shutdown_timeout``), stop the source. A second signal skips the rest of the grace."""
     from webhook.server.app import make_app, start_server
 
     config = config if config is not None else load_startup_config(settings)
@@ -113,15 +139,20 @@ async def serve(settings: ServerSettings, config: Config | None = None) -> None:
     server = await start_server(make_app(source, settings, config=config), settings)
     log.info("configuration %s: guardrails mode %s, prediction budget %d ms", config.source,
              config.guardrails.mode, config.prediction.budget_milliseconds)
-    stopping = asyncio.Event()
+    signals = asyncio.Queue[int]()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stopping.set)
+            loop.add_signal_handler(sig, signals.put_nowait, sig)
     try:
-        await stopping.wait()
+        received = await signals.get()
+        server.begin_drain()
+        log.info("%s: not ready; serving for %gs more before stopping", signal.Signals(received).name,
+                 settings.shutdown_grace_seconds)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(signals.get(), settings.shutdown_grace_seconds)
     finally:
-        log.info("shutting down")
+        log.info("shutting down: no new connections; finishing requests in flight")
         await server.stop()
 
 

@@ -116,12 +116,15 @@ def run_consistently(state: ClusterState, compute: Callable[[], _T], deadline: f
 class PredictionService:
     """The prediction thread pool. ``await predict(...)`` for admission, ``await preview(...)`` for /preview."""
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int = 2, *, inline_seconds: float = 0.0) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self.workers = workers
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preemptguard-predict")
         self._preview_slots = asyncio.Semaphore(max(1, workers - 1))
+        # See ``predict_admission``: how long a prediction may run on the event loop before moving to the pool.
+        self.inline_seconds = inline_seconds
+        self.pooled = 0  # predictions submitted to the pool and not yet answered
 
     async def run(self, compute: Callable[[float], _T], *, budget_seconds: float,
                   deadline: float | None = None) -> _T:
@@ -132,10 +135,45 @@ class PredictionService:
         deadline = deadline if deadline is not None else time.monotonic() + budget_seconds
         future = asyncio.get_running_loop().run_in_executor(self.executor, compute, deadline)
         timed_out = PredictionTimedOut(f"the prediction did not finish within {budget_seconds:g} s")
+        self.pooled += 1
         try:
             return await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
         except (TimeoutError, PredictionTimeout) as exc:
             raise timed_out from exc
+        finally:
+            self.pooled -= 1
+
+    async def predict_admission(self, state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None,
+                                scheduler: SchedulerConfig, budget_seconds: float) -> dict[str, Any]:
+        """``predict`` for one admission: first on the calling thread for up to ``inline_seconds``.
+
+        Most admission predictions (pods that fit) take a fraction of a millisecond, less than handing them
+        to a thread and back, and threads add no parallelism to pure Python under the GIL. So when the pool
+        is idle the prediction runs here, bounded by the predictor's own deadline checks; one that needs
+        longer (or any while the pool is busy) runs in the pool within what is left of the budget.
+        """
+        deadline = time.monotonic() + budget_seconds
+        if self.inline_seconds > 0 and self.pooled == 0:
+            inline_deadline = min(deadline, time.monotonic() + self.inline_seconds)
+            try:
+                preview = run_consistently(state, lambda: compute_preview(
+                    state, obj, namespace=namespace, replicas=None, scheduler=scheduler,
+                    deadline=inline_deadline), inline_deadline)
+            except PredictionTimeout:
+                preview = None
+            # The budget is as strict as in the pool (where wait_for enforces it): a late answer is no answer.
+            if time.monotonic() > deadline:
+                raise PredictionTimedOut(f"the prediction did not finish within {budget_seconds:g} s")
+            if preview is not None:
+                return preview
+        return await self.predict(state, obj, namespace=namespace, scheduler=scheduler,
+                                  budget_seconds=budget_seconds, deadline=deadline)
+
+    async def warm_up(self, state: ClusterState, scheduler: SchedulerConfig, budget_seconds: float = 120.0) -> None:
+        """One throwaway prediction in the pool, so the predictor's index of ``state`` is built off the loop."""
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "preemptguard-warm-up"},
+                 "spec": {"containers": [{"name": "probe"}]}}
+        await self.predict(state, probe, namespace="default", scheduler=scheduler, budget_seconds=budget_seconds)
 
     async def predict(self, state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None,
                       scheduler: SchedulerConfig, budget_seconds: float, replicas: int | None = None,

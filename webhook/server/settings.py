@@ -12,6 +12,9 @@ from pathlib import Path
 MAX_BODY_BYTES = 3 * 1024 * 1024
 LOG_LEVELS = ("debug", "info", "warning", "error")
 DEFAULT_PREVIEW_BUDGET_SECONDS = 10.0
+DEFAULT_ADMISSION_DEADLINE_SECONDS = 2.5
+DEFAULT_ADMISSION_MAX_IN_FLIGHT = 64
+DEFAULT_SHUTDOWN_GRACE_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +40,33 @@ class ServerSettings:
     # Predictions run in a dedicated thread pool; /preview gets a larger budget than admission's
     # prediction.budgetMilliseconds (HTTP 503 when exceeded).
     prediction_workers: int = 2
+    # An admission prediction first runs on the event loop for up to this long (most finish in well under a
+    # millisecond; handing them to a thread costs more), then moves to the pool (see PredictionService).
+    inline_prediction_seconds: float = 0.01
     preview_budget_seconds: float = DEFAULT_PREVIEW_BUDGET_SECONDS
     # Once the cluster cache has synced, move it out of the garbage collector's reach (gc.freeze): a full
     # collection over a large cache holds the GIL for tens of milliseconds, stalling the event loop while a
     # prediction allocates in its thread. On for `preempt-guard serve`; off by default (it is process-wide).
     freeze_gc_after_sync: bool = False
+    # Limits (webhook/server/limits.py). Requests in flight per endpoint class, and how long a request may
+    # wait for a slot before a fast 429.
+    admission_max_in_flight: int = DEFAULT_ADMISSION_MAX_IN_FLIGHT
+    admission_queue_seconds: float = 0.1
+    preview_max_in_flight: int = 8
+    preview_queue_seconds: float = 0.0
+    # A pod review still unanswered this long after it arrived is allowed with a warning (fail open), below
+    # the webhook's timeoutSeconds (3) so the API server's timeout never fires first.
+    admission_deadline_seconds: float = DEFAULT_ADMISSION_DEADLINE_SECONDS
+    # Slow clients: TLS handshake, request line + headers (from the first byte), body; idle keep-alive.
+    tls_handshake_timeout: float = 5.0
+    client_header_timeout: float = 5.0
+    client_body_timeout: float = 5.0
+    keepalive_timeout: float = 60.0
+    max_connections: int = 1000
+    # Shutdown (SIGTERM): /readyz answers 503 for shutdown_grace_seconds while requests are still served,
+    # then listening stops and in-flight requests get up to shutdown_timeout to finish.
+    shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS
+    shutdown_timeout: float = 10.0
 
 
 def _path(value: str | None) -> Path | None:
@@ -68,4 +93,12 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         log_level=log_level if log_level in LOG_LEVELS else "info",
         preview_budget_seconds=getattr(args, "preview_timeout", None) or DEFAULT_PREVIEW_BUDGET_SECONDS,
         freeze_gc_after_sync=True,
+        admission_max_in_flight=getattr(args, "max_in_flight", None) or DEFAULT_ADMISSION_MAX_IN_FLIGHT,
+        admission_deadline_seconds=(getattr(args, "admission_deadline", None)
+                                    or DEFAULT_ADMISSION_DEADLINE_SECONDS),
+        shutdown_grace_seconds=_non_negative(getattr(args, "shutdown_grace", None), DEFAULT_SHUTDOWN_GRACE_SECONDS),
     )
+
+
+def _non_negative(value: float | None, default: float) -> float:
+    return default if value is None else value

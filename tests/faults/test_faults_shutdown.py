@@ -1,0 +1,181 @@
+"""SIGTERM under load: readiness drops first, the listener keeps serving through the grace period, requests
+in flight finish with 200, then the process exits 0. And a certificate rotated under load fails nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from faults_support import Traffic
+
+from webhook.cluster.source import SnapshotSource
+from webhook.routes import READYZ_PATH
+from webhook.server.app import make_app, start_server
+from webhook.server.settings import ServerSettings
+from webhook.server.tls import ReloadingTLS, generate_ca, issue_serving_certificate
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+from clustergen import generate_cluster  # noqa: E402
+
+GRACE = 0.5
+PREVIEW_REPLICAS = 250
+
+
+async def _long_preview(base: str, client: ssl.SSLContext) -> tuple[int, dict[str, Any], float]:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "big", "namespace": "team-00"},
+           "spec": {"priorityClassName": "high", "containers": [{"name": "c", "resources": {
+               "requests": {"cpu": "3", "memory": "1Gi"}}}]}}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client)) as session, \
+            session.post(base + "/preview", json={"pod": pod, "replicas": PREVIEW_REPLICAS}) as response:
+        return response.status, await response.json(), time.monotonic()
+
+
+SNAPSHOT = {"apiVersion": "v1", "kind": "List", "items": [
+    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000},
+    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+    {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"},
+     "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}},
+]}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _certificates(directory: Path) -> ssl.SSLContext:
+    ca_pem, ca_key = generate_ca("faults-ca", 1)
+    cert, key = issue_serving_certificate(ca_pem, ca_key, ["localhost", "127.0.0.1"], 1)
+    (directory / "tls.crt").write_bytes(cert)
+    (directory / "tls.key").write_bytes(key)
+    return ssl.create_default_context(cadata=ca_pem.decode())
+
+
+async def _wait_ready(base: str, client: ssl.SSLContext, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client)) as session:
+        while True:
+            try:
+                async with session.get(base + READYZ_PATH) as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, "server did not become ready"
+            await asyncio.sleep(0.05)
+
+
+async def _poll_readiness(base: str, client: ssl.SSLContext, seen: list[tuple[float, int | str]],
+                          stop: asyncio.Event) -> None:
+    """/readyz on a fresh connection every 20 ms: (time, status or connection error)."""
+    connector = aiohttp.TCPConnector(ssl=client, force_close=True)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=2)) as session:
+        while not stop.is_set():
+            try:
+                async with session.get(base + READYZ_PATH) as response:
+                    seen.append((time.monotonic(), response.status))
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                seen.append((time.monotonic(), type(exc).__name__))
+            await asyncio.sleep(0.02)
+
+
+async def test_sigterm_drains_under_load(tmp_path: Path) -> None:
+    client = _certificates(tmp_path)
+    cluster = {"apiVersion": "v1", "kind": "List", "items": [
+        *generate_cluster(200, 20, seed=1),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}]}
+    (tmp_path / "cluster.json").write_text(json.dumps(cluster))
+    port = _free_port()
+    base = f"https://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(tmp_path / "cluster.json"),
+         "--tls-cert", str(tmp_path / "tls.crt"), "--tls-key", str(tmp_path / "tls.key"), "--host", "127.0.0.1",
+         "--port", str(port), "--metrics-port", "0", "--shutdown-grace", str(GRACE)],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        await _wait_ready(base, client, process)
+        traffic = Traffic(base, client, workers=3).start()
+        readiness: list[tuple[float, int | str]] = []
+        stop_polling = asyncio.Event()
+        poller = asyncio.create_task(_poll_readiness(base, client, readiness, stop_polling))
+        await asyncio.sleep(0.5)
+        answered_before = traffic.answered
+        # A request in flight across the whole shutdown: a preview of many preempting replicas (seconds).
+        in_flight = asyncio.create_task(_long_preview(base, client))
+        await asyncio.sleep(0.2)
+        sigterm_at = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        preview_status, preview, preview_done_at = await asyncio.wait_for(in_flight, 30)
+        exit_code = await asyncio.to_thread(process.wait, 15)
+        stop_polling.set()
+        await poller
+        await traffic.stop()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        _, stderr = process.communicate()
+    assert exit_code == 0, stderr.decode()[-2000:]
+    assert preview_status == 200 and len(preview["results"]) == PREVIEW_REPLICAS
+    assert answered_before > 10
+    after = [(at, status) for at, status in readiness if at > sigterm_at]
+    not_ready_at = next(at for at, status in after if status == 503)
+    # Readiness dropped first: ready answers only before it, and the listener stayed up through the grace.
+    assert all(status == 200 for at, status in readiness if at < sigterm_at)
+    assert not_ready_at - sigterm_at < GRACE
+    refused = [at for at, status in after if not isinstance(status, int)]
+    assert refused and min(refused) >= not_ready_at + GRACE * 0.8
+    assert preview_done_at > min(refused)  # it was still running when the listener had closed
+    # Every admission answered got 200 and allowed; the only failures are refused connections after the grace.
+    assert not [f for f in traffic.failures if f.startswith(("HTTP", "denied", "worker"))], traffic.failures[:5]
+    assert all(at >= not_ready_at + GRACE * 0.8 for at in traffic.failure_times)
+
+
+async def test_certificate_rotation_under_load(tmp_path: Path) -> None:
+    ca_pem, ca_key = generate_ca("rotation-ca", 1)
+    client = ssl.create_default_context(cadata=ca_pem.decode())
+
+    def issue() -> None:
+        cert, key = issue_serving_certificate(ca_pem, ca_key, ["localhost", "127.0.0.1"], 1)
+        for name, data in (("tls.key", key), ("tls.crt", cert)):
+            (tmp_path / f".{name}").write_bytes(data)
+            (tmp_path / f".{name}").replace(tmp_path / name)
+
+    issue()
+    (tmp_path / "cluster.json").write_text(json.dumps(SNAPSHOT))
+    settings = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_cert=tmp_path / "tls.crt",
+                              tls_key=tmp_path / "tls.key", tls_reload_interval=0.05)
+    tls = ReloadingTLS(tmp_path / "tls.crt", tmp_path / "tls.key", interval=0.05)
+    server = await start_server(make_app(SnapshotSource(tmp_path / "cluster.json"), settings), settings, tls=tls)
+    base = f"https://127.0.0.1:{server.https_port}"
+    try:
+        pooled = Traffic(base, client, workers=3).start()
+        fresh = Traffic(base, client, workers=3, new_connections=True).start()
+        serials = set()
+        for _ in range(4):
+            await asyncio.sleep(0.4)
+            issue()
+            _, writer = await asyncio.open_connection("127.0.0.1", server.https_port, ssl=client,
+                                                      server_hostname="localhost")
+            serials.add(writer.get_extra_info("ssl_object").getpeercert()["serialNumber"])
+            writer.close()
+        await asyncio.sleep(0.3)
+        await pooled.stop()
+        await fresh.stop()
+    finally:
+        await server.stop()
+    assert pooled.failures == [] and fresh.failures == []
+    assert pooled.answered > 20 and fresh.answered > 20
+    assert len(serials) >= 3  # new connections picked up the rotated certificates

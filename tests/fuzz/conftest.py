@@ -1,0 +1,32 @@
+"""The fuzz harness's server: the real app over TLS on a small in-memory cluster."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fuzz_inputs import small_cluster_state
+
+from webhook.cluster.source import SnapshotSource
+from webhook.server.settings import ServerSettings
+from webhook.server.testing import LoopbackWebhook
+
+
+class StaticSource(SnapshotSource):
+    """A SnapshotSource over an in-memory state (no file)."""
+
+    def __init__(self) -> None:
+        self.state = small_cluster_state()
+        self.loaded_at = 0.0
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def hook() -> AsyncIterator[LoopbackWebhook]:
+    settings = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
+    async with LoopbackWebhook(StaticSource(), settings) as running:
+        yield running

@@ -131,3 +131,50 @@ def test_preview_request_parsing() -> None:
                           ({"pod": None}, "pod is required"), ({"pod": {}, "extra": 1}, "unknown field 'extra'")]:
         with pytest.raises(InvalidInput, match=message):
             parse_preview_request(body)
+
+
+def _pod(name: str, node: str) -> Any:
+    raw = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "b"},
+           "spec": {"nodeName": node, "containers": [{"name": "c"}]}, "status": {"phase": "Running"}}
+    return object_from_dict(raw)
+
+
+def _grown_cluster(nodes: int) -> ClusterState:
+    state = cluster()
+    for i in range(nodes):
+        node = object_from_dict({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n-{i}"},
+                                 "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}})
+        assert node is not None
+        state.upsert(node)
+    return state
+
+
+async def test_admission_prediction_needing_an_index_rebuild_runs_in_the_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cold (or massively changed) index is rebuilt without deadline checks: never on the event loop."""
+    import webhook.server.prediction as prediction
+
+    threads: list[str] = []
+    real = prediction.run_consistently
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(prediction, "run_consistently", recording)
+    state = _grown_cluster(100)
+    service = PredictionService(inline_seconds=1.0)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "b"},
+           "spec": {"containers": [{"name": "c"}]}}
+    try:
+        await service.predict_admission(state, pod, namespace="b", scheduler=SchedulerConfig(), budget_seconds=5)
+        assert threads[-1].startswith("preemptguard-predict")  # cold index: in the pool
+        await service.predict_admission(state, pod, namespace="b", scheduler=SchedulerConfig(), budget_seconds=5)
+        assert threads[-1] == threading.current_thread().name  # warm index: inline
+        for i in range(100):  # a relist-sized change: every node touched
+            state.upsert(_pod(f"q-{i}", f"n-{i}"))
+        await service.predict_admission(state, pod, namespace="b", scheduler=SchedulerConfig(), budget_seconds=5)
+        assert threads[-1].startswith("preemptguard-predict")
+    finally:
+        service.executor.shutdown(wait=True)

@@ -381,6 +381,21 @@ def state_index(state: ClusterState) -> StateIndex:
     return index
 
 
+def index_sync_is_cheap(state: ClusterState, max_nodes: int = 64) -> bool:
+    """Whether the state's index exists and catching up refreshes at most ``max_nodes`` nodes (no rebuild).
+
+    The server runs a prediction on its event loop only then: a rebuild (first use, or after a relist)
+    takes hundreds of milliseconds at 5,000 nodes and must happen in a worker thread.
+    """
+    index = _INDEXES.get(state)
+    if index is None or index.version < 0:
+        return False
+    if state.settled_version == index.version:
+        return True
+    changed = state.nodes_changed_since(index.version)
+    return changed is not None and len(changed) <= max_nodes
+
+
 class ClusterView:
     """The ClusterState plus simulated evictions and bindings (per-node deltas, never a copy).
 

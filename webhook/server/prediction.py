@@ -27,6 +27,7 @@ from webhook.errors import PreemptGuardError
 from webhook.preemption.predictor import NOT_ELIGIBLE_NEVER, predict_pods, resolve_priority, simulate_pods
 from webhook.preemption.preview import build_preview, with_priority_class
 from webhook.preemption.results import UNSCHEDULABLE_OUTCOME, PredictionTimeout, PreemptionArgs, PreemptionResult
+from webhook.preemption.view import index_sync_is_cheap
 from webhook.preemption.workloads import expand_object
 from webhook.priority.resolution import PriorityRejection
 
@@ -149,11 +150,12 @@ class PredictionService:
 
         Most admission predictions (pods that fit) take a fraction of a millisecond, less than handing them
         to a thread and back, and threads add no parallelism to pure Python under the GIL. So when the pool
-        is idle the prediction runs here, bounded by the predictor's own deadline checks; one that needs
-        longer (or any while the pool is busy) runs in the pool within what is left of the budget.
+        is idle and the predictor's index needs no rebuild the prediction runs here, bounded by the
+        predictor's own deadline checks; one that needs longer (or any while the pool is busy, or while
+        the index must be rebuilt, which has no deadline checks) runs in the pool within what is left.
         """
         deadline = time.monotonic() + budget_seconds
-        if self.inline_seconds > 0 and self.pooled == 0:
+        if self.inline_seconds > 0 and self.pooled == 0 and index_sync_is_cheap(state):
             inline_deadline = min(deadline, time.monotonic() + self.inline_seconds)
             try:
                 preview = run_consistently(state, lambda: compute_preview(

@@ -79,7 +79,7 @@ def test_serve_answers_over_tls_and_stops_on_sigterm(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(snapshot),
          "--tls-cert", str(tmp_path / "tls.crt"), "--tls-key", str(tmp_path / "tls.key"), "--host", "127.0.0.1",
-         "--port", str(port), "--metrics-port", str(metrics_port)],
+         "--port", str(port), "--metrics-port", str(metrics_port), "--shutdown-grace", "0"],
         env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     context = ssl.create_default_context(cadata=ca_pem.decode())

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.cluster.convert import object_from_dict
-from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import Config, parse_config
 from webhook.guardrails import PREDICTION_ANNOTATION
@@ -39,32 +38,6 @@ def state_of(objects: Iterable[Mapping[str, Any]]) -> ClusterState:
         if obj is not None:
             state.upsert(obj)
     return state
-
-
-class StateSource:
-    """A ``ClusterSource`` over an in-memory state (no file to parse): ready unless told otherwise."""
-
-    def __init__(self, state: ClusterState, *, ready: bool = True) -> None:
-        self.state = state
-        self.ready = ready
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    def is_ready(self) -> bool:
-        return self.ready
-
-    def readiness_reason(self) -> str:
-        return "" if self.ready else "waiting for the initial list of: Pod"
-
-    def staleness_seconds(self) -> float:
-        return 0.0 if self.ready else 12.5
-
-    async def get_priority_class(self, name: str) -> PriorityClass | None:
-        return None
 
 
 # ---- objects ----------------------------------------------------------------------------------

@@ -10,9 +10,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from e2e_support import StateSource, admit, create_review, settings, state_of
+from e2e_support import admit, create_review, settings, state_of
 from guardrail_cluster import guardrail_cluster, preemptor
 
+from webhook.cluster.source import MemorySource
 from webhook.server.app import METRICS_KEY
 from webhook.server.cli import main
 from webhook.server.testing import LoopbackWebhook
@@ -35,7 +36,7 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0)
 async def test_config_changes_apply_and_bad_changes_keep_the_previous_one(tmp_path: Path) -> None:
     path = tmp_path / "preemptguard.yaml"
     write_config(path, "guardrails:\n  mode: warn\n  maxVictims: 2\n")
-    source = StateSource(state_of(guardrail_cluster()))
+    source = MemorySource(state_of(guardrail_cluster()))
     async with LoopbackWebhook(source, settings(config_path=path, config_reload_interval=0.05)) as hook:
         assert hook.server is not None
         metrics = hook.server.app[METRICS_KEY]

@@ -10,7 +10,6 @@ import pytest
 from e2e_support import (
     ADMIN,
     DEVELOPER,
-    StateSource,
     admit,
     config,
     create_review,
@@ -20,6 +19,7 @@ from e2e_support import (
 )
 from guardrail_cluster import guardrail_cluster, preemptor
 
+from webhook.cluster.source import MemorySource
 from webhook.guardrails import RULES as ALL_RULES
 from webhook.guardrails.report import MAX_WARNING_LENGTH
 from webhook.server.testing import LoopbackWebhook
@@ -37,7 +37,7 @@ RULES: dict[str, tuple[dict[str, Any], list[str]]] = {
 
 
 def hook_for(policy: dict[str, Any]) -> LoopbackWebhook:
-    source = StateSource(state_of(guardrail_cluster()))
+    source = MemorySource(state_of(guardrail_cluster()))
     return LoopbackWebhook(source, settings(), config=config({"guardrails": policy}))
 
 

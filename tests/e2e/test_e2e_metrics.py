@@ -4,9 +4,10 @@ configuration series after real traffic over TLS."""
 from __future__ import annotations
 
 import aiohttp
-from e2e_support import StateSource, admit, config, create_review, free_port, pod, settings, state_of
+from e2e_support import admit, config, create_review, free_port, pod, settings, state_of
 from guardrail_cluster import guardrail_cluster, preemptor
 
+from webhook.cluster.source import MemorySource
 from webhook.routes import PREVIEW_PATH
 from webhook.server.testing import LoopbackWebhook
 
@@ -24,7 +25,7 @@ async def scrape(port: int) -> str:
 
 async def test_metrics_expose_the_admission_and_prediction_series() -> None:
     metrics_port = free_port()
-    source = StateSource(state_of(guardrail_cluster()))
+    source = MemorySource(state_of(guardrail_cluster()))
     async with LoopbackWebhook(source, settings(metrics_port=metrics_port), config=config(POLICY)) as hook:
         denied = await admit(hook, create_review(preemptor()))  # maxVictims
         warned = await admit(hook, create_review(preemptor("team-a-warn")))  # admitted: its victims are counted
@@ -64,7 +65,7 @@ async def test_metrics_expose_the_admission_and_prediction_series() -> None:
 
 async def test_staleness_gauge_reads_the_source() -> None:
     metrics_port = free_port()
-    source = StateSource(state_of([]), ready=False)
+    source = MemorySource(state_of([]), ready=False, staleness=12.5)
     async with LoopbackWebhook(source, settings(metrics_port=metrics_port)) as hook:
         assert hook.server is not None
         text = await scrape(metrics_port)

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from e2e_support import (
-    StateSource,
     admit,
     config,
     create_review,
@@ -28,6 +27,7 @@ from e2e_support import (
 from guardrail_cluster import guardrail_cluster, preemptor
 
 from bench.clustergen import generate_cluster
+from webhook.cluster.source import MemorySource
 from webhook.guardrails.report import MAX_WARNING_LENGTH, MAX_WARNINGS_TOTAL
 from webhook.routes import HEALTHZ_PATH, PREVIEW_PATH
 from webhook.server.app import METRICS_KEY
@@ -47,7 +47,7 @@ def large_pod(name: str = "probe") -> dict[str, Any]:
 
 
 async def test_dry_run_annotation_holds_the_full_preview_and_a_real_create_the_compact_one() -> None:
-    source = StateSource(state_of(guardrail_cluster()))
+    source = MemorySource(state_of(guardrail_cluster()))
     async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": "warn"}})) as hook:
         dry = await admit(hook, create_review(preemptor(), dry_run=True))
         real = await admit(hook, create_review(preemptor()))
@@ -77,7 +77,7 @@ async def test_dry_run_annotation_holds_the_full_preview_and_a_real_create_the_c
 
 
 async def test_a_prediction_over_budget_allows_with_a_warning(large_cluster: list[dict[str, Any]]) -> None:
-    source = StateSource(state_of(large_cluster))
+    source = MemorySource(state_of(large_cluster))
     policy = config({"prediction": {"budgetMilliseconds": 1}, "guardrails": {"mode": "enforce", "maxVictims": 0}})
     async with LoopbackWebhook(source, settings(), config=policy) as hook:
         started = time.monotonic()
@@ -96,7 +96,7 @@ async def test_a_prediction_over_budget_allows_with_a_warning(large_cluster: lis
 
 
 async def test_cache_not_ready_allows_with_a_warning() -> None:
-    source = StateSource(state_of(guardrail_cluster()), ready=False)
+    source = MemorySource(state_of(guardrail_cluster()), ready=False)
     async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": "enforce",
                                                                                   "maxVictims": 0}})) as hook:
         response = await admit(hook, create_review(preemptor()))
@@ -119,7 +119,7 @@ def crowded_cluster(victims: int) -> list[dict[str, Any]]:
 
 
 async def test_warnings_stay_within_the_api_server_limits_with_many_victims() -> None:
-    source = StateSource(state_of(crowded_cluster(150)))
+    source = MemorySource(state_of(crowded_cluster(150)))
     big = pod("everything", "team-a", cpu="16", memory="1Gi", priority_class_name="high")
     async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": "warn"}})) as hook:
         response = await admit(hook, create_review(big, dry_run=True))
@@ -136,7 +136,7 @@ async def test_warnings_stay_within_the_api_server_limits_with_many_victims() ->
 
 
 async def test_scheduler_without_preemption_reports_pending_pods() -> None:
-    source = StateSource(state_of(guardrail_cluster()))
+    source = MemorySource(state_of(guardrail_cluster()))
     policy = config({"scheduler": {"preemption": "disabled"}, "guardrails": {"mode": "enforce", "maxVictims": 0}})
     async with LoopbackWebhook(source, settings(), config=policy) as hook:
         response = await admit(hook, create_review(preemptor(), dry_run=True))
@@ -154,7 +154,7 @@ async def test_scheduler_without_preemption_reports_pending_pods() -> None:
 
 async def test_health_and_priority_only_admission_answer_quickly_during_a_long_preview(
         large_cluster: list[dict[str, Any]]) -> None:
-    source = StateSource(state_of(large_cluster))
+    source = MemorySource(state_of(large_cluster))
     # As `preempt-guard serve` runs: the synced cache frozen out of the garbage collector's full collections.
     server_settings = settings(preview_budget_seconds=3.0, freeze_gc_after_sync=True)
     # Guardrails off: admissions need no prediction, so they must never wait for the running preview.
@@ -189,7 +189,7 @@ async def test_health_and_priority_only_admission_answer_quickly_during_a_long_p
 
 
 async def test_a_pod_the_predictor_cannot_read_is_allowed_with_a_warning() -> None:
-    source = StateSource(state_of(guardrail_cluster()))
+    source = MemorySource(state_of(guardrail_cluster()))
     broken = pod("odd", "team-a", priority_class_name="high")
     broken["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": "enforce"}})) as hook:

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_support import StateSource, namespace, node, pod, priority_class, settings, state_of
+from e2e_support import namespace, node, pod, priority_class, settings, state_of
 from fake_apiserver import FakeApiServer
 
 from bench.clustergen import generate_cluster
 from webhook.cluster.informer import InformerSettings
 from webhook.cluster.kube_source import KubernetesSource
-from webhook.cluster.source import SnapshotSource
+from webhook.cluster.source import MemorySource, SnapshotSource
 from webhook.routes import PREVIEW_PATH
 from webhook.server.testing import LoopbackWebhook
 
@@ -74,7 +74,7 @@ async def test_malformed_preview_requests_get_400(examples_source: SnapshotSourc
 
 
 async def test_a_preview_over_its_budget_is_503() -> None:
-    source = StateSource(state_of(generate_cluster(200, 30, seed=3)))
+    source = MemorySource(state_of(generate_cluster(200, 30, seed=3)))
     manifest = pod("wave", "team-00", cpu="3", memory="2Gi", priority_class_name="critical")
     async with LoopbackWebhook(source, settings(preview_budget_seconds=0.05)) as hook:
         status, body = await hook.post_json(PREVIEW_PATH, {"pod": manifest, "replicas": 500})
@@ -83,7 +83,7 @@ async def test_a_preview_over_its_budget_is_503() -> None:
 
 
 async def test_preview_needs_a_ready_cache() -> None:
-    source = StateSource(state_of([]), ready=False)
+    source = MemorySource(state_of([]), ready=False)
     async with LoopbackWebhook(source, settings()) as hook:
         status, body = await hook.post_json(PREVIEW_PATH, {"pod": pod("p", "default")})
     assert status == 503 and "not ready" in body["error"]

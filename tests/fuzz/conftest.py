@@ -12,21 +12,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fuzz_inputs import small_cluster_state
 
-from webhook.cluster.source import SnapshotSource
+from webhook.cluster.source import MemorySource
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook
-
-
-class StaticSource(SnapshotSource):
-    """A SnapshotSource over an in-memory state (no file)."""
-
-    def __init__(self) -> None:
-        self.state = small_cluster_state()
-        self.loaded_at = 0.0
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def hook() -> AsyncIterator[LoopbackWebhook]:
     settings = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
-    async with LoopbackWebhook(StaticSource(), settings) as running:
+    async with LoopbackWebhook(MemorySource(small_cluster_state()), settings) as running:
         yield running

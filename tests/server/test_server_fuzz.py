@@ -12,19 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import SnapshotSource
+from webhook.cluster.source import MemorySource
 from webhook.routes import MUTATE_PODS_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.settings import MAX_BODY_BYTES
 from webhook.server.testing import LoopbackWebhook, admission_review
-
-
-class StaticSource(SnapshotSource):
-    """A SnapshotSource over an in-memory state (no file)."""
-
-    def __init__(self, state: ClusterState) -> None:
-        self.state = state
-        self.loaded_at = 0.0
-
 
 VALID_REVIEW = admission_review(
     {
@@ -133,7 +124,7 @@ bodies = st.one_of(
 
 @pytest.fixture
 async def hook() -> AsyncIterator[LoopbackWebhook]:
-    async with LoopbackWebhook(StaticSource(ClusterState())) as running:
+    async with LoopbackWebhook(MemorySource(ClusterState())) as running:
         yield running
 
 

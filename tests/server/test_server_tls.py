@@ -11,7 +11,7 @@ from pathlib import Path
 import aiohttp
 from cryptography import x509
 
-from webhook.cluster.snapshot import ClusterState
+from webhook.cluster.source import MemorySource
 from webhook.server.app import make_app, start_server
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook
@@ -22,30 +22,6 @@ from webhook.server.tls import (
     issue_serving_certificate,
     self_signed_serving_certificate,
 )
-
-
-class MemorySource:
-    def __init__(self) -> None:
-        self.state = ClusterState()
-        self.ready = True
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-    def is_ready(self) -> bool:
-        return self.ready
-
-    def readiness_reason(self) -> str:
-        return "" if self.ready else "informers not synced: pods"
-
-    def staleness_seconds(self) -> float:
-        return 0.0
-
-    async def get_priority_class(self, name: str) -> None:
-        return None
 
 
 def sans_of(cert_pem: bytes) -> tuple[set[str], set[str]]:

@@ -37,13 +37,15 @@ class ClusterSource(Protocol):
         ...
 
 
-class SnapshotSource:
-    """A cluster snapshot file, loaded once at start: always ready, never stale."""
+class MemorySource:
+    """An in-memory ``ClusterState`` as a source (tests, the demo, embedding): ready unless told otherwise."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.state = load_snapshot(self.path)
-        self.loaded_at = time.monotonic()
+    def __init__(self, state: ClusterState | None = None, *, ready: bool = True,
+                 not_ready_reason: str = "waiting for the initial list of: Pod", staleness: float = 0.0) -> None:
+        self.state = state if state is not None else ClusterState()
+        self.ready = ready
+        self.not_ready_reason = not_ready_reason
+        self.staleness = staleness
 
     async def start(self) -> None:
         return None
@@ -52,13 +54,22 @@ class SnapshotSource:
         return None
 
     def is_ready(self) -> bool:
-        return True
+        return self.ready
 
     def readiness_reason(self) -> str:
-        return ""
+        return "" if self.ready else self.not_ready_reason
 
     def staleness_seconds(self) -> float:
-        return 0.0
+        return self.staleness
 
     async def get_priority_class(self, name: str) -> PriorityClass | None:
         return None
+
+
+class SnapshotSource(MemorySource):
+    """A cluster snapshot file, loaded once at start: always ready, never stale."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(load_snapshot(path))
+        self.path = Path(path)
+        self.loaded_at = time.monotonic()

@@ -56,5 +56,8 @@ class JsonPatchBuilder:
         parent[last] = value
 
 
+_encode_compact = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def encode_patch(operations: Sequence[PatchOperation]) -> str:
-    return base64.b64encode(json.dumps(list(operations), separators=(",", ":")).encode()).decode()
+    return base64.b64encode(_encode_compact(list(operations)).encode()).decode()

@@ -6,8 +6,10 @@ fetches a PriorityClass missing from the cache (``priority_class_to_fetch``) bef
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from webhook.admission.outcome import AdmissionOutcome, forbidden, invalid
 from webhook.admission.patch import JsonPatchBuilder
@@ -114,7 +116,24 @@ def priority_class_to_fetch(request: AdmissionRequest, state: ClusterState) -> s
     name = spec.get("priorityClassName") if isinstance(spec, dict) else None
     if not isinstance(name, str) or not name:
         return None
-    return None if name in effective_priority_classes(state.priority_classes) else name
+    return None if name in effective_classes(state) else name
+
+
+# The effective classes of the last states seen, by ``ClusterState.version`` (bumped on every change).
+_EFFECTIVE_CLASSES: weakref.WeakKeyDictionary[ClusterState, tuple[int, Mapping[str, PriorityClass]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def effective_classes(state: ClusterState) -> Mapping[str, PriorityClass]:
+    """``effective_priority_classes(state.priority_classes)``, built once per state version (read-only)."""
+    cached = _EFFECTIVE_CLASSES.get(state)
+    if cached is not None and cached[0] == state.version:
+        return cached[1]
+    version = state.version
+    classes = MappingProxyType(effective_priority_classes(state.priority_classes))
+    if state.settled_version == version:  # not in the middle of a write (from another thread)
+        _EFFECTIVE_CLASSES[state] = (version, classes)
+    return classes
 
 
 # The label of denials by the Priority plugin itself (and by the pod update validation it mirrors), for metrics.
@@ -157,8 +176,9 @@ def run_pod_pipeline(
         return PodPipelineResult(AdmissionOutcome.allow(), None)
     pod = require_object(request.object, "request.object")
     fields = pod_priority_fields(pod, "request.object")
-    classes = effective_priority_classes(state.priority_classes)
-    classes.update(fetched_classes or {})
+    classes = effective_classes(state)
+    if fetched_classes:
+        classes = {**classes, **fetched_classes}
     builder = JsonPatchBuilder(pod)
     old_pod: JsonObject | None = None
     resolved: ResolvedPriority | None = None

@@ -97,9 +97,15 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# Built once: ``json.loads`` with options constructs a new decoder on every call.
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def decode_json(body: bytes) -> object:
     """Strict JSON (no NaN/Infinity); any decoding problem is ``InvalidInput``."""
     try:
+        if isinstance(body, bytes | bytearray):  # what json.loads does with bytes
+            return _STRICT_DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
         return json.loads(body, parse_constant=_reject_constant)
     except RecursionError as exc:
         raise InvalidInput("request body is nested too deeply") from exc

@@ -236,11 +236,11 @@ def denial_message(pod_name: str, namespace: str, outcome: PredictedOutcome,
             f"({plural(len(violations), 'rule')} violated) - {rules}. {exemption_hint(namespace)}")
 
 
-def _audit(decision: Decision, mode: GuardrailMode, prediction: dict[str, Any] | None,
+def _audit(decision: Decision, mode: GuardrailMode, prediction_json: str | None,
            violations: tuple[Violation, ...], exemption: str | None) -> dict[str, str]:
     audit: dict[str, str] = {AUDIT_DECISION: decision, AUDIT_MODE: mode}
-    if prediction is not None:
-        audit[AUDIT_PREDICTION] = to_json(prediction)
+    if prediction_json is not None:
+        audit[AUDIT_PREDICTION] = prediction_json
     if violations:
         audit[AUDIT_VIOLATIONS] = csv(v.rule for v in violations)
     if exemption:
@@ -275,8 +275,10 @@ def evaluate_guardrails(
     labels = _labels_of(namespace, namespaces)
     mode = effective_mode(policy, labels)
     outcome = outcome_from_preview(preview) if preview is not None else None
-    annotation = prediction_annotation(outcome, preview, dry_run=dry_run) if preview is not None else None
-    compact = compact_prediction(outcome) if preview is not None else None
+    # The compact prediction is both the audit annotation and (outside dry runs) the pod annotation.
+    compact = to_json(compact_prediction(outcome)) if preview is not None else None
+    annotation = (prediction_annotation(outcome, preview, dry_run=dry_run, compact_json=compact)
+                  if preview is not None else None)
     if mode == "off":
         return GuardrailDecision(True, "off", mode, annotation=annotation,
                                  audit_annotations=_audit("off", mode, compact, (), None))

@@ -118,16 +118,19 @@ def compact_prediction(outcome: PredictedOutcome | None) -> dict[str, Any]:
     }
 
 
-def to_json(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=False)
+# One encoder for every call (``json.dumps`` with options builds a new one each time).
+to_json = json.JSONEncoder(separators=(",", ":"), sort_keys=False).encode
 
 
 def prediction_annotation(outcome: PredictedOutcome | None, preview: Mapping[str, Any] | None = None,
-                          *, dry_run: bool = False) -> str:
-    """The ``preemptguard.io/prediction`` value: compact JSON, or the full preview on a dry run."""
+                          *, dry_run: bool = False, compact_json: str | None = None) -> str:
+    """The ``preemptguard.io/prediction`` value: compact JSON, or the full preview on a dry run.
+
+    ``compact_json``: ``to_json(compact_prediction(outcome))`` when the caller has encoded it already.
+    """
     if dry_run and preview is not None:
         return to_json(preview)
-    return to_json(compact_prediction(outcome))
+    return compact_json if compact_json is not None else to_json(compact_prediction(outcome))
 
 
 def csv(items: Iterable[str]) -> str:

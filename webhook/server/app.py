@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -137,8 +138,12 @@ async def read_admission_review(request: web.Request) -> AdmissionRequest:
     return parse_admission_review(await read_json_body(request))
 
 
+# The API server reads the AdmissionReview back: no need for the default encoder's spaces (built once).
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def admission_response(uid: str, outcome: AdmissionOutcome) -> web.Response:
-    return web.json_response(build_admission_response(uid, outcome))
+    return web.json_response(build_admission_response(uid, outcome), dumps=_compact_json)
 
 
 class _LookupFailed(Exception):

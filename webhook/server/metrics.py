@@ -16,7 +16,7 @@ Series (all prefixed ``preemptguard_``):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -26,6 +26,21 @@ from webhook.routes import METRICS_PATH
 # Admission must answer well inside the API server's timeout (10 s default, often 1-3 s).
 ADMISSION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 PREDICTION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+_Metric = TypeVar("_Metric", Counter, Histogram)
+
+
+class LabelledChildren(dict[tuple[str, ...], _Metric]):
+    """The children of one labelled metric by label values, looked up once: ``.labels(...)`` validates and
+    locks on every call, which costs more than the observation itself on the admission path."""
+
+    def __init__(self, parent: _Metric) -> None:
+        super().__init__()
+        self.parent: _Metric = parent
+
+    def __missing__(self, values: tuple[str, ...]) -> _Metric:
+        child = self[values] = self.parent.labels(*values)
+        return child
 
 
 class WebhookMetrics:
@@ -112,39 +127,49 @@ class WebhookMetrics:
             "Configuration file changes rejected (the previous configuration stays in force).",
             registry=self.registry,
         )
+        self._admission_duration = LabelledChildren(self.admission_duration)
+        self._admission_requests = LabelledChildren(self.admission_requests)
+        self._denials = LabelledChildren(self.denials)
+        self._denials_by_rule = LabelledChildren(self.denials_by_rule)
+        self._predictions = LabelledChildren(self.predictions)
+        self._predictions_skipped = LabelledChildren(self.predictions_skipped)
+        self._prediction_duration = LabelledChildren(self.prediction_duration)
+        self._predicted_victims = LabelledChildren(self.predicted_victims)
+        self._guardrail_decisions = LabelledChildren(self.guardrail_decisions)
+        self._requests = LabelledChildren(self.requests)
 
     def observe_admission(self, endpoint: str, outcome: str, seconds: float, denial_reason: str = "",
                           rules: Iterable[str] = ()) -> None:
-        self.admission_duration.labels(endpoint, outcome).observe(seconds)
-        self.admission_requests.labels(endpoint, outcome).inc()
+        self._admission_duration[endpoint, outcome].observe(seconds)
+        self._admission_requests[endpoint, outcome].inc()
         if denial_reason:
-            self.denials.labels(endpoint, denial_reason).inc()
+            self._denials[endpoint, denial_reason].inc()
         for rule in rules:
-            self.denials_by_rule.labels(endpoint, rule).inc()
+            self._denials_by_rule[endpoint, rule].inc()
 
     def observe_prediction(self, endpoint: str, outcomes: Iterable[str], seconds: float) -> None:
         for outcome in outcomes:
-            self.predictions.labels(endpoint, outcome).inc()
-        self.prediction_duration.labels(endpoint).observe(seconds)
+            self._predictions[endpoint, outcome].inc()
+        self._prediction_duration[(endpoint,)].observe(seconds)
 
     def observe_skipped_prediction(self, endpoint: str, reason: str) -> None:
-        self.predictions.labels(endpoint, "skipped").inc()
-        self.predictions_skipped.labels(endpoint, reason).inc()
+        self._predictions[endpoint, "skipped"].inc()
+        self._predictions_skipped[endpoint, reason].inc()
 
     def observe_victims(self, preview: Mapping[str, Any]) -> None:
         for result in preview.get("results") or ():
             for victim in result.get("victims") or ():
-                self.predicted_victims.labels(str(victim.get("namespace", ""))).inc()
+                self._predicted_victims[(str(victim.get("namespace", "")),)].inc()
 
     def observe_guardrail(self, decision: str, mode: str) -> None:
-        self.guardrail_decisions.labels(decision, mode).inc()
+        self._guardrail_decisions[decision, mode].inc()
 
     def track_staleness(self, staleness_seconds: Callable[[], float]) -> None:
         """Read the gauge from the source at every scrape."""
         self.cache_staleness.set_function(staleness_seconds)
 
     def observe_request(self, endpoint: str, code: int) -> None:
-        self.requests.labels(endpoint, str(code)).inc()
+        self._requests[endpoint, str(code)].inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

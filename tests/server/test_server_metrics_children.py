@@ -1,0 +1,36 @@
+"""Observations through the cached label children land in the registry like ``.labels(...)`` ones."""
+
+from __future__ import annotations
+
+from webhook.server.metrics import WebhookMetrics
+
+
+def sample(metrics: WebhookMetrics, name: str, labels: dict[str, str]) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_cached_children_count_per_label_values() -> None:
+    metrics = WebhookMetrics()
+    for _ in range(3):
+        metrics.observe_request("/mutate/pods", 200)
+    metrics.observe_request("/mutate/pods", 400)
+    metrics.observe_admission("mutate_pods", "denied", 0.002, "Forbidden", ("priority", "maxVictims"))
+    metrics.observe_admission("mutate_pods", "allowed", 0.001)
+    metrics.observe_prediction("mutate_pods", ["Fits", "Fits"], 0.003)
+    metrics.observe_skipped_prediction("mutate_pods", "budget-exceeded")
+    metrics.observe_guardrail("warned", "warn")
+    metrics.observe_victims({"results": [{"victims": [{"namespace": "team-b"}, {"namespace": "team-b"}]}]})
+
+    assert sample(metrics, "preemptguard_http_requests_total", {"endpoint": "/mutate/pods", "code": "200"}) == 3
+    assert sample(metrics, "preemptguard_http_requests_total", {"endpoint": "/mutate/pods", "code": "400"}) == 1
+    assert sample(metrics, "preemptguard_admission_denials_by_rule_total",
+                  {"endpoint": "mutate_pods", "rule": "maxVictims"}) == 1
+    assert sample(metrics, "preemptguard_admission_denials_total",
+                  {"endpoint": "mutate_pods", "reason": "Forbidden"}) == 1
+    assert sample(metrics, "preemptguard_admission_duration_seconds_count",
+                  {"endpoint": "mutate_pods", "outcome": "allowed"}) == 1
+    assert sample(metrics, "preemptguard_predictions_total", {"endpoint": "mutate_pods", "outcome": "Fits"}) == 2
+    assert sample(metrics, "preemptguard_predictions_total", {"endpoint": "mutate_pods", "outcome": "skipped"}) == 1
+    assert sample(metrics, "preemptguard_prediction_duration_seconds_count", {"endpoint": "mutate_pods"}) == 1
+    assert sample(metrics, "preemptguard_guardrail_decisions_total", {"decision": "warned", "mode": "warn"}) == 1
+    assert sample(metrics, "preemptguard_predicted_victims_total", {"namespace": "team-b"}) == 2

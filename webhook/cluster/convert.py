@@ -238,7 +238,8 @@ def pod_request_units(spec: JsonObject) -> dict[str, int]:
     """
     total: dict[str, int] = {}
     for i, ctr in enumerate(_list(spec.get("containers"), "spec.containers")):
-        _add(total, container_requests(_mapping(ctr, f"spec.containers[{i}]"), f"spec.containers[{i}]"))
+        path = f"spec.containers[{i}]"
+        _add(total, container_requests(_mapping(ctr, path), path))
     init_peak: dict[str, int] = {}
     sidecars: dict[str, int] = {}
     for i, ctr in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
@@ -263,16 +264,28 @@ def pod_request_units(spec: JsonObject) -> dict[str, int]:
     return total
 
 
+# The same few request sets recur on every pod: their Resources by the units' items (bounded like ``shared``).
+_resources_by_units: dict[tuple[tuple[str, int], ...], Resources] = {}
+
+
 def resources_from_units(units: Mapping[str, int]) -> Resources:
+    key = tuple(units.items())
+    found = _resources_by_units.get(key)
+    if found is not None:
+        return found
     if not any(units.values()):
         return NO_RESOURCES
     scalar = {k: v for k, v in units.items() if k not in _STANDARD_RESOURCES and v}
-    return shared(Resources(
+    resources = shared(Resources(
         milli_cpu=units.get("cpu", 0),
         memory=units.get("memory", 0),
         ephemeral_storage=units.get("ephemeral-storage", 0),
         scalar=FrozenMap(scalar) if scalar else EMPTY_SCALARS,
     ))
+    if len(_resources_by_units) >= _SHARED_LIMIT:
+        _resources_by_units.clear()
+    _resources_by_units[key] = resources
+    return resources
 
 
 def label_selector(value: object, path: str) -> LabelSelector | None:
@@ -395,6 +408,12 @@ def _disruption_target_by_preemption(status: JsonObject) -> bool:
     return False
 
 
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_NODE_AFFINITY_REQUIRED_PATH = f"spec.affinity.nodeAffinity.{_REQUIRED}"
+_POD_AFFINITY_REQUIRED_PATH = f"spec.affinity.podAffinity.{_REQUIRED}"
+_POD_ANTI_AFFINITY_REQUIRED_PATH = f"spec.affinity.podAntiAffinity.{_REQUIRED}"
+
+
 def pod_from_dict(raw: JsonObject) -> Pod:
     meta = _mapping(raw.get("metadata"), "metadata")
     spec = _mapping(raw.get("spec"), "spec")
@@ -403,7 +422,7 @@ def pod_from_dict(raw: JsonObject) -> Pod:
     node_affinity = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
     pod_affinity = _mapping(affinity.get("podAffinity"), "spec.affinity.podAffinity")
     anti_affinity = _mapping(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
-    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    required = _REQUIRED
     return Pod(
         name=_str(meta.get("name"), "metadata.name") or _str(meta.get("generateName"), "metadata.generateName"),
         namespace=_interned(_str(meta.get("namespace"), "metadata.namespace") or "default"),
@@ -423,10 +442,10 @@ def pod_from_dict(raw: JsonObject) -> Pod:
         host_ports=_host_ports(spec),
         node_selector=_labels(spec.get("nodeSelector"), "spec.nodeSelector"),
         required_node_affinity=_node_selector_terms(node_affinity.get(required),
-                                                    f"spec.affinity.nodeAffinity.{required}"),
-        pod_affinity=_affinity_terms(pod_affinity.get(required), f"spec.affinity.podAffinity.{required}"),
+                                                    _NODE_AFFINITY_REQUIRED_PATH),
+        pod_affinity=_affinity_terms(pod_affinity.get(required), _POD_AFFINITY_REQUIRED_PATH),
         pod_anti_affinity=_affinity_terms(anti_affinity.get(required),
-                                          f"spec.affinity.podAntiAffinity.{required}"),
+                                          _POD_ANTI_AFFINITY_REQUIRED_PATH),
         topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"),
                                             "spec.topologySpreadConstraints"),
         tolerations=_tolerations(spec.get("tolerations"), "spec.tolerations"),

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.cluster.model import Pod
 from webhook.cluster.snapshot import ClusterState
-from webhook.preemption.predictor import predict_pods
+from webhook.preemption.predictor import predict_pods, replace_fields
 from webhook.preemption.results import (
     FITS,
     PREEMPTS,
@@ -65,7 +64,7 @@ def with_priority_class(pod: Pod, priority_class: str | None) -> Pod:
     """The pod as if it asked for ``priority_class`` (its own spec.priority/preemptionPolicy are dropped)."""
     if not priority_class:
         return pod
-    return dataclasses.replace(pod, priority_class_name=priority_class, priority=None, preemption_policy=None)
+    return replace_fields(pod, priority_class_name=priority_class, priority=None, preemption_policy=None)
 
 
 def preview_objects(state: ClusterState, objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None,

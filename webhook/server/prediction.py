@@ -13,7 +13,6 @@ that do not fit are reported ``Unschedulable`` (they stay Pending) and evict nob
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +23,13 @@ from webhook.cluster.model import PREEMPT_NEVER, Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
 from webhook.errors import PreemptGuardError
-from webhook.preemption.predictor import NOT_ELIGIBLE_NEVER, predict_pods, resolve_priority, simulate_pods
+from webhook.preemption.predictor import (
+    NOT_ELIGIBLE_NEVER,
+    predict_pods,
+    replace_fields,
+    resolve_priority,
+    simulate_pods,
+)
 from webhook.preemption.preview import build_preview, with_priority_class
 from webhook.preemption.results import UNSCHEDULABLE_OUTCOME, PredictionTimeout, PreemptionArgs, PreemptionResult
 from webhook.preemption.view import index_sync_is_cheap
@@ -62,9 +67,9 @@ def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:
 def _as_pending(result: PreemptionResult, policy: str) -> PreemptionResult:
     """A replica simulated with preemption forbidden, reported with its real policy and why it stays Pending."""
     if result.outcome != UNSCHEDULABLE_OUTCOME or policy == PREEMPT_NEVER:
-        return dataclasses.replace(result, preemption_policy=policy)
+        return result if result.preemption_policy == policy else replace_fields(result, preemption_policy=policy)
     message = result.message.replace(f"preemption: {NOT_ELIGIBLE_NEVER}", PREEMPTION_DISABLED_NOTE)
-    return dataclasses.replace(result, preemption_policy=policy, message=message, preemption_status="")
+    return replace_fields(result, preemption_policy=policy, message=message, preemption_status="")
 
 
 def predict_without_preemption(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs,
@@ -81,7 +86,8 @@ def predict_without_preemption(state: ClusterState, pods: Sequence[Pod], args: P
         except PriorityRejection:
             # Every replica is Rejected before any simulation: exactly what predict_pods reports.
             return predict_pods(state, pods, args=args, deadline=deadline)
-    never = [dataclasses.replace(pod, preemption_policy=PREEMPT_NEVER) for pod in resolved]
+    never = [pod if pod.preemption_policy == PREEMPT_NEVER else replace_fields(pod, preemption_policy=PREEMPT_NEVER)
+             for pod in resolved]
     simulated = simulate_pods(state, never, args, deadline=deadline)
     return [_as_pending(result, pod.preemption_policy or "") for result, pod in zip(simulated, resolved, strict=True)]
 

@@ -88,19 +88,33 @@ def _serving_extensions(
     )
 
 
-def generate_ca(common_name: str, days: int) -> tuple[bytes, bytes]:
-    """A new self-signed CA: (certificate PEM, private key PEM)."""
-    key = _new_key()
+def _certificate_builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, days: int,
+                         *, not_after_cap: datetime.datetime | None = None) -> x509.CertificateBuilder:
+    """Subject, issuer, public key, a random serial and the validity window: what every certificate here shares."""
     not_before, not_after = _validity(days)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    cert = (
+    if not_after_cap is not None:
+        not_after = min(not_after, not_after_cap)
+    return (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(not_before)
         .not_valid_after(not_after)
+    )
+
+
+def _serving_subject(sans: Sequence[str]) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, sans[0] if sans else "preempt-guard")])
+
+
+def generate_ca(common_name: str, days: int) -> tuple[bytes, bytes]:
+    """A new self-signed CA: (certificate PEM, private key PEM)."""
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        _certificate_builder(name, name, key, days)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -124,15 +138,9 @@ def issue_serving_certificate(
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
         raise ValueError("the CA key must be an EC or RSA private key")
     key = _new_key()
-    not_before, not_after = _validity(days)
     builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, sans[0] if sans else "preempt-guard")]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(min(not_after, ca_cert.not_valid_after_utc))
+        _certificate_builder(_serving_subject(sans), ca_cert.subject, key, days,
+                             not_after_cap=ca_cert.not_valid_after_utc)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
             critical=False,
@@ -145,17 +153,8 @@ def issue_serving_certificate(
 def self_signed_serving_certificate(sans: Sequence[str], days: int) -> tuple[bytes, bytes]:
     """A self-signed serving certificate (it is its own trust anchor): (certificate PEM, private key PEM)."""
     key = _new_key()
-    not_before, not_after = _validity(days)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, sans[0] if sans else "preempt-guard")])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-    )
+    name = _serving_subject(sans)
+    builder = _certificate_builder(name, name, key, days)
     cert = _serving_extensions(builder, sans, key).sign(key, hashes.SHA256())
     return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
 

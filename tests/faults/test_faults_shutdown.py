@@ -136,11 +136,12 @@ async def test_sigterm_drains_under_load(tmp_path: Path) -> None:
     assert all(status == 200 for at, status in readiness if at < sigterm_at)
     assert not_ready_at - sigterm_at < GRACE
     refused = [at for at, status in after if not isinstance(status, int)]
-    assert refused and min(refused) >= not_ready_at + GRACE * 0.8
+    # The grace is counted from SIGTERM: the first 503 may be *observed* late when the machine is busy.
+    assert refused and min(refused) >= sigterm_at + GRACE
     assert preview_done_at > min(refused)  # it was still running when the listener had closed
     # Every admission answered got 200 and allowed; the only failures are refused connections after the grace.
     assert not [f for f in traffic.failures if f.startswith(("HTTP", "denied", "worker"))], traffic.failures[:5]
-    assert all(at >= not_ready_at + GRACE * 0.8 for at in traffic.failure_times)
+    assert all(at >= sigterm_at + GRACE for at in traffic.failure_times)
 
 
 async def test_certificate_rotation_under_load(tmp_path: Path) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
-import json
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NotRequired, TypedDict
+
+import orjson
 
 
 class PatchOperation(TypedDict):
@@ -16,6 +18,11 @@ class PatchOperation(TypedDict):
 
 def json_pointer(tokens: Sequence[str]) -> str:
     """RFC 6901 pointer for ``tokens``."""
+    return _pointer(tuple(tokens))
+
+
+@functools.lru_cache(maxsize=256)  # the same few paths (spec.priority, the annotation, ...) on every review
+def _pointer(tokens: tuple[str, ...]) -> str:
     return "".join("/" + token.replace("~", "~0").replace("/", "~1") for token in tokens)
 
 
@@ -56,8 +63,6 @@ class JsonPatchBuilder:
         parent[last] = value
 
 
-_encode_compact = json.JSONEncoder(separators=(",", ":")).encode
-
-
 def encode_patch(operations: Sequence[PatchOperation]) -> str:
-    return base64.b64encode(_encode_compact(list(operations)).encode()).decode()
+    """The base64 of the compact JSON array, as ``AdmissionResponse.patch`` carries it."""
+    return base64.b64encode(orjson.dumps(list(operations))).decode()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 
 from webhook.cluster.convert import (
     namespace_from_dict,
@@ -141,11 +141,11 @@ async def read_json(response: aiohttp.ClientResponse) -> Any:
     body = await response.read()
     if not 200 <= response.status < 300:
         try:
-            status = json.loads(body)
+            status = orjson.loads(body)
         except ValueError:
             status = body[:200].decode("utf-8", "replace")
         raise ApiStatusError.from_status(status, response.status)
-    return json.loads(body)
+    return orjson.loads(body)
 
 
 class Informer:
@@ -322,10 +322,10 @@ class Informer:
             pending = lines.pop()
             for line in lines:
                 if line.strip():
-                    self.apply_event(json.loads(line))
+                    self.apply_event(orjson.loads(line))
                     count += 1
         if pending.strip():
-            self.apply_event(json.loads(pending))
+            self.apply_event(orjson.loads(pending))
             count += 1
         return count
 

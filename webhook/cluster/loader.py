@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from webhook.cluster.convert import object_from_dict
@@ -47,18 +47,14 @@ def iter_objects(document: object, where: str) -> Iterator[Mapping[str, Any]]:
     yield document
 
 
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _json_documents(text: str) -> list[object] | None:
     """A JSON text (``kubectl get -o json``) as one document, parsed ~40x faster than through YAML;
     None when the text is not strict JSON (then it is read as YAML, which also gives the error messages)."""
     if not text.lstrip().startswith(("{", "[")):
         return None
     try:
-        return [json.loads(text, parse_constant=_reject_constant)]
-    except (ValueError, RecursionError):
+        return [orjson.loads(text)]
+    except orjson.JSONDecodeError:
         return None
 
 

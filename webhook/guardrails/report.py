@@ -6,9 +6,10 @@ important first (the API server truncates beyond that, so we drop the least impo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from webhook.guardrails.prediction import OUTCOME_PREEMPTS, OUTCOME_UNSCHEDULABLE, PredictedOutcome
 
@@ -118,8 +119,9 @@ def compact_prediction(outcome: PredictedOutcome | None) -> dict[str, Any]:
     }
 
 
-# One encoder for every call (``json.dumps`` with options builds a new one each time).
-to_json = json.JSONEncoder(separators=(",", ":"), sort_keys=False).encode
+def to_json(value: object) -> str:
+    """Compact JSON (keys in insertion order, non-ASCII as UTF-8)."""
+    return orjson.dumps(value).decode()
 
 
 def prediction_annotation(outcome: PredictedOutcome | None, preview: Mapping[str, Any] | None = None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from webhook.admission.patch import PatchOperation
 
@@ -43,6 +44,8 @@ class AdmissionOutcome:
         warnings: Sequence[str] = (),
         audit_annotations: Mapping[str, str] | None = None,
     ) -> AdmissionOutcome:
+        if not patch and not warnings and not audit_annotations:
+            return ALLOWED
         return cls(True, None, tuple(patch), tuple(warnings), dict(audit_annotations or {}))
 
     @classmethod
@@ -77,12 +80,20 @@ class AdmissionOutcome:
 
         A later denial wins but keeps the earlier warnings; its own patch is dropped as denials carry none.
         """
+        if later is ALLOWED:
+            return self
+        if self is ALLOWED and (later.allowed or not later.patch):
+            return later
         warnings = self.warnings + tuple(w for w in later.warnings if w not in self.warnings)
         annotations = {**self.audit_annotations, **later.audit_annotations}
         if not later.allowed:
             return AdmissionOutcome(False, later.status, (), warnings, annotations, later.denied_by)
         return AdmissionOutcome(self.allowed, self.status, self.patch + later.patch, warnings, annotations,
                                 self.denied_by)
+
+
+# The plain "allowed" (no patch, warnings or annotations) most steps answer: one shared immutable instance.
+ALLOWED = AdmissionOutcome(True, audit_annotations=MappingProxyType({}))
 
 
 def forbidden(resource: str, name: str, inner: str) -> AdmissionOutcome:

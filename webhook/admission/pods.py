@@ -6,10 +6,8 @@ fetches a PriorityClass missing from the cache (``priority_class_to_fetch``) bef
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from webhook.admission.outcome import AdmissionOutcome, forbidden, invalid
 from webhook.admission.patch import JsonPatchBuilder
@@ -28,7 +26,7 @@ from webhook.errors import InvalidInput
 from webhook.priority.resolution import (
     PriorityRejection,
     ResolvedPriority,
-    effective_priority_classes,
+    effective_classes,
     resolve_pod_priority,
 )
 from webhook.priority.validation import FieldError, invalid_message
@@ -88,7 +86,7 @@ def is_pod_admission(request: AdmissionRequest) -> bool:
     return request.targets("", PODS_RESOURCE) and request.operation in ("CREATE", "UPDATE")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built for every review: no frozen-init cost
 class PodAdmissionContext:
     """What a pipeline step sees: the pod as mutated so far, the store, and the Priority plugin's result."""
 
@@ -119,28 +117,11 @@ def priority_class_to_fetch(request: AdmissionRequest, state: ClusterState) -> s
     return None if name in effective_classes(state) else name
 
 
-# The effective classes of the last states seen, by ``ClusterState.version`` (bumped on every change).
-_EFFECTIVE_CLASSES: weakref.WeakKeyDictionary[ClusterState, tuple[int, Mapping[str, PriorityClass]]] = (
-    weakref.WeakKeyDictionary())
-
-
-def effective_classes(state: ClusterState) -> Mapping[str, PriorityClass]:
-    """``effective_priority_classes(state.priority_classes)``, built once per state version (read-only)."""
-    cached = _EFFECTIVE_CLASSES.get(state)
-    if cached is not None and cached[0] == state.version:
-        return cached[1]
-    version = state.version
-    classes = MappingProxyType(effective_priority_classes(state.priority_classes))
-    if state.settled_version == version:  # not in the middle of a write (from another thread)
-        _EFFECTIVE_CLASSES[state] = (version, classes)
-    return classes
-
-
 # The label of denials by the Priority plugin itself (and by the pod update validation it mirrors), for metrics.
 RULE_PRIORITY = "priority"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built for every review: no frozen-init cost
 class PodPipelineResult:
     """The outcome of the synchronous pipeline, and the context its steps saw (None when no step ran:
     a pass-through request or a Priority plugin denial). Later, asynchronous stages continue from it."""

@@ -81,7 +81,7 @@ def quota_step(quota: QuotaConfig) -> PodAdmissionStep:
 
 
 # ---- prediction ---------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built for every review: no frozen-init cost
 class PredictionPlan:
     """What to predict for one admission: the mutated pod in its namespace."""
 
@@ -108,7 +108,7 @@ def plan_prediction(context: PodAdmissionContext, policy: GuardrailsConfig) -> P
     return PredictionPlan(context.pod, namespace, mode, request.dry_run)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built for every review: no frozen-init cost
 class Prediction:
     """The result of a planned prediction: a PreemptionPreview, or why there is none."""
 

@@ -71,7 +71,7 @@ from webhook.preemption.view import (
     free_order,
     state_index,
 )
-from webhook.priority.resolution import PriorityRejection, effective_priority_classes, resolve_pod_priority
+from webhook.priority.resolution import PriorityRejection, effective_classes, resolve_pod_priority
 
 ABSENT_STATUS = Status(UNRESOLVABLE)
 RESOURCE_REASONS = ("Too many pods", "Insufficient cpu", "Insufficient memory", "Insufficient ephemeral-storage")
@@ -228,7 +228,7 @@ def node_fit_status(ctx: PredictionContext, name: str) -> Status:
     return status_with_nominated(ctx.pod, node_info(ctx, name), ctx.cycle, nominated)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built for every review: no frozen-init cost
 class FilterOutcome:
     """The first node that fits, else every node's status.
 
@@ -975,7 +975,7 @@ def replica_pods(pod: Pod, replicas: int) -> list[Pod]:
 def resolve_priority(state: ClusterState, pod: Pod) -> Pod:
     """The pod as the Priority admission plugin would store it; raises ``PriorityRejection``."""
     resolved = resolve_pod_priority(pod.priority_class_name, pod.priority, pod.preemption_policy,
-                                    effective_priority_classes(state.priority_classes))
+                                    effective_classes(state))
     if (resolved.priority == pod.priority and resolved.preemption_policy == pod.preemption_policy
             and resolved.priority_class_name == pod.priority_class_name):
         return pod

@@ -5,10 +5,13 @@ Upstream: plugin/pkg/admission/priority/admission.go (``admitPod``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PriorityClass
+from webhook.cluster.snapshot import ClusterState
 
 HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
 SYSTEM_CRITICAL_PRIORITY = 2 * HIGHEST_USER_DEFINABLE_PRIORITY
@@ -48,6 +51,23 @@ def effective_priority_classes(stored: Mapping[str, PriorityClass]) -> dict[str,
     """The stored classes plus the bootstrapped system classes when they are absent (PreemptGuard rule)."""
     classes = dict(SYSTEM_PRIORITY_CLASSES)
     classes.update(stored)
+    return classes
+
+
+# The effective classes of the last states seen, by ``ClusterState.version`` (bumped on every change).
+_EFFECTIVE_CLASSES: weakref.WeakKeyDictionary[ClusterState, tuple[int, Mapping[str, PriorityClass]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def effective_classes(state: ClusterState) -> Mapping[str, PriorityClass]:
+    """``effective_priority_classes(state.priority_classes)``, built once per state version (read-only)."""
+    cached = _EFFECTIVE_CLASSES.get(state)
+    if cached is not None and cached[0] == state.version:
+        return cached[1]
+    version = state.version
+    classes = MappingProxyType(effective_priority_classes(state.priority_classes))
+    if state.settled_version == version:  # not in the middle of a write (from another thread)
+        _EFFECTIVE_CLASSES[state] = (version, classes)
     return classes
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -43,7 +44,7 @@ ENDPOINT_CLASSES: dict[str, EndpointClass] = {
     VALIDATE_PRIORITYCLASSES_PATH: "admission",
     PREVIEW_PATH: "preview",
 }
-# The arrival time (event-loop clock) of a request, set by ``limits_middleware``.
+# The arrival time of a request (``time.monotonic()``, the event loop's clock), set by ``limits_middleware``.
 ARRIVED_AT = web.RequestKey("preemptguard_arrived_at", float)
 
 DEADLINE_WARNING = (
@@ -137,12 +138,13 @@ class RequestLimits:
 
     def admission_time_left(self, request: web.Request) -> float:
         """Seconds until the admission deadline of ``request`` (counted from its arrival)."""
-        loop = asyncio.get_running_loop()
-        start = request.get(ARRIVED_AT, loop.time())
-        return start + self.settings.admission_deadline_seconds - loop.time()
+        now = time.monotonic()
+        return request.get(ARRIVED_AT, now) + self.settings.admission_deadline_seconds - now
 
     async def read_body(self, request: web.Request) -> bytes:
         """The whole body, or ``ClientTooSlow`` when it takes longer than ``client_body_timeout``."""
+        if request.content.is_eof():  # already received in full (the usual small review): no timer to arm
+            return await request.read()
         try:
             async with asyncio.timeout(self.settings.client_body_timeout):
                 return await request.read()
@@ -181,7 +183,7 @@ def too_many_requests(kind: EndpointClass) -> web.Response:
 async def limits_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Concurrency gates, the arrival time for deadlines, the 408 for slow bodies, drain behaviour."""
     limits = request.app[LIMITS_KEY]
-    request[ARRIVED_AT] = asyncio.get_running_loop().time()
+    request[ARRIVED_AT] = time.monotonic()
     kind = endpoint_class(request)
     gate = limits.gates[kind] if kind is not None else None
     if gate is not None and not await gate.enter():

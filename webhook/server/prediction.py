@@ -13,6 +13,7 @@ that do not fit are reported ``Unschedulable`` (they stay Pending) and evict nob
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -57,6 +58,7 @@ class PredictionTimedOut(PreemptGuardError):
     exit_code = 3
 
 
+@functools.lru_cache(maxsize=16)  # one per scheduler profile seen (configurations are immutable)
 def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:
     return PreemptionArgs(
         min_candidate_nodes_percentage=scheduler.min_candidate_nodes_percentage,

@@ -113,7 +113,44 @@ def _interned(value: str) -> str:
     return sys.intern(value) if value else value
 
 
+# The fast paths remember results by the items of the raw API dicts (fresh strings, not interned: kept fewer
+# than ``shared`` values). Only inputs the checked path accepted are stored, so a hit equals a valid input.
+_FAST_PATH_LIMIT = 4096
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+class _BoundedCache(dict[_K, _V]):
+    """A dict emptied when full (like ``shared``)."""
+
+    __slots__ = ()
+
+    def remember(self, key: _K, value: _V) -> _V:
+        if len(self) >= _FAST_PATH_LIMIT:
+            self.clear()
+        self[key] = value
+        return value
+
+
+_labels_by_items: _BoundedCache[tuple[tuple[str, str], ...], Mapping[str, str]] = _BoundedCache()
+
+
 def _labels(value: object, path: str) -> Mapping[str, str]:
+    if value is None:
+        return EMPTY_LABELS
+    if type(value) is not dict or not value:
+        return _checked_labels(value, path)
+    items = tuple(value.items())
+    try:
+        found = _labels_by_items.get(items)
+    except TypeError:  # an unhashable value: the checked path names it
+        return _checked_labels(value, path)
+    if found is None:
+        found = _labels_by_items.remember(items, _checked_labels(value, path))
+    return found
+
+
+def _checked_labels(value: object, path: str) -> Mapping[str, str]:
     raw = _mapping(value, path)
     if not raw:
         return EMPTY_LABELS
@@ -288,6 +325,67 @@ def resources_from_units(units: Mapping[str, int]) -> Resources:
     return resources
 
 
+# A container's requests items, limits items and whether it is a sidecar (an init container that keeps running).
+_ContainerItems = tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], bool]
+_RequestsKey = tuple[tuple[_ContainerItems, ...], tuple[_ContainerItems, ...]]
+_requests_by_containers: _BoundedCache[_RequestsKey, Resources] = _BoundedCache()
+
+
+def _pod_requests(spec: JsonObject) -> Resources:
+    """``resources_from_units(pod_request_units(spec))``, remembered by the containers' requests and limits."""
+    key = _requests_key(spec)
+    if key is None:
+        return resources_from_units(pod_request_units(spec))
+    try:
+        found = _requests_by_containers.get(key)
+    except TypeError:  # an unhashable quantity: the checked path names it
+        return resources_from_units(pod_request_units(spec))
+    if found is None:
+        found = resources_from_units(pod_request_units(spec))
+        if _only_strings(key):  # 1, 1.0 and True are equal keys, but not the same quantity
+            _requests_by_containers.remember(key, found)
+    return found
+
+
+def _requests_key(spec: JsonObject) -> _RequestsKey | None:
+    """All that decides the pod's requests; None with overhead, pod-level resources or other than plain dicts."""
+    if spec.get("overhead") is not None or spec.get("resources") is not None:
+        return None
+    containers = _containers_items(spec.get("containers"))
+    init_containers = _containers_items(spec.get("initContainers"))
+    if containers is None or init_containers is None:
+        return None
+    return containers, init_containers
+
+
+def _containers_items(value: object) -> tuple[_ContainerItems, ...] | None:
+    if value is None:
+        return ()
+    if type(value) is not list:
+        return None
+    result = []
+    for ctr in value:
+        if type(ctr) is not dict:
+            return None
+        resources = ctr.get("resources")
+        if resources is None:
+            requests = limits = None
+        elif type(resources) is dict:
+            requests, limits = resources.get("requests"), resources.get("limits")
+        else:
+            return None
+        if not (requests is None or type(requests) is dict) or not (limits is None or type(limits) is dict):
+            return None
+        result.append((tuple(requests.items()) if requests else (), tuple(limits.items()) if limits else (),
+                       ctr.get("restartPolicy") == "Always"))
+    return tuple(result)
+
+
+def _only_strings(key: _RequestsKey) -> bool:
+    return all(type(name) is str and type(qty) is str
+               for containers in key for requests, limits, _ in containers for name, qty in (*requests, *limits))
+
+
 def label_selector(value: object, path: str) -> LabelSelector | None:
     if value is None:
         return None
@@ -323,6 +421,8 @@ def _node_selector_terms(value: object, path: str) -> tuple[NodeSelectorTerm, ..
 
 
 def _affinity_terms(value: object, path: str) -> tuple[PodAffinityTerm, ...]:
+    if value is None:
+        return ()
     terms = []
     for i, term in enumerate(_list(value, path)):
         tpath = f"{path}[{i}]"
@@ -338,6 +438,8 @@ def _affinity_terms(value: object, path: str) -> tuple[PodAffinityTerm, ...]:
 
 
 def _spread_constraints(value: object, path: str) -> tuple[TopologySpreadConstraint, ...]:
+    if value is None:
+        return ()
     constraints = []
     for i, raw in enumerate(_list(value, path)):
         cpath = f"{path}[{i}]"
@@ -355,7 +457,29 @@ def _spread_constraints(value: object, path: str) -> tuple[TopologySpreadConstra
     return tuple(constraints)
 
 
+_tolerations_by_items: _BoundedCache[tuple[tuple[tuple[str, object], ...], ...], tuple[Toleration, ...]] = (
+    _BoundedCache())
+
+
 def _tolerations(value: object, path: str) -> tuple[Toleration, ...]:
+    if value is None:
+        return ()
+    if type(value) is not list:
+        return _checked_tolerations(value, path)
+    # Most pods carry the same default tolerations (not-ready and unreachable, NoExecute for 300 s).
+    items = tuple([tuple(raw.items()) for raw in value if type(raw) is dict])
+    if len(items) != len(value):
+        return _checked_tolerations(value, path)
+    try:
+        found = _tolerations_by_items.get(items)
+    except TypeError:  # an unhashable value: the checked path names it if it matters
+        return _checked_tolerations(value, path)
+    if found is None:
+        found = _tolerations_by_items.remember(items, _checked_tolerations(value, path))
+    return found
+
+
+def _checked_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
     result = []
     for i, raw in enumerate(_list(value, path)):
         tpath = f"{path}[{i}]"
@@ -371,24 +495,31 @@ def _tolerations(value: object, path: str) -> tuple[Toleration, ...]:
 
 def _host_ports(spec: JsonObject) -> tuple[HostPort, ...]:
     ports = []
-    containers = [*_list(spec.get("initContainers"), "spec.initContainers"),
-                  *_list(spec.get("containers"), "spec.containers")]
-    for ctr in containers:
-        if not isinstance(ctr, Mapping):
-            continue
-        for i, port in enumerate(_list(ctr.get("ports"), "ports")):
-            port = _mapping(port, f"ports[{i}]")
-            host_port = _int(port.get("hostPort"), f"ports[{i}].hostPort")
-            if host_port:
-                ports.append(HostPort(_str(port.get("hostIP"), "hostIP") or "0.0.0.0",
-                                      _str(port.get("protocol"), "protocol") or "TCP", host_port))
+    for containers in (_list(spec.get("initContainers"), "spec.initContainers"),
+                       _list(spec.get("containers"), "spec.containers")):
+        for ctr in containers:
+            if type(ctr) is not dict and not isinstance(ctr, Mapping):
+                continue
+            container_ports = ctr.get("ports")
+            if container_ports is None:
+                continue
+            for i, port in enumerate(_list(container_ports, "ports")):
+                if type(port) is not dict:
+                    port = _mapping(port, f"ports[{i}]")
+                host_port = port.get("hostPort")
+                if host_port is None:
+                    continue
+                host_port = _int(host_port, f"ports[{i}].hostPort")
+                if host_port:
+                    ports.append(HostPort(_str(port.get("hostIP"), "hostIP") or "0.0.0.0",
+                                          _str(port.get("protocol"), "protocol") or "TCP", host_port))
     return tuple(ports)
 
 
 def _unmodeled_features(spec: JsonObject) -> tuple[str, ...]:
     gaps = []
     for volume in _list(spec.get("volumes"), "spec.volumes"):
-        if isinstance(volume, Mapping) and "persistentVolumeClaim" in volume:
+        if (type(volume) is dict or isinstance(volume, Mapping)) and "persistentVolumeClaim" in volume:
             gaps.append("persistentVolumeClaim volumes (VolumeBinding/VolumeZone)")
             break
     if spec.get("resourceClaims"):
@@ -401,8 +532,8 @@ def _unmodeled_features(spec: JsonObject) -> tuple[str, ...]:
     return tuple(gaps)
 
 
-def _disruption_target_by_preemption(status: JsonObject) -> bool:
-    for cond in _list(status.get("conditions"), "status.conditions"):
+def _disruption_target_by_preemption(conditions: object) -> bool:
+    for cond in _list(conditions, "status.conditions"):
         if isinstance(cond, Mapping) and cond.get("type") == "DisruptionTarget":
             return cond.get("status") == "True" and cond.get("reason") == "PreemptionByScheduler"
     return False
@@ -412,47 +543,106 @@ _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _NODE_AFFINITY_REQUIRED_PATH = f"spec.affinity.nodeAffinity.{_REQUIRED}"
 _POD_AFFINITY_REQUIRED_PATH = f"spec.affinity.podAffinity.{_REQUIRED}"
 _POD_ANTI_AFFINITY_REQUIRED_PATH = f"spec.affinity.podAntiAffinity.{_REQUIRED}"
+_NO_AFFINITY: tuple[object, object, object] = (None, None, None)
 
 
-def pod_from_dict(raw: JsonObject) -> Pod:
-    meta = _mapping(raw.get("metadata"), "metadata")
-    spec = _mapping(raw.get("spec"), "spec")
-    status = _mapping(raw.get("status"), "status")
-    affinity = _mapping(spec.get("affinity"), "spec.affinity")
+def _required_affinity(value: object) -> tuple[object, object, object]:
+    """The raw required node affinity, pod affinity and pod anti-affinity (None when absent)."""
+    if value is None:
+        return _NO_AFFINITY
+    affinity = _mapping(value, "spec.affinity")
     node_affinity = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
     pod_affinity = _mapping(affinity.get("podAffinity"), "spec.affinity.podAffinity")
     anti_affinity = _mapping(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
-    required = _REQUIRED
+    return node_affinity.get(_REQUIRED), pod_affinity.get(_REQUIRED), anti_affinity.get(_REQUIRED)
+
+
+def _interned_str(value: object, path: str) -> str:
+    if type(value) is str:
+        return sys.intern(value) if value else value
+    return "" if value is None else _interned(_str(value, path))
+
+
+def pod_from_dict(raw: JsonObject) -> Pod:
+    # Fields are checked in this order, so the first wrong one is the one named. Plain JSON values pass the
+    # inline ``type(...) is`` checks; anything else (absent, Mapping subclasses, wrong types) takes the
+    # generic helpers, which apply the defaults and raise the errors.
+    meta = raw.get("metadata")
+    if type(meta) is not dict:
+        meta = _mapping(meta, "metadata")
+    spec = raw.get("spec")
+    if type(spec) is not dict:
+        spec = _mapping(spec, "spec")
+    status = raw.get("status")
+    if type(status) is not dict:
+        status = _mapping(status, "status")
+    node_affinity, pod_affinity, pod_anti_affinity = _required_affinity(spec.get("affinity"))
+
+    name = meta.get("name")
+    if type(name) is not str or not name:
+        name = _str(name, "metadata.name") or _str(meta.get("generateName"), "metadata.generateName")
+    namespace = meta.get("namespace")
+    if type(namespace) is str and namespace:
+        namespace = sys.intern(namespace)
+    else:
+        namespace = _interned(_str(namespace, "metadata.namespace") or "default")
+    uid = meta.get("uid")
+    if type(uid) is not str:
+        uid = "" if uid is None else _str(uid, "metadata.uid")
+    labels = _labels(meta.get("labels"), "metadata.labels")
+    node_name = _interned_str(spec.get("nodeName"), "spec.nodeName")
+    priority = spec.get("priority")
+    if priority is not None and type(priority) is not int:
+        priority = _int(priority, "spec.priority")
+    priority_class_name = _interned_str(spec.get("priorityClassName"), "spec.priorityClassName")
+    preemption_policy = spec.get("preemptionPolicy")
+    if preemption_policy is not None and type(preemption_policy) is not str:
+        preemption_policy = _str(preemption_policy, "spec.preemptionPolicy")
+    phase = _interned_str(status.get("phase"), "status.phase")
+    start_time = status.get("startTime")
+    start_time_ns = None if start_time is None else parse_time_ns(start_time, "status.startTime")
+    deleting = bool(meta.get("deletionTimestamp"))
+    conditions = status.get("conditions")
+    preempted_by_scheduler = conditions is not None and _disruption_target_by_preemption(conditions)
+    nominated_node_name = _interned_str(status.get("nominatedNodeName"), "status.nominatedNodeName")
+    requests = _pod_requests(spec)
+    host_ports = _host_ports(spec)
+    node_selector = _labels(spec.get("nodeSelector"), "spec.nodeSelector")
+    required_node_affinity = _node_selector_terms(node_affinity, _NODE_AFFINITY_REQUIRED_PATH)
+    pod_affinity_terms = _affinity_terms(pod_affinity, _POD_AFFINITY_REQUIRED_PATH)
+    pod_anti_affinity_terms = _affinity_terms(pod_anti_affinity, _POD_ANTI_AFFINITY_REQUIRED_PATH)
+    topology_spread = _spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+    tolerations = _tolerations(spec.get("tolerations"), "spec.tolerations")
+    grace_period = spec.get("terminationGracePeriodSeconds")
+    if grace_period is not None and type(grace_period) is not int:
+        grace_period = _int(grace_period, "spec.terminationGracePeriodSeconds")
+    scheduler_name = spec.get("schedulerName")
+    if type(scheduler_name) is not str or not scheduler_name:
+        scheduler_name = _str(scheduler_name, "spec.schedulerName", "default-scheduler") or "default-scheduler"
     return Pod(
-        name=_str(meta.get("name"), "metadata.name") or _str(meta.get("generateName"), "metadata.generateName"),
-        namespace=_interned(_str(meta.get("namespace"), "metadata.namespace") or "default"),
-        uid=_str(meta.get("uid"), "metadata.uid"),
-        labels=_labels(meta.get("labels"), "metadata.labels"),
-        node_name=_interned(_str(spec.get("nodeName"), "spec.nodeName")),
-        priority=_int(spec.get("priority"), "spec.priority"),
-        priority_class_name=_interned(_str(spec.get("priorityClassName"), "spec.priorityClassName")),
-        preemption_policy=None if spec.get("preemptionPolicy") is None
-        else _str(spec.get("preemptionPolicy"), "spec.preemptionPolicy"),
-        phase=_interned(_str(status.get("phase"), "status.phase")),
-        start_time_ns=parse_time_ns(status.get("startTime"), "status.startTime"),
-        deleting=bool(meta.get("deletionTimestamp")),
-        preempted_by_scheduler=_disruption_target_by_preemption(status),
-        nominated_node_name=_interned(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
-        requests=resources_from_units(pod_request_units(spec)),
-        host_ports=_host_ports(spec),
-        node_selector=_labels(spec.get("nodeSelector"), "spec.nodeSelector"),
-        required_node_affinity=_node_selector_terms(node_affinity.get(required),
-                                                    _NODE_AFFINITY_REQUIRED_PATH),
-        pod_affinity=_affinity_terms(pod_affinity.get(required), _POD_AFFINITY_REQUIRED_PATH),
-        pod_anti_affinity=_affinity_terms(anti_affinity.get(required),
-                                          _POD_ANTI_AFFINITY_REQUIRED_PATH),
-        topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"),
-                                            "spec.topologySpreadConstraints"),
-        tolerations=_tolerations(spec.get("tolerations"), "spec.tolerations"),
-        termination_grace_period_seconds=_int(spec.get("terminationGracePeriodSeconds"),
-                                              "spec.terminationGracePeriodSeconds"),
-        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler")
-        or "default-scheduler",
+        name=name,
+        namespace=namespace,
+        uid=uid,
+        labels=labels,
+        node_name=node_name,
+        priority=priority,
+        priority_class_name=priority_class_name,
+        preemption_policy=preemption_policy,
+        phase=phase,
+        start_time_ns=start_time_ns,
+        deleting=deleting,
+        preempted_by_scheduler=preempted_by_scheduler,
+        nominated_node_name=nominated_node_name,
+        requests=requests,
+        host_ports=host_ports,
+        node_selector=node_selector,
+        required_node_affinity=required_node_affinity,
+        pod_affinity=pod_affinity_terms,
+        pod_anti_affinity=pod_anti_affinity_terms,
+        topology_spread=topology_spread,
+        tolerations=tolerations,
+        termination_grace_period_seconds=grace_period,
+        scheduler_name=scheduler_name,
         unmodeled=_unmodeled_features(spec),
     )
 

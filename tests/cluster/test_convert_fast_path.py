@@ -1,0 +1,726 @@
+"""pod_from_dict's fast paths (inline type checks, caches by raw items) equal the plain checked reading.
+
+The reference below is the straightforward reading the fast paths replaced: every field through the generic
+helpers, no caches. Both must give the same Pod (same values and types) or the same error message.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import sys
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from webhook.cluster import convert
+from webhook.cluster.convert import parse_time_ns, pod_from_dict
+from webhook.cluster.model import (
+    EMPTY_LABELS,
+    EMPTY_SCALARS,
+    NO_RESOURCES,
+    FrozenMap,
+    HostPort,
+    LabelSelector,
+    LabelSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    PodAffinityTerm,
+    Resources,
+    Toleration,
+    TopologySpreadConstraint,
+)
+from webhook.cluster.quantity import quantity_milli_value, quantity_value
+from webhook.errors import InvalidInput, QuantityError
+
+# ---- the reference: every field through the generic checks, nothing remembered -------------------------
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _mapping(value: object, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"{path}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: object, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidInput(f"{path}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str(value: object, path: str, default: str = "") -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise InvalidInput(f"{path}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _int(value: object, path: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise InvalidInput(f"{path}: expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _interned(value: str) -> str:
+    return sys.intern(value) if value else value
+
+
+def _labels(value: object, path: str) -> Mapping[str, str]:
+    raw = _mapping(value, path)
+    if not raw:
+        return EMPTY_LABELS
+    labels: dict[str, str] = {}
+    for key, val in raw.items():
+        if not isinstance(key, str):
+            raise InvalidInput(f"{path}: keys must be strings")
+        labels[sys.intern(key)] = sys.intern(_str(val, f"{path}.{key}"))
+    return FrozenMap(labels)
+
+
+def _units(raw: Mapping[str, object], path: str) -> dict[str, int]:
+    result: dict[str, int] = {}
+    for name, qty in raw.items():
+        try:
+            qty = qty.strip() if isinstance(qty, str) else qty
+            result[str(name)] = quantity_milli_value(qty) if name == "cpu" else quantity_value(qty)
+        except QuantityError as exc:
+            raise InvalidInput(f"{path}.{name}: {exc}") from exc
+    return result
+
+
+def _container_requests(container: Mapping[str, Any], path: str) -> dict[str, int]:
+    resources = _mapping(container.get("resources"), f"{path}.resources")
+    requests = dict(_mapping(resources.get("requests"), f"{path}.resources.requests"))
+    for name, qty in _mapping(resources.get("limits"), f"{path}.resources.limits").items():
+        requests.setdefault(name, qty)
+    return _units(requests, f"{path}.resources.requests")
+
+
+def _add(a: dict[str, int], b: Mapping[str, int]) -> None:
+    for name, val in b.items():
+        a[name] = a.get(name, 0) + val
+
+
+def _max_into(a: dict[str, int], b: Mapping[str, int]) -> None:
+    for name, val in b.items():
+        if val > a.get(name, 0):
+            a[name] = val
+
+
+def _pod_request_units(spec: Mapping[str, Any]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for i, ctr in enumerate(_list(spec.get("containers"), "spec.containers")):
+        path = f"spec.containers[{i}]"
+        _add(total, _container_requests(_mapping(ctr, path), path))
+    init_peak: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    for i, ctr in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
+        path = f"spec.initContainers[{i}]"
+        ctr = _mapping(ctr, path)
+        requests = _container_requests(ctr, path)
+        if ctr.get("restartPolicy") == "Always":
+            _add(sidecars, requests)
+            _add(total, requests)
+            _max_into(init_peak, sidecars)
+        else:
+            peak = dict(sidecars)
+            _add(peak, requests)
+            _max_into(init_peak, peak)
+    _max_into(total, init_peak)
+    pod_level = _mapping(_mapping(spec.get("resources"), "spec.resources").get("requests"),
+                         "spec.resources.requests")
+    for name, val in _units(pod_level, "spec.resources.requests").items():
+        if name in ("cpu", "memory") or name.startswith("hugepages-"):
+            total[name] = val
+    _add(total, _units(_mapping(spec.get("overhead"), "spec.overhead"), "spec.overhead"))
+    return total
+
+
+def _resources(units: Mapping[str, int]) -> Resources:
+    if not any(units.values()):
+        return NO_RESOURCES
+    scalar = {k: v for k, v in units.items() if k not in ("cpu", "memory", "ephemeral-storage", "pods") and v}
+    return Resources(milli_cpu=units.get("cpu", 0), memory=units.get("memory", 0),
+                     ephemeral_storage=units.get("ephemeral-storage", 0),
+                     scalar=FrozenMap(scalar) if scalar else EMPTY_SCALARS)
+
+
+def _label_selector(value: object, path: str) -> LabelSelector | None:
+    if value is None:
+        return None
+    raw = _mapping(value, path)
+    expressions = tuple(
+        _requirement(_mapping(expr, f"{path}.matchExpressions[{i}]"), f"{path}.matchExpressions[{i}]")
+        for i, expr in enumerate(_list(raw.get("matchExpressions"), f"{path}.matchExpressions"))
+    )
+    return LabelSelector(_labels(raw.get("matchLabels"), f"{path}.matchLabels"), expressions)
+
+
+def _requirement(raw: Mapping[str, Any], path: str) -> LabelSelectorRequirement:
+    values = tuple(_str(v, f"{path}.values") for v in _list(raw.get("values"), f"{path}.values"))
+    return LabelSelectorRequirement(_str(raw.get("key"), f"{path}.key"),
+                                    _str(raw.get("operator"), f"{path}.operator"), values)
+
+
+def _node_selector_terms(value: object, path: str) -> tuple[NodeSelectorTerm, ...] | None:
+    if value is None:
+        return None
+    raw = _mapping(value, path)
+    terms = []
+    for i, term in enumerate(_list(raw.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")):
+        tpath = f"{path}.nodeSelectorTerms[{i}]"
+        term = _mapping(term, tpath)
+        terms.append(NodeSelectorTerm(
+            tuple(_requirement(_mapping(e, tpath), tpath)
+                  for e in _list(term.get("matchExpressions"), f"{tpath}.matchExpressions")),
+            tuple(_requirement(_mapping(e, tpath), tpath)
+                  for e in _list(term.get("matchFields"), f"{tpath}.matchFields")),
+        ))
+    return tuple(terms)
+
+
+def _affinity_terms(value: object, path: str) -> tuple[PodAffinityTerm, ...]:
+    terms = []
+    for i, term in enumerate(_list(value, path)):
+        tpath = f"{path}[{i}]"
+        term = _mapping(term, tpath)
+        terms.append(PodAffinityTerm(
+            label_selector=_label_selector(term.get("labelSelector"), f"{tpath}.labelSelector"),
+            topology_key=_str(term.get("topologyKey"), f"{tpath}.topologyKey"),
+            namespaces=tuple(_str(n, f"{tpath}.namespaces") for n in _list(term.get("namespaces"), tpath)),
+            namespace_selector=_label_selector(term.get("namespaceSelector"), f"{tpath}.namespaceSelector"),
+        ))
+    return tuple(terms)
+
+
+def _spread_constraints(value: object, path: str) -> tuple[TopologySpreadConstraint, ...]:
+    constraints = []
+    for i, raw in enumerate(_list(value, path)):
+        cpath = f"{path}[{i}]"
+        raw = _mapping(raw, cpath)
+        constraints.append(TopologySpreadConstraint(
+            max_skew=_int(raw.get("maxSkew"), f"{cpath}.maxSkew") or 1,
+            topology_key=_str(raw.get("topologyKey"), f"{cpath}.topologyKey"),
+            when_unsatisfiable=_str(raw.get("whenUnsatisfiable"), f"{cpath}.whenUnsatisfiable", "DoNotSchedule"),
+            label_selector=_label_selector(raw.get("labelSelector"), f"{cpath}.labelSelector"),
+            min_domains=_int(raw.get("minDomains"), f"{cpath}.minDomains"),
+            node_affinity_policy=_str(raw.get("nodeAffinityPolicy"), f"{cpath}.nodeAffinityPolicy", "Honor"),
+            node_taints_policy=_str(raw.get("nodeTaintsPolicy"), f"{cpath}.nodeTaintsPolicy", "Ignore"),
+            match_label_keys=tuple(_str(k, cpath) for k in _list(raw.get("matchLabelKeys"), cpath)),
+        ))
+    return tuple(constraints)
+
+
+def _tolerations(value: object, path: str) -> tuple[Toleration, ...]:
+    result = []
+    for i, raw in enumerate(_list(value, path)):
+        tpath = f"{path}[{i}]"
+        raw = _mapping(raw, tpath)
+        result.append(Toleration(
+            key=_str(raw.get("key"), f"{tpath}.key"),
+            operator=_str(raw.get("operator"), f"{tpath}.operator", "Equal") or "Equal",
+            value=_str(raw.get("value"), f"{tpath}.value"),
+            effect=_str(raw.get("effect"), f"{tpath}.effect"),
+        ))
+    return tuple(result)
+
+
+def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    ports = []
+    containers = [*_list(spec.get("initContainers"), "spec.initContainers"),
+                  *_list(spec.get("containers"), "spec.containers")]
+    for ctr in containers:
+        if not isinstance(ctr, Mapping):
+            continue
+        for i, port in enumerate(_list(ctr.get("ports"), "ports")):
+            port = _mapping(port, f"ports[{i}]")
+            host_port = _int(port.get("hostPort"), f"ports[{i}].hostPort")
+            if host_port:
+                ports.append(HostPort(_str(port.get("hostIP"), "hostIP") or "0.0.0.0",
+                                      _str(port.get("protocol"), "protocol") or "TCP", host_port))
+    return tuple(ports)
+
+
+def _unmodeled_features(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    gaps = []
+    for volume in _list(spec.get("volumes"), "spec.volumes"):
+        if isinstance(volume, Mapping) and "persistentVolumeClaim" in volume:
+            gaps.append("persistentVolumeClaim volumes (VolumeBinding/VolumeZone)")
+            break
+    if spec.get("resourceClaims"):
+        gaps.append("resourceClaims (DynamicResources)")
+    if spec.get("schedulingGates"):
+        gaps.append("schedulingGates (the pod is not scheduled until they are removed)")
+    scheduler = spec.get("schedulerName")
+    if scheduler not in (None, "", "default-scheduler"):
+        gaps.append(f"schedulerName {scheduler} (not the default scheduler)")
+    return tuple(gaps)
+
+
+def _disruption_target_by_preemption(status: Mapping[str, Any]) -> bool:
+    for cond in _list(status.get("conditions"), "status.conditions"):
+        if isinstance(cond, Mapping) and cond.get("type") == "DisruptionTarget":
+            return cond.get("status") == "True" and cond.get("reason") == "PreemptionByScheduler"
+    return False
+
+
+def reference_pod_from_dict(raw: Mapping[str, Any]) -> Pod:
+    meta = _mapping(raw.get("metadata"), "metadata")
+    spec = _mapping(raw.get("spec"), "spec")
+    status = _mapping(raw.get("status"), "status")
+    affinity = _mapping(spec.get("affinity"), "spec.affinity")
+    node_affinity = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    pod_affinity = _mapping(affinity.get("podAffinity"), "spec.affinity.podAffinity")
+    anti_affinity = _mapping(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+    return Pod(
+        name=_str(meta.get("name"), "metadata.name") or _str(meta.get("generateName"), "metadata.generateName"),
+        namespace=_interned(_str(meta.get("namespace"), "metadata.namespace") or "default"),
+        uid=_str(meta.get("uid"), "metadata.uid"),
+        labels=_labels(meta.get("labels"), "metadata.labels"),
+        node_name=_interned(_str(spec.get("nodeName"), "spec.nodeName")),
+        priority=_int(spec.get("priority"), "spec.priority"),
+        priority_class_name=_interned(_str(spec.get("priorityClassName"), "spec.priorityClassName")),
+        preemption_policy=None if spec.get("preemptionPolicy") is None
+        else _str(spec.get("preemptionPolicy"), "spec.preemptionPolicy"),
+        phase=_interned(_str(status.get("phase"), "status.phase")),
+        start_time_ns=parse_time_ns(status.get("startTime"), "status.startTime"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        preempted_by_scheduler=_disruption_target_by_preemption(status),
+        nominated_node_name=_interned(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
+        requests=_resources(_pod_request_units(spec)),
+        host_ports=_host_ports(spec),
+        node_selector=_labels(spec.get("nodeSelector"), "spec.nodeSelector"),
+        required_node_affinity=_node_selector_terms(node_affinity.get(_REQUIRED),
+                                                    f"spec.affinity.nodeAffinity.{_REQUIRED}"),
+        pod_affinity=_affinity_terms(pod_affinity.get(_REQUIRED), f"spec.affinity.podAffinity.{_REQUIRED}"),
+        pod_anti_affinity=_affinity_terms(anti_affinity.get(_REQUIRED),
+                                          f"spec.affinity.podAntiAffinity.{_REQUIRED}"),
+        topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"),
+                                            "spec.topologySpreadConstraints"),
+        tolerations=_tolerations(spec.get("tolerations"), "spec.tolerations"),
+        termination_grace_period_seconds=_int(spec.get("terminationGracePeriodSeconds"),
+                                              "spec.terminationGracePeriodSeconds"),
+        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler")
+        or "default-scheduler",
+        unmodeled=_unmodeled_features(spec),
+    )
+
+
+# ---- comparing outcomes -------------------------------------------------------------------------------
+
+def typed(value: object) -> object:
+    """The value with the type of every part, so 1 and True or 5 and 5.0 differ."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return type(value).__name__, tuple(typed(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if isinstance(value, Mapping):
+        return type(value).__name__, frozenset((typed(k), typed(v)) for k, v in value.items())
+    if isinstance(value, tuple):
+        return "tuple", tuple(typed(v) for v in value)
+    return type(value).__name__, value
+
+
+def outcome(read: Callable[[Mapping[str, Any]], Pod], raw: Mapping[str, Any]) -> object:
+    try:
+        return "pod", typed(read(raw))
+    except Exception as exc:  # any error must be the same error
+        return "error", type(exc).__name__, str(exc)
+
+
+def assert_same_as_reference(raw: Mapping[str, Any]) -> None:
+    expected = outcome(reference_pod_from_dict, raw)
+    assert outcome(pod_from_dict, raw) == expected
+    assert outcome(pod_from_dict, raw) == expected  # again: now from the caches
+
+
+# ---- generated pods: absent fields, nulls, Mapping subclasses, then a few values of a wrong type ---------------
+
+@st.composite
+def often(draw: st.DrawFn, usual: st.SearchStrategy[Any], rare: st.SearchStrategy[Any]) -> Any:
+    """``usual`` three times in four, else ``rare`` (without repeating strategies: their repr would explode)."""
+    return draw(usual) if draw(st.integers(0, 3)) else draw(rare)
+
+
+WRONG = st.sampled_from([0, 1, True, False, 1.0, 2.5, "x", [], ["a"], {}, {"a": "b"}])
+TEXT = st.sampled_from(["", "a", "web", "node.kubernetes.io/not-ready", "Exists", "Equal", "NoExecute", "Always",
+                        "default-scheduler", "other-scheduler"])
+# Numbers and strings that are equal keys but not equal quantities, and a few that are no quantity at all.
+QUANTITY = often(st.sampled_from(["100m", "1", "0.5", "64Mi", " 1Gi ", "2e3", "-1", "1e30"]),
+                 st.sampled_from([1, 0, -1, 1.0, 2.5, 10**30, 1e30, "lots", "", True, False, float("inf"), None]))
+RESOURCE = st.sampled_from(["cpu", "memory", "ephemeral-storage", "pods", "nvidia.com/gpu", "hugepages-2Mi"])
+_ABSENT = object()
+
+
+def objects(**fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """An object with most of the fields (each absent one time in four), or null."""
+    maybe = {name: often(field, st.just(_ABSENT)) for name, field in fields.items()}
+    plain = st.fixed_dictionaries(maybe).map(lambda obj: {k: v for k, v in obj.items() if v is not _ABSENT})
+    return often(plain, st.none())
+
+
+def lists(elements: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return often(st.lists(elements, min_size=1, max_size=3), st.one_of(st.none(), st.builds(list)))
+
+
+def value(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return often(valid, st.none())
+
+
+LABELS = often(st.dictionaries(st.sampled_from(["app", "tier", "pod-template-hash"]), TEXT, min_size=1, max_size=3),
+               st.one_of(st.none(), st.dictionaries(st.sampled_from(["app", 1]), TEXT, max_size=2)))
+RESOURCE_LIST = often(st.dictionaries(RESOURCE, QUANTITY, min_size=1, max_size=3),
+                      st.one_of(st.none(), st.builds(dict)))
+PORTS = lists(objects(hostPort=st.sampled_from([None, 0, 80, 8080, 80.0, 80.5]), hostIP=value(TEXT),
+                      protocol=value(st.sampled_from(["TCP", "UDP"])), containerPort=st.just(80)))
+CONTAINER = objects(name=st.just("c"), ports=PORTS, restartPolicy=value(st.sampled_from(["Always", "OnFailure"])),
+                    resources=objects(requests=RESOURCE_LIST, limits=RESOURCE_LIST))
+TOLERATION = objects(key=value(TEXT), operator=value(st.sampled_from(["Exists", "Equal", ""])), value=value(TEXT),
+                     effect=value(st.sampled_from(["NoExecute", "NoSchedule", ""])),
+                     tolerationSeconds=st.sampled_from([300, 300.0, None, True]))
+SELECTOR = objects(matchLabels=LABELS, matchExpressions=lists(objects(
+    key=value(TEXT), operator=value(TEXT), values=lists(TEXT))))
+AFFINITY_TERMS = lists(objects(labelSelector=SELECTOR, topologyKey=value(TEXT), namespaces=lists(TEXT),
+                               namespaceSelector=SELECTOR))
+REQUIREMENTS = lists(objects(key=value(TEXT), operator=value(TEXT), values=lists(TEXT)))
+AFFINITY = objects(
+    nodeAffinity=objects(**{_REQUIRED: objects(nodeSelectorTerms=lists(objects(
+        matchExpressions=REQUIREMENTS, matchFields=REQUIREMENTS)))}),
+    podAffinity=objects(**{_REQUIRED: AFFINITY_TERMS}),
+    podAntiAffinity=objects(**{_REQUIRED: AFFINITY_TERMS}),
+)
+SPREAD = lists(objects(maxSkew=value(st.sampled_from([1, 2, 0])), topologyKey=value(TEXT),
+                       whenUnsatisfiable=value(TEXT), labelSelector=SELECTOR, minDomains=value(st.just(2)),
+                       matchLabelKeys=lists(TEXT)))
+INTEGER = value(st.sampled_from([0, 30, 1000, -5, 5.0, 2**40]))
+SPEC = objects(
+    containers=lists(CONTAINER), initContainers=lists(CONTAINER), overhead=RESOURCE_LIST,
+    resources=objects(requests=RESOURCE_LIST), nodeName=value(TEXT), priority=INTEGER,
+    priorityClassName=value(TEXT), preemptionPolicy=value(st.sampled_from(["Never", "PreemptLowerPriority", ""])),
+    affinity=AFFINITY, tolerations=lists(TOLERATION), nodeSelector=LABELS, topologySpreadConstraints=SPREAD,
+    terminationGracePeriodSeconds=INTEGER, schedulerName=value(TEXT),
+    volumes=lists(objects(name=st.just("v"), persistentVolumeClaim=st.just({"claimName": "c"}))),
+    resourceClaims=value(st.just([{"name": "r"}])), schedulingGates=value(st.just([{"name": "g"}])),
+)
+STATUS = objects(
+    phase=value(st.sampled_from(["Pending", "Running", "Succeeded"])),
+    startTime=value(st.sampled_from(["2025-06-02T09:30:00Z", "2025-06-02T09:30:00.5+01:00", "yesterday"])),
+    nominatedNodeName=value(TEXT),
+    conditions=lists(objects(type=st.just("DisruptionTarget"), status=st.sampled_from(["True", "False"]),
+                             reason=st.sampled_from(["PreemptionByScheduler", "Other"]))),
+)
+METADATA = objects(name=value(TEXT), generateName=value(TEXT), namespace=value(TEXT), uid=value(TEXT),
+                   labels=LABELS, deletionTimestamp=value(st.just("2025-06-02T09:30:00Z")))
+POD = st.fixed_dictionaries({"kind": st.just("Pod")}, optional={"metadata": METADATA, "spec": SPEC, "status": STATUS})
+# Pods that differ only in what decides their requests (the remembered request sets).
+SOME_CONTAINERS = st.lists(objects(resources=objects(requests=RESOURCE_LIST, limits=RESOURCE_LIST),
+                                   restartPolicy=st.sampled_from(["Always", "OnFailure"])), min_size=1, max_size=3)
+REQUESTS_POD = st.fixed_dictionaries({"kind": st.just("Pod"), "spec": st.fixed_dictionaries(
+    {"containers": SOME_CONTAINERS},
+    optional={"initContainers": SOME_CONTAINERS, "overhead": RESOURCE_LIST,
+              "resources": objects(requests=RESOURCE_LIST)},
+)})
+
+Slot = tuple[Any, Any]  # (a dict or list, a key or index in it)
+
+
+def slots(node: object) -> list[Slot]:
+    """Every place in the object tree that holds a value."""
+    places: list[Slot] = []
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, child in children:
+        places.append((node, key))
+        places.extend(slots(child))
+    return places
+
+
+@st.composite
+def damaged_pods(draw: st.DrawFn, pods: st.SearchStrategy[dict[str, Any]] = POD) -> dict[str, Any]:
+    """A generated pod with up to two values replaced by a wrong type and up to two objects made read-only."""
+    raw = copy.deepcopy(draw(pods))  # drawn values may be shared (st.just): damage a copy
+    places = slots(raw)
+    for i in draw(st.lists(st.integers(0, len(places) - 1), max_size=2)):
+        parent, key = places[i]
+        parent[key] = copy.deepcopy(draw(WRONG))  # never share (and so grow) one sampled list or dict
+    objects_inside = [(parent, key) for parent, key in slots(raw) if isinstance(parent[key], dict)]
+    if objects_inside:
+        for i in sorted(draw(st.lists(st.integers(0, len(objects_inside) - 1), max_size=2, unique=True)),
+                        reverse=True):  # innermost first: an outer proxy would hide the inner dict
+            parent, key = objects_inside[i]
+            parent[key] = MappingProxyType(parent[key])
+    return raw
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged_pods())
+def test_generated_pods_read_like_the_reference(raw: dict[str, Any]) -> None:
+    assert_same_as_reference(raw)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged_pods(REQUESTS_POD))
+def test_generated_requests_read_like_the_reference(raw: dict[str, Any]) -> None:
+    assert_same_as_reference(raw)
+
+
+def deployment_pod(**spec: Any) -> dict[str, Any]:
+    """The shape the API server sends for a Deployment-made pod (after defaulting)."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "web-7c9f8d6b5-", "name": "web-1", "namespace": "team-a",
+                     "labels": {"app": "web", "pod-template-hash": "7c9f8d6b5"}},
+        "spec": {
+            "containers": [{"name": "app", "image": "web:1", "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
+                                          "limits": {"memory": "128Mi"}}}],
+            "schedulerName": "default-scheduler",
+            "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                 "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                 "tolerationSeconds": 300},
+            ],
+            **spec,
+        },
+        "status": {},
+    }
+
+
+def full_pod() -> dict[str, Any]:
+    """A bound pod using every field the model reads."""
+    raw = deployment_pod(
+        nodeName="node-1", priority=1000, priorityClassName="high", preemptionPolicy="Never",
+        initContainers=[
+            {"name": "init", "ports": [{"containerPort": 53, "hostPort": 53, "protocol": "UDP"}],
+             "resources": {"requests": {"cpu": "1"}, "limits": {"memory": "1Gi"}}},
+            {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+        ],
+        overhead={"cpu": "10m"}, resources={"requests": {"memory": "2Gi"}},
+        nodeSelector={"pool": "general"},
+        affinity={
+            "nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}],
+                 "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]}},
+            "podAffinity": {_REQUIRED: [{"labelSelector": {"matchLabels": {"app": "db"}},
+                                         "topologyKey": "zone", "namespaces": ["data"]}]},
+            "podAntiAffinity": {_REQUIRED: [{"labelSelector": {"matchExpressions": [
+                {"key": "app", "operator": "Exists"}]}, "topologyKey": "kubernetes.io/hostname",
+                "namespaceSelector": {"matchLabels": {"team": "a"}}}]},
+        },
+        topologySpreadConstraints=[{"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
+                                    "labelSelector": {"matchLabels": {"app": "web"}}, "minDomains": 2,
+                                    "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor",
+                                    "matchLabelKeys": ["pod-template-hash"]}],
+        terminationGracePeriodSeconds=30,
+        volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}],
+        schedulingGates=[{"name": "wait"}], resourceClaims=[{"name": "gpu"}],
+    )
+    raw["spec"]["containers"][0]["ports"].append({"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"})
+    raw["spec"]["tolerations"][0]["value"] = ""
+    raw["metadata"].update(uid="u-1", deletionTimestamp="2025-06-02T09:31:00Z")
+    raw["status"] = {"phase": "Running", "startTime": "2025-06-02T09:30:00.25Z", "nominatedNodeName": "node-2",
+                     "conditions": [{"type": "DisruptionTarget", "status": "True",
+                                     "reason": "PreemptionByScheduler"}]}
+    return raw
+
+
+FULL_POD_PLACES = len(slots(full_pod()))
+
+
+def test_the_full_pod_reads_every_field() -> None:
+    pod = pod_from_dict(full_pod())
+    assert [(p.port, p.protocol, p.host_ip) for p in pod.host_ports] == \
+        [(53, "UDP", "0.0.0.0"), (8080, "TCP", "10.0.0.1")]  # init containers first
+    # max(50m app + 100m sidecar, 1000m init that runs before the sidecar) + 10m overhead; pod-level memory wins
+    assert (pod.requests.milli_cpu, pod.requests.memory) == (1010, 2 * 2**30)
+    assert pod.required_node_affinity is not None and len(pod.pod_affinity) == len(pod.pod_anti_affinity) == 1
+    assert pod.topology_spread[0].match_label_keys == ("pod-template-hash",)
+    assert (pod.priority, pod.preemption_policy, pod.termination_grace_period_seconds) == (1000, "Never", 30)
+    assert pod.deleting and pod.preempted_by_scheduler and len(pod.unmodeled) == 3
+    assert pod.start_time_ns == 1_748_856_600_250_000_000
+    assert_same_as_reference(full_pod())
+
+
+@pytest.mark.parametrize("place", range(FULL_POD_PLACES))
+def test_every_field_damaged_alone_reads_like_the_reference(place: int) -> None:
+    assert_same_as_reference(full_pod())
+    for wrong in ([0, 1, True, False, 1.0, 2.5, "", "x", None, [], ["a"], {}, {"a": "b"}]):
+        raw = full_pod()
+        parent, key = slots(raw)[place]
+        parent[key] = wrong
+        assert_same_as_reference(raw)
+        if isinstance(wrong, dict):
+            parent[key] = MappingProxyType(wrong)
+            assert_same_as_reference(raw)
+    raw = full_pod()
+    parent, key = slots(raw)[place]
+    if isinstance(parent[key], dict):
+        parent[key] = MappingProxyType(parent[key])
+        assert_same_as_reference(raw)
+
+
+# ---- remembered values never stand in for a different input ------------------------------------------
+
+@pytest.mark.parametrize("order", [[" 1 ", "1", 1, 1.0, True, 10**30, 1e30, "1e30"],
+                                   [1e30, 10**30, True, 1.0, 1, "1"]])
+def test_equal_but_differently_typed_quantities_are_read_separately(order: list[object]) -> None:
+    for quantity in order:
+        for name in ("cpu", "memory", "nvidia.com/gpu"):
+            raw = deployment_pod(containers=[{"name": "a", "resources": {"requests": {name: quantity}}}])
+            assert_same_as_reference(raw)
+
+
+def test_a_remembered_request_set_does_not_hide_a_bool_quantity() -> None:
+    pod_from_dict(deployment_pod(containers=[{"name": "a", "resources": {"requests": {"cpu": 1}}}]))
+    with pytest.raises(InvalidInput) as excinfo:
+        pod_from_dict(deployment_pod(containers=[{"name": "a", "resources": {"requests": {"cpu": True}}}]))
+    assert str(excinfo.value) == \
+        "spec.containers[0].resources.requests.cpu: quantity must be a string or number, not True"
+
+
+def test_requests_with_init_containers_and_sidecars_are_remembered_by_role() -> None:
+    app = {"name": "app", "resources": {"requests": {"cpu": "300m", "memory": "1Gi"}}}
+    init = {"name": "init", "resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}
+    sidecar = {**init, "restartPolicy": "Always"}
+    as_init = pod_from_dict(deployment_pod(containers=[app], initContainers=[init])).requests
+    as_sidecar = pod_from_dict(deployment_pod(containers=[app], initContainers=[sidecar])).requests
+    assert (as_init.milli_cpu, as_init.memory) == (2000, 2**30)
+    assert (as_sidecar.milli_cpu, as_sidecar.memory) == (2300, 2**30 + 64 * 2**20)
+    assert pod_from_dict(deployment_pod(containers=[app], initContainers=[init])).requests is as_init
+    for raw in (deployment_pod(containers=[app], initContainers=[init]),
+                deployment_pod(containers=[app], initContainers=[sidecar]),
+                deployment_pod(containers=[app], initContainers=[sidecar], overhead={"cpu": "100m"}),
+                deployment_pod(containers=[app], resources={"requests": {"cpu": "4"}})):
+        assert_same_as_reference(raw)
+
+
+def test_remembered_labels_and_tolerations_do_not_hide_wrong_types() -> None:
+    pod_from_dict(deployment_pod())
+    raw = deployment_pod()
+    raw["metadata"]["labels"] = {"app": 1, "pod-template-hash": "7c9f8d6b5"}
+    with pytest.raises(InvalidInput) as excinfo:
+        pod_from_dict(raw)
+    assert str(excinfo.value) == "metadata.labels.app: expected a string, got int"
+    raw = deployment_pod()
+    raw["spec"]["tolerations"][1]["key"] = 7
+    with pytest.raises(InvalidInput) as excinfo:
+        pod_from_dict(raw)
+    assert str(excinfo.value) == "spec.tolerations[1].key: expected a string, got int"
+
+
+# ---- error messages name the exact field ----------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda p: p["spec"]["tolerations"].append({"key": 1}), "spec.tolerations[2].key: expected a string, got int"),
+        (lambda p: p["spec"]["tolerations"].append("all"), "spec.tolerations[2]: expected an object, got str"),
+        (lambda p: p["spec"].update(tolerations={"key": "k"}), "spec.tolerations: expected a list, got dict"),
+        (lambda p: p["spec"]["containers"][0]["resources"]["requests"].update(cpu="lots"),
+         "spec.containers[0].resources.requests.cpu: quantities must match the regular expression "
+         "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': 'lots'"),
+        (lambda p: p["spec"]["containers"][0]["resources"].update(limits={"nvidia.com/gpu": []}),
+         "spec.containers[0].resources.requests.nvidia.com/gpu: quantity must be a string or number, not list"),
+        (lambda p: p["spec"]["containers"][0]["resources"].update(limits=["memory"]),
+         "spec.containers[0].resources.limits: expected an object, got list"),
+        (lambda p: p["spec"]["containers"][0].update(resources="big"),
+         "spec.containers[0].resources: expected an object, got str"),
+        (lambda p: p["spec"]["containers"].append(["sidecar"]), "spec.containers[1]: expected an object, got list"),
+        (lambda p: p["spec"].update(initContainers=[{"name": "i", "resources": {"requests": {"cpu": {}}}}]),
+         "spec.initContainers[0].resources.requests.cpu: quantity must be a string or number, not dict"),
+        (lambda p: p["spec"]["containers"][0]["ports"][0].update(hostPort="80"),
+         "ports[0].hostPort: expected an integer, got str"),
+        (lambda p: p["spec"].update(nodeSelector={"pool": 1}), "spec.nodeSelector.pool: expected a string, got int"),
+        (lambda p: p["metadata"].update(labels={1: "a"}), "metadata.labels: keys must be strings"),
+        (lambda p: p["metadata"].update(name=None, generateName=5),
+         "metadata.generateName: expected a string, got int"),
+        (lambda p: p["metadata"].update(namespace=[]), "metadata.namespace: expected a string, got list"),
+        (lambda p: p["spec"].update(priority="high"), "spec.priority: expected an integer, got str"),
+        (lambda p: p["spec"].update(priority=True), "spec.priority: expected an integer, got bool"),
+        (lambda p: p["spec"].update(schedulerName=0), "spec.schedulerName: expected a string, got int"),
+        (lambda p: p["spec"].update(affinity={"podAffinity": []}),
+         "spec.affinity.podAffinity: expected an object, got list"),
+        (lambda p: p["status"].update(phase=1), "status.phase: expected a string, got int"),
+    ],
+)
+def test_error_messages_name_the_field(change: Callable[[dict[str, Any]], None], message: str) -> None:
+    pod_from_dict(deployment_pod())  # the unchanged pod is remembered first
+    raw = deployment_pod()
+    change(raw)
+    with pytest.raises(InvalidInput) as excinfo:
+        pod_from_dict(raw)
+    assert str(excinfo.value) == message
+    assert_same_as_reference(raw)
+
+
+def test_the_first_wrong_field_in_reading_order_is_named() -> None:
+    raw = deployment_pod(affinity={"nodeAffinity": "x"}, tolerations=[{"key": 1}])
+    raw["metadata"]["uid"] = 5
+    with pytest.raises(InvalidInput, match=r"^spec\.affinity\.nodeAffinity: expected an object, got str$"):
+        pod_from_dict(raw)
+    raw["spec"]["affinity"] = None
+    with pytest.raises(InvalidInput, match=r"^metadata\.uid: "):
+        pod_from_dict(raw)
+    raw["metadata"]["uid"] = "u"
+    raw["spec"]["containers"][0]["ports"] = [{"hostPort": "1"}]
+    raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "?"
+    with pytest.raises(InvalidInput, match=r"^spec\.containers\[0\]\.resources\.requests\.cpu: "):
+        pod_from_dict(raw)
+
+
+# ---- the caches stay bounded and share equal values ---------------------------------------------------
+
+def test_fast_path_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(convert, "_FAST_PATH_LIMIT", 4)
+    for cache in (convert._labels_by_items, convert._tolerations_by_items, convert._requests_by_containers):
+        cache.clear()
+    pods = []
+    for i in range(40):
+        raw = deployment_pod(tolerations=[{"key": f"k{i}", "operator": "Exists"}])
+        raw["metadata"]["labels"] = {"app": "web", "n": str(i)}
+        raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = f"{i + 1}m"
+        pods.append(pod_from_dict(raw))
+    for cache in (convert._labels_by_items, convert._tolerations_by_items, convert._requests_by_containers):
+        assert 0 < len(cache) <= 4
+    assert [(p.labels["n"], p.tolerations[0].key, p.requests.milli_cpu) for p in pods] == \
+        [(str(i), f"k{i}", i + 1) for i in range(40)]
+
+
+def test_pods_of_one_deployment_share_labels_requests_and_tolerations() -> None:
+    first, second = pod_from_dict(deployment_pod()), pod_from_dict(deployment_pod())
+    assert first.labels is second.labels
+    assert first.requests is second.requests
+    assert first.tolerations is second.tolerations
+    assert first.tolerations == (Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
+                                 Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute"))
+    assert (first.requests.milli_cpu, first.requests.memory) == (50, 64 * 2**20)
+
+
+# ---- built pods are ordinary frozen Pods ------------------------------------------------------------------
+
+def test_built_pods_are_ordinary_frozen_pods() -> None:
+    raw = full_pod()
+    pod = pod_from_dict(raw)
+    expected = reference_pod_from_dict(raw)
+    assert type(pod) is Pod and pod == expected and hash(pod) == hash(expected)
+    assert repr(pod) == repr(expected)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pod.name = "other"  # type: ignore[misc]
+    for frozen in (pod, expected):  # no new attributes either (the error type varies with the Python version)
+        with pytest.raises((AttributeError, TypeError)):
+            frozen.extra = 1  # type: ignore[attr-defined]
+    assert copy.copy(pod) == pod
+    assert dataclasses.replace(pod, name="other").name == "other"

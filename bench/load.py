@@ -51,6 +51,7 @@ for extra in (ROOT, ROOT / "bench"):
 from clustergen import generate_cluster  # noqa: E402
 
 from webhook.routes import MUTATE_PODS_PATH  # noqa: E402
+from webhook.server.eventloop import chosen_event_loop, run_on_event_loop  # noqa: E402
 from webhook.server.tls import generate_ca, issue_serving_certificate, server_context  # noqa: E402
 
 MODE_OFF_NAMESPACE = "bench-unguarded"
@@ -167,7 +168,8 @@ def free_port() -> int:
 
 
 def run_trivial_server(port: int, cert: str, key: str) -> None:
-    """The baseline: aiohttp over the same TLS settings, reading the body, answering a fixed review."""
+    """The baseline: aiohttp over the same TLS settings and the same event loop as ``preempt-guard serve``,
+    reading the body, answering a fixed review."""
     from aiohttp import web
 
     answer = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -177,10 +179,15 @@ def run_trivial_server(port: int, cert: str, key: str) -> None:
         await request.read()
         return web.Response(body=answer, content_type="application/json")
 
-    app = web.Application()
-    app.router.add_post(MUTATE_PODS_PATH, handle)
-    web.run_app(app, host="127.0.0.1", port=port, ssl_context=server_context(cert, key), print=None,
-                access_log=None)
+    async def serve_forever() -> None:
+        app = web.Application()
+        app.router.add_post(MUTATE_PODS_PATH, handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port, ssl_context=server_context(cert, key)).start()
+        await asyncio.Event().wait()  # until SIGTERM
+
+    run_on_event_loop(serve_forever())
 
 
 @dataclass
@@ -428,7 +435,7 @@ def measure_all(args: argparse.Namespace, client: ssl.SSLContext, trivial: Serve
     startup = wait_ready(webhook, f"https://127.0.0.1:{webhook.port}/readyz", client, 600)
     time.sleep(1.0)  # let the post-sync gc.freeze happen before measuring
     print(f"webhook ready in {startup:.1f}s (snapshot load), RSS {webhook.rss_mib():.0f} MiB; "
-          f"{os.cpu_count()} CPUs; client in this process, servers in their own")
+          f"{os.cpu_count()} CPUs; client in this process, servers in their own, on {chosen_event_loop('auto')}")
     warmup = max(200, args.requests // 20)
     print(f"{'scenario':14s} {'requests':>7s} {'time':>7s} {'rate':>10s}  latency (client-side, ms)   "
           f"(connections: {args.connections}; preempt: {args.preempt_connections})")

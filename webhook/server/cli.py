@@ -19,6 +19,7 @@ from types import ModuleType
 from webhook.cluster.source import ClusterSource, SnapshotSource
 from webhook.config import DEFAULT_CONFIG, Config, load_config
 from webhook.errors import ConfigError, PreemptGuardError
+from webhook.server.eventloop import EVENT_LOOPS, run_on_event_loop
 from webhook.server.settings import (
     DEFAULT_ADMISSION_DEADLINE_SECONDS,
     DEFAULT_ADMISSION_MAX_IN_FLIGHT,
@@ -62,6 +63,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     limits.add_argument("--admission-deadline", type=float, metavar="SECONDS", default=None,
                         help="answer a pod review allowed-with-warning when undecided this long after it arrived "
                              f"(default {DEFAULT_ADMISSION_DEADLINE_SECONDS:g}; keep below the webhook timeoutSeconds)")
+    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default=None,
+                        help="event loop implementation (default auto: uvloop when installed, else asyncio)")
     limits.add_argument("--shutdown-grace", type=float, metavar="SECONDS", default=None,
                         help="on SIGTERM, report not ready and keep serving this long before stopping "
                              f"(default {DEFAULT_SHUTDOWN_GRACE_SECONDS:g})")
@@ -173,7 +176,7 @@ def run_serve(args: argparse.Namespace) -> int:
     configure_logging(settings.log_level)
     validate_serve_settings(settings)
     config = load_startup_config(settings)
-    asyncio.run(serve(settings, config))
+    run_on_event_loop(serve(settings, config), settings.event_loop)
     return 0
 
 

@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -220,10 +220,10 @@ class GuardedProtocol(asyncio.Protocol):
         self._open = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
         if not self.guard.admit(self):
-            transport.abort()
+            self.transport.abort()
             return
         self._open = True
         self.inner.connection_made(transport)

@@ -67,6 +67,8 @@ class ServerSettings:
     # then listening stops and in-flight requests get up to shutdown_timeout to finish.
     shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS
     shutdown_timeout: float = 10.0
+    # The event loop (webhook/server/eventloop.py): "auto" is uvloop when installed, else asyncio.
+    event_loop: str = "auto"
 
 
 def _path(value: str | None) -> Path | None:
@@ -97,6 +99,7 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         admission_deadline_seconds=(getattr(args, "admission_deadline", None)
                                     or DEFAULT_ADMISSION_DEADLINE_SECONDS),
         shutdown_grace_seconds=_non_negative(getattr(args, "shutdown_grace", None), DEFAULT_SHUTDOWN_GRACE_SECONDS),
+        event_loop=getattr(args, "event_loop", None) or "auto",
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,16 @@ def test_demo_of_chosen_files_and_a_missing_snapshot(tmp_path: Path, capsys: pyt
     assert main(["demo", "--cluster-snapshot", str(tmp_path / "none.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("preempt-guard: error: ")
+
+
+def test_demo_into_a_closed_pipe_ends_quietly() -> None:
+    # `preempt-guard demo | head -1`: the reader is gone before the output is written.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "webhook.server.cli", "demo", "--cluster-snapshot", str(EXAMPLES / "cluster.yaml"),
+         str(EXAMPLES / "pods" / "08-small-fits.yaml")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=EXAMPLES.parent)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 141
+    assert stderr == ""

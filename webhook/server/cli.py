@@ -31,6 +31,7 @@ from webhook.server.settings import (
 )
 
 PROG = "preempt-guard"
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a command ended by SIGPIPE, as `yes | head` does
 log = logging.getLogger("webhook.server")
 
 
@@ -193,8 +194,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(certs_command().run(args))
         if args.command == "demo":
             configure_logging("warning")
-            return int(demo_command().run(args))
+            code = int(demo_command().run(args))
+            sys.stdout.flush()  # here, where a closed pipe can still be handled below
+            return code
         return run_serve(args)
+    except BrokenPipeError:  # e.g. `preempt-guard demo | head -1`: the reader left, nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except PreemptGuardError as exc:
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -20,224 +19,32 @@ from hypothesis import strategies as st
 from webhook.cluster import convert
 from webhook.cluster.convert import parse_time_ns, pod_from_dict
 from webhook.cluster.model import (
-    EMPTY_LABELS,
-    EMPTY_SCALARS,
-    NO_RESOURCES,
-    FrozenMap,
     HostPort,
-    LabelSelector,
-    LabelSelectorRequirement,
-    NodeSelectorTerm,
     Pod,
-    PodAffinityTerm,
     Resources,
     Toleration,
-    TopologySpreadConstraint,
 )
-from webhook.cluster.quantity import quantity_milli_value, quantity_value
-from webhook.errors import InvalidInput, QuantityError
+from webhook.errors import InvalidInput
 
 # ---- the reference: every field through the generic checks, nothing remembered -------------------------
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
-def _mapping(value: object, path: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidInput(f"{path}: expected an object, got {type(value).__name__}")
-    return value
-
-
-def _list(value: object, path: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidInput(f"{path}: expected a list, got {type(value).__name__}")
-    return value
-
-
-def _str(value: object, path: str, default: str = "") -> str:
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise InvalidInput(f"{path}: expected a string, got {type(value).__name__}")
-    return value
-
-
-def _int(value: object, path: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise InvalidInput(f"{path}: expected an integer, got {type(value).__name__}")
-    return value
-
-
-def _interned(value: str) -> str:
-    return sys.intern(value) if value else value
-
-
-def _labels(value: object, path: str) -> Mapping[str, str]:
-    raw = _mapping(value, path)
-    if not raw:
-        return EMPTY_LABELS
-    labels: dict[str, str] = {}
-    for key, val in raw.items():
-        if not isinstance(key, str):
-            raise InvalidInput(f"{path}: keys must be strings")
-        labels[sys.intern(key)] = sys.intern(_str(val, f"{path}.{key}"))
-    return FrozenMap(labels)
-
-
-def _units(raw: Mapping[str, object], path: str) -> dict[str, int]:
-    result: dict[str, int] = {}
-    for name, qty in raw.items():
-        try:
-            qty = qty.strip() if isinstance(qty, str) else qty
-            result[str(name)] = quantity_milli_value(qty) if name == "cpu" else quantity_value(qty)
-        except QuantityError as exc:
-            raise InvalidInput(f"{path}.{name}: {exc}") from exc
-    return result
-
-
-def _container_requests(container: Mapping[str, Any], path: str) -> dict[str, int]:
-    resources = _mapping(container.get("resources"), f"{path}.resources")
-    requests = dict(_mapping(resources.get("requests"), f"{path}.resources.requests"))
-    for name, qty in _mapping(resources.get("limits"), f"{path}.resources.limits").items():
-        requests.setdefault(name, qty)
-    return _units(requests, f"{path}.resources.requests")
-
-
-def _add(a: dict[str, int], b: Mapping[str, int]) -> None:
-    for name, val in b.items():
-        a[name] = a.get(name, 0) + val
-
-
-def _max_into(a: dict[str, int], b: Mapping[str, int]) -> None:
-    for name, val in b.items():
-        if val > a.get(name, 0):
-            a[name] = val
-
-
-def _pod_request_units(spec: Mapping[str, Any]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for i, ctr in enumerate(_list(spec.get("containers"), "spec.containers")):
-        path = f"spec.containers[{i}]"
-        _add(total, _container_requests(_mapping(ctr, path), path))
-    init_peak: dict[str, int] = {}
-    sidecars: dict[str, int] = {}
-    for i, ctr in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
-        path = f"spec.initContainers[{i}]"
-        ctr = _mapping(ctr, path)
-        requests = _container_requests(ctr, path)
-        if ctr.get("restartPolicy") == "Always":
-            _add(sidecars, requests)
-            _add(total, requests)
-            _max_into(init_peak, sidecars)
-        else:
-            peak = dict(sidecars)
-            _add(peak, requests)
-            _max_into(init_peak, peak)
-    _max_into(total, init_peak)
-    pod_level = _mapping(_mapping(spec.get("resources"), "spec.resources").get("requests"),
-                         "spec.resources.requests")
-    for name, val in _units(pod_level, "spec.resources.requests").items():
-        if name in ("cpu", "memory") or name.startswith("hugepages-"):
-            total[name] = val
-    _add(total, _units(_mapping(spec.get("overhead"), "spec.overhead"), "spec.overhead"))
-    return total
+# The generic checked helpers are unchanged and shared; the reference below reads every field through them
+# (its host ports, unmodelled features and preemption condition are the versions the fast paths replaced).
+_mapping, _list, _str, _int, _interned = convert._mapping, convert._list, convert._str, convert._int, convert._interned
+_labels, _tolerations = convert._checked_labels, convert._checked_tolerations
+_node_selector_terms, _affinity_terms = convert._node_selector_terms, convert._affinity_terms
+_spread_constraints = convert._spread_constraints
 
 
 def _resources(units: Mapping[str, int]) -> Resources:
-    if not any(units.values()):
-        return NO_RESOURCES
-    scalar = {k: v for k, v in units.items() if k not in ("cpu", "memory", "ephemeral-storage", "pods") and v}
-    return Resources(milli_cpu=units.get("cpu", 0), memory=units.get("memory", 0),
-                     ephemeral_storage=units.get("ephemeral-storage", 0),
-                     scalar=FrozenMap(scalar) if scalar else EMPTY_SCALARS)
+    return convert.resources_from_units(units)
 
 
-def _label_selector(value: object, path: str) -> LabelSelector | None:
-    if value is None:
-        return None
-    raw = _mapping(value, path)
-    expressions = tuple(
-        _requirement(_mapping(expr, f"{path}.matchExpressions[{i}]"), f"{path}.matchExpressions[{i}]")
-        for i, expr in enumerate(_list(raw.get("matchExpressions"), f"{path}.matchExpressions"))
-    )
-    return LabelSelector(_labels(raw.get("matchLabels"), f"{path}.matchLabels"), expressions)
-
-
-def _requirement(raw: Mapping[str, Any], path: str) -> LabelSelectorRequirement:
-    values = tuple(_str(v, f"{path}.values") for v in _list(raw.get("values"), f"{path}.values"))
-    return LabelSelectorRequirement(_str(raw.get("key"), f"{path}.key"),
-                                    _str(raw.get("operator"), f"{path}.operator"), values)
-
-
-def _node_selector_terms(value: object, path: str) -> tuple[NodeSelectorTerm, ...] | None:
-    if value is None:
-        return None
-    raw = _mapping(value, path)
-    terms = []
-    for i, term in enumerate(_list(raw.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")):
-        tpath = f"{path}.nodeSelectorTerms[{i}]"
-        term = _mapping(term, tpath)
-        terms.append(NodeSelectorTerm(
-            tuple(_requirement(_mapping(e, tpath), tpath)
-                  for e in _list(term.get("matchExpressions"), f"{tpath}.matchExpressions")),
-            tuple(_requirement(_mapping(e, tpath), tpath)
-                  for e in _list(term.get("matchFields"), f"{tpath}.matchFields")),
-        ))
-    return tuple(terms)
-
-
-def _affinity_terms(value: object, path: str) -> tuple[PodAffinityTerm, ...]:
-    terms = []
-    for i, term in enumerate(_list(value, path)):
-        tpath = f"{path}[{i}]"
-        term = _mapping(term, tpath)
-        terms.append(PodAffinityTerm(
-            label_selector=_label_selector(term.get("labelSelector"), f"{tpath}.labelSelector"),
-            topology_key=_str(term.get("topologyKey"), f"{tpath}.topologyKey"),
-            namespaces=tuple(_str(n, f"{tpath}.namespaces") for n in _list(term.get("namespaces"), tpath)),
-            namespace_selector=_label_selector(term.get("namespaceSelector"), f"{tpath}.namespaceSelector"),
-        ))
-    return tuple(terms)
-
-
-def _spread_constraints(value: object, path: str) -> tuple[TopologySpreadConstraint, ...]:
-    constraints = []
-    for i, raw in enumerate(_list(value, path)):
-        cpath = f"{path}[{i}]"
-        raw = _mapping(raw, cpath)
-        constraints.append(TopologySpreadConstraint(
-            max_skew=_int(raw.get("maxSkew"), f"{cpath}.maxSkew") or 1,
-            topology_key=_str(raw.get("topologyKey"), f"{cpath}.topologyKey"),
-            when_unsatisfiable=_str(raw.get("whenUnsatisfiable"), f"{cpath}.whenUnsatisfiable", "DoNotSchedule"),
-            label_selector=_label_selector(raw.get("labelSelector"), f"{cpath}.labelSelector"),
-            min_domains=_int(raw.get("minDomains"), f"{cpath}.minDomains"),
-            node_affinity_policy=_str(raw.get("nodeAffinityPolicy"), f"{cpath}.nodeAffinityPolicy", "Honor"),
-            node_taints_policy=_str(raw.get("nodeTaintsPolicy"), f"{cpath}.nodeTaintsPolicy", "Ignore"),
-            match_label_keys=tuple(_str(k, cpath) for k in _list(raw.get("matchLabelKeys"), cpath)),
-        ))
-    return tuple(constraints)
-
-
-def _tolerations(value: object, path: str) -> tuple[Toleration, ...]:
-    result = []
-    for i, raw in enumerate(_list(value, path)):
-        tpath = f"{path}[{i}]"
-        raw = _mapping(raw, tpath)
-        result.append(Toleration(
-            key=_str(raw.get("key"), f"{tpath}.key"),
-            operator=_str(raw.get("operator"), f"{tpath}.operator", "Equal") or "Equal",
-            value=_str(raw.get("value"), f"{tpath}.value"),
-            effect=_str(raw.get("effect"), f"{tpath}.effect"),
-        ))
-    return tuple(result)
+def _pod_request_units(spec: Mapping[str, Any]) -> dict[str, int]:
+    return convert.pod_request_units(spec)
 
 
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:

@@ -32,11 +32,11 @@ _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 # The generic checked helpers are unchanged and shared; the reference below reads every field through them
-# (its host ports, unmodelled features and preemption condition are the versions the fast paths replaced).
+# (its host ports and preemption condition are the versions the fast paths replaced).
 _mapping, _list, _str, _int, _interned = convert._mapping, convert._list, convert._str, convert._int, convert._interned
 _labels, _tolerations = convert._checked_labels, convert._checked_tolerations
 _node_selector_terms, _affinity_terms = convert._node_selector_terms, convert._affinity_terms
-_spread_constraints = convert._spread_constraints
+_spread_constraints, _unmodeled_features = convert._spread_constraints, convert._unmodeled_features
 
 
 def _resources(units: Mapping[str, int]) -> Resources:
@@ -61,22 +61,6 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
                 ports.append(HostPort(_str(port.get("hostIP"), "hostIP") or "0.0.0.0",
                                       _str(port.get("protocol"), "protocol") or "TCP", host_port))
     return tuple(ports)
-
-
-def _unmodeled_features(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    gaps = []
-    for volume in _list(spec.get("volumes"), "spec.volumes"):
-        if isinstance(volume, Mapping) and "persistentVolumeClaim" in volume:
-            gaps.append("persistentVolumeClaim volumes (VolumeBinding/VolumeZone)")
-            break
-    if spec.get("resourceClaims"):
-        gaps.append("resourceClaims (DynamicResources)")
-    if spec.get("schedulingGates"):
-        gaps.append("schedulingGates (the pod is not scheduled until they are removed)")
-    scheduler = spec.get("schedulerName")
-    if scheduler not in (None, "", "default-scheduler"):
-        gaps.append(f"schedulerName {scheduler} (not the default scheduler)")
-    return tuple(gaps)
 
 
 def _disruption_target_by_preemption(status: Mapping[str, Any]) -> bool:

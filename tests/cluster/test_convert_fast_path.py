@@ -49,8 +49,10 @@ def _pod_request_units(spec: Mapping[str, Any]) -> dict[str, int]:
 
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     ports = []
-    containers = [*_list(spec.get("initContainers"), "spec.initContainers"),
-                  *_list(spec.get("containers"), "spec.containers")]
+    # Upstream GetHostPorts: sidecar init containers (restartPolicy Always) and app containers only.
+    sidecars = [c for c in _list(spec.get("initContainers"), "spec.initContainers")
+                if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"]
+    containers = [*sidecars, *_list(spec.get("containers"), "spec.containers")]
     for ctr in containers:
         if not isinstance(ctr, Mapping):
             continue
@@ -297,7 +299,8 @@ def full_pod() -> dict[str, Any]:
         initContainers=[
             {"name": "init", "ports": [{"containerPort": 53, "hostPort": 53, "protocol": "UDP"}],
              "resources": {"requests": {"cpu": "1"}, "limits": {"memory": "1Gi"}}},
-            {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+            {"name": "proxy", "restartPolicy": "Always", "ports": [{"containerPort": 9901, "hostPort": 9901}],
+             "resources": {"requests": {"cpu": "100m"}}},
         ],
         overhead={"cpu": "10m"}, resources={"requests": {"memory": "2Gi"}},
         nodeSelector={"pool": "general"},
@@ -334,7 +337,7 @@ FULL_POD_PLACES = len(slots(full_pod()))
 def test_the_full_pod_reads_every_field() -> None:
     pod = pod_from_dict(full_pod())
     assert [(p.port, p.protocol, p.host_ip) for p in pod.host_ports] == \
-        [(53, "UDP", "0.0.0.0"), (8080, "TCP", "10.0.0.1")]  # init containers first
+        [(9901, "TCP", "0.0.0.0"), (8080, "TCP", "10.0.0.1")]  # sidecars first; regular init containers hold none
     # max(50m app + 100m sidecar, 1000m init that runs before the sidecar) + 10m overhead; pod-level memory wins
     assert (pod.requests.milli_cpu, pod.requests.memory) == (1010, 2 * 2**30)
     assert pod.required_node_affinity is not None and len(pod.pod_affinity) == len(pod.pod_anti_affinity) == 1

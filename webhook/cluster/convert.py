@@ -493,12 +493,20 @@ def _checked_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
     return shared(tuple(result)) if result else ()
 
 
+def _holds_host_ports(ctr: object, init: bool) -> bool:
+    """Upstream ``GetHostPorts``: app containers, and init containers only when they are sidecars
+    (``restartPolicy: Always``); a regular init container has exited before the pod runs."""
+    if type(ctr) is not dict and not isinstance(ctr, Mapping):
+        return False
+    return not init or ctr.get("restartPolicy") == "Always"
+
+
 def _host_ports(spec: JsonObject) -> tuple[HostPort, ...]:
     ports = []
-    for containers in (_list(spec.get("initContainers"), "spec.initContainers"),
-                       _list(spec.get("containers"), "spec.containers")):
+    for init, containers in ((True, _list(spec.get("initContainers"), "spec.initContainers")),
+                             (False, _list(spec.get("containers"), "spec.containers"))):
         for ctr in containers:
-            if type(ctr) is not dict and not isinstance(ctr, Mapping):
+            if not _holds_host_ports(ctr, init):
                 continue
             container_ports = ctr.get("ports")
             if container_ports is None:

@@ -1,4 +1,4 @@
-"""A deliberately simple, slow transcription of ../shared/spec/preemption.md, used as an oracle.
+"""A deliberately simple, slow transcription of docs/preemption.md, used as an oracle.
 
 No indexes and no incremental state: every Filter call recomputes resource sums, host ports,
 inter-pod affinity counts and topology-spread counts from the whole simulated world. Only the
@@ -303,6 +303,22 @@ class Reference:
                         violating.add(p.key)
         return sorted(victims, key=importance), violating
 
+    def kubelet_admits(self, pod: Pod, name: str) -> bool:
+        """The kubelet's own admission (generalFilter) of a pod bound by spec.nodeName: node affinity,
+        NoExecute taints, host ports and resources; no cordon, NoSchedule, inter-pod or spread checks."""
+        node = self.nodes.get(name)
+        if node is None or not node_affinity_ok(pod, node):
+            return False
+        if any(t.effect == "NoExecute" and not tolerated(pod, t.key, t.value, t.effect) for t in node.taints):
+            return False
+        on_node = [p for p, n in self.world.values() if n == name]
+        for h in pod.host_ports:
+            for p in on_node:
+                if any(u.port == h.port and u.protocol == h.protocol
+                       and (u.host_ip == h.host_ip or "0.0.0.0" in (u.host_ip, h.host_ip)) for u in p.host_ports):
+                    return False
+        return self.resources(pod, node, on_node) is None
+
     def predict(self, pod: Pod) -> dict[str, Any]:
         names = sorted(self.nodes)
         out: dict[str, Any] = {"outcome": "Unschedulable", "node": None, "victims": [], "pdb_violations": 0,
@@ -310,6 +326,11 @@ class Reference:
                                "preemption_status": ""}
         if not names:
             return out
+        if pod.node_name:  # the scheduler never sees it: the kubelet admits it or rejects it
+            if not self.kubelet_admits(pod, pod.node_name):
+                return out
+            self.world[pod.key] = (pod, pod.node_name)
+            return {**out, "outcome": "Fits", "node": pod.node_name}
         statuses: dict[str, tuple[str, tuple[str, ...]]] = {}
         order = ([pod.nominated_node_name] if pod.nominated_node_name in self.nodes else []) + names
         for name in order:

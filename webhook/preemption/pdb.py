@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from webhook.cluster.model import Pod, PodDisruptionBudget
-from webhook.preemption.selectors import pdb_selector_matches
+from webhook.cluster.model import LabelSelector, Pod, PodDisruptionBudget
+from webhook.cluster.selectors import label_selector_error
+from webhook.preemption.selectors import pdb_selector_matches, valid_pdb_selector_matches
 
 
 def matching_pdbs(pod: Pod, pdbs: Sequence[PodDisruptionBudget], *, empty_matches_all: bool) -> tuple[int, ...]:
@@ -65,7 +66,7 @@ class PdbIndex:
     the PDBs that can select it. Match results are cached per pod object (a changed pod is a new object).
     """
 
-    __slots__ = ("_by_label", "_cache", "_scan", "budgets", "empty_matches_all", "pdbs", "stop_at_first")
+    __slots__ = ("_by_label", "_cache", "_scan", "_selectors", "budgets", "empty_matches_all", "pdbs", "stop_at_first")
 
     def __init__(self, pdbs: Sequence[PodDisruptionBudget], *, empty_matches_all: bool, stop_at_first: bool) -> None:
         self.pdbs = list(pdbs)
@@ -76,10 +77,13 @@ class PdbIndex:
         # namespace -> (label key, value) -> PDB indexes; namespace -> PDBs without matchLabels (checked always).
         self._by_label: dict[str, dict[tuple[str, str], list[int]]] = {}
         self._scan: dict[str, list[int]] = {}
+        # The selectors that convert, by PDB index: only these PDBs are indexed.
+        self._selectors: dict[int, LabelSelector] = {}
         for i, pdb in enumerate(self.pdbs):
             selector = pdb.selector
-            if selector is None:
-                continue  # a nil selector matches nothing
+            if selector is None or label_selector_error(selector) is not None:
+                continue  # a nil selector matches nothing; upstream skips one that does not convert
+            self._selectors[i] = selector
             if selector.match_labels:
                 pair = min(selector.match_labels.items())
                 self._by_label.setdefault(pdb.namespace, {}).setdefault(pair, []).append(i)
@@ -101,7 +105,7 @@ class PdbIndex:
         maybe.sort()  # PDB (namespace, name) order: it decides which PDB a victim counts against first
         result = tuple(
             i for i in maybe
-            if pdb_selector_matches(self.pdbs[i].selector, pod.labels, empty_matches_all=self.empty_matches_all)
+            if valid_pdb_selector_matches(self._selectors[i], pod.labels, empty_matches_all=self.empty_matches_all)
             and pod.name not in self.pdbs[i].disrupted_pods
         )
         if len(self._cache) >= MATCH_CACHE_LIMIT:

@@ -16,13 +16,15 @@ import bisect
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Node, Pod, Taint
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.filters import (
+    ERR_NODE_AFFINITY,
+    ERR_NODE_PORTS,
     ERR_NOT_HELPFUL,
     ERROR,
     OK,
@@ -34,6 +36,7 @@ from webhook.preemption.filters import (
     SpreadState,
     Status,
     hard_spread_constraints,
+    host_ports_conflict,
     new_spread_state,
     nominated_pods_for,
     resource_fit_status,
@@ -57,8 +60,8 @@ from webhook.preemption.results import (
     importance_key,
 )
 from webhook.preemption.selection import candidate_score, pick_preemption_node
-from webhook.preemption.selectors import first_untolerated_taint, required_node_affinity_matches
-from webhook.preemption.victims import NO_VICTIMS, DryRunOutcome, select_victims_on_node
+from webhook.preemption.selectors import first_untolerated_taint, required_node_affinity_matches, tolerates
+from webhook.preemption.victims import NO_VICTIMS, DryRunOutcome, candidate_outcome, select_victims_on_node
 from webhook.preemption.view import (
     CPU,
     EPHEMERAL,
@@ -71,7 +74,12 @@ from webhook.preemption.view import (
     free_order,
     state_index,
 )
-from webhook.priority.resolution import PriorityRejection, effective_classes, resolve_pod_priority
+from webhook.priority.resolution import (
+    SYSTEM_CRITICAL_PRIORITY,
+    PriorityRejection,
+    effective_classes,
+    resolve_pod_priority,
+)
 
 ABSENT_STATUS = Status(UNRESOLVABLE)
 RESOURCE_REASONS = ("Too many pods", "Insufficient cpu", "Insufficient memory", "Insufficient ephemeral-storage")
@@ -577,7 +585,7 @@ def _resource_dry_run(ctx: PredictionContext, summary: NodeSummary, nominated: l
         bad_keys = {p.key for p, bad in zip(potential, flags, strict=True) if bad}
         violating = frozenset(v.key for v in victims if v.key in bad_keys)
         victims.sort(key=importance_key)
-    return DryRunOutcome(Candidate(summary.node.name, tuple(victims), violating, len(violating)), OK)
+    return candidate_outcome(Candidate(summary.node.name, tuple(victims), violating, len(violating)), OK)
 
 
 def _minimum_victims(ctx: PredictionContext, summary: NodeSummary, used: tuple[int, int, int, int],
@@ -866,6 +874,10 @@ def preempt(ctx: PredictionContext, statuses: Mapping[str, Status], *,
         message = nodes_available_message_from_counts(len(names), {NOT_HELPFUL: len(names)})
         return PostFilterResult(None, (), 0, 0, True, f"preemption: {message}")
     dry = dry_run_preemption(ctx, potential)
+    errors = sorted(r for s in dry.statuses.values() if s.code == ERROR for r in s.reasons)
+    if dry.best is None and errors:
+        # Upstream: with no candidate, DryRunPreemption's errors become PostFilter's Error status.
+        return PostFilterResult(None, (), 0, len(potential), True, f"preemption: {'; '.join(errors)}")
     if dry.best is None:
         counts = Counter(dry.statuses.values()) if dry.counts is None else Counter(dry.counts)
         counts[NOT_HELPFUL] += len(names) - len(dry.statuses)
@@ -886,6 +898,47 @@ def _gap_note(pod: Pod) -> str:
     return f" Not modelled (the prediction ignores it): {'; '.join(pod.unmodeled)}." if pod.unmodeled else ""
 
 
+def kubelet_admission_failure(view: ClusterView, pod: Pod) -> str | None:
+    """Why the kubelet of ``pod.node_name`` would refuse the pod (its ``generalFilter``), or None when it admits it.
+
+    The kubelet checks the node name, node selector and required node affinity, host ports, resources and
+    NoExecute taints; it ignores cordons, NoSchedule taints, inter-pod affinity and topology spread.
+    """
+    name = pod.node_name
+    if name not in view.state.nodes:
+        return f"node {name} does not exist"
+    node = view.node(name)
+    if not required_node_affinity_matches(pod, node):
+        return ERR_NODE_AFFINITY.replace("node(s)", "the node")
+    for taint in node.taints:
+        if taint.effect == "NoExecute" and not tolerates(pod.tolerations, taint):
+            return f"the pod does not tolerate the node's NoExecute taint {taint.key}"
+    info = NodeInfo.build(node, view.pods_on(name))
+    if pod.host_ports and host_ports_conflict(pod.host_ports, (hp for p in info.pods.values() for hp in p.host_ports)):
+        return ERR_NODE_PORTS.replace("node(s)", "the node")
+    used = info.requested
+    status = resource_fit_status(pod.requests, node.allocatable, used.milli_cpu, used.memory,
+                                 used.ephemeral_storage, used.pod_count, used.scalar)
+    return None if status.ok else ", ".join(status.reasons)
+
+
+def predict_bound_pod(view: ClusterView, pod: Pod, policy: str, gaps: str) -> PreemptionResult:
+    """A pod that sets ``spec.nodeName``: the scheduler never handles it, so nothing is preempted for it."""
+    base = PreemptionResult(pod=pod.key, priority=pod.effective_priority, priority_class_name=pod.priority_class_name,
+                            preemption_policy=policy, outcome=UNSCHEDULABLE_OUTCOME)
+    failure = kubelet_admission_failure(view, pod)
+    if failure is None:
+        return replace_fields(base, outcome=FITS, node=pod.node_name,
+                              message=f"spec.nodeName binds the pod to node {pod.node_name}, where it fits;"
+                                      f" the scheduler does not handle it and preempts nothing." + gaps)
+    message = (f"spec.nodeName binds the pod to node {pod.node_name}, so the scheduler never handles it and never"
+               f" preempts for it; the kubelet will reject it: {failure}.")
+    if pod.effective_priority >= SYSTEM_CRITICAL_PRIORITY and pod.node_name in view.state.nodes:
+        message += (" As a critical pod (system priority), the kubelet may instead evict pods on that node itself"
+                    " to admit it.")
+    return replace_fields(base, message=message + gaps)
+
+
 def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
                 deadline: float | None = None) -> tuple[PreemptionResult, Candidate | None]:
     """One replica whose ``spec.priority`` is already resolved; does not change ``view``."""
@@ -895,6 +948,8 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
         return PreemptionResult(pod=pod.key, priority=pod.effective_priority,
                                 priority_class_name=pod.priority_class_name, preemption_policy=policy,
                                 outcome=UNSCHEDULABLE_OUTCOME, message=NO_NODES_AVAILABLE + "." + gaps), None
+    if pod.node_name:
+        return predict_bound_pod(view, pod, policy, gaps), None
     ctx = new_context(view, pod, args, deadline=deadline)
     ctx.check_deadline()
     filtered = filter_nodes(ctx)
@@ -992,25 +1047,57 @@ def predict_preemption(state: ClusterState, pod: Pod, *, replicas: int = 1, args
     return predict_pods(state, replica_pods(pod, replicas), args=args, deadline=deadline)
 
 
-def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionArgs | None = None,
-                 deadline: float | None = None) -> list[PreemptionResult]:
-    """Like ``predict_preemption`` for pods that may differ (e.g. StatefulSet replicas)."""
-    resolved: list[Pod] = []
+Simulate = Callable[..., list[PreemptionResult]]
+
+
+def resolve_each(state: ClusterState, pods: Sequence[Pod]) -> list[Pod | PreemptionResult]:
+    """Each pod as the Priority plugin would store it, or its own ``Rejected`` result."""
+    entries: list[Pod | PreemptionResult] = []
     for pod in pods:
         try:
-            resolved.append(resolve_priority(state, pod))
+            entries.append(resolve_priority(state, pod))
         except PriorityRejection as exc:
-            rejected = PreemptionResult(pod=pod.key, priority=None, priority_class_name=pod.priority_class_name,
-                                        preemption_policy=pod.preemption_policy or PREEMPT_LOWER_PRIORITY,
-                                        outcome=REJECTED, message=str(exc))
-            return [dataclasses.replace(rejected, pod=p.key) for p in pods]
-    return simulate_pods(state, resolved, args, deadline=deadline)
+            entries.append(PreemptionResult(pod=pod.key, priority=None, priority_class_name=pod.priority_class_name,
+                                            preemption_policy=pod.preemption_policy or PREEMPT_LOWER_PRIORITY,
+                                            outcome=REJECTED, message=str(exc)))
+    return entries
+
+
+def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionArgs | None = None,
+                 deadline: float | None = None, simulate: Simulate = simulate_pods) -> list[PreemptionResult]:
+    """Like ``predict_preemption`` for pods that may differ (e.g. StatefulSet replicas, several manifests).
+
+    Each pod gets its own outcome: a pod the Priority plugin rejects is ``Rejected`` and takes no place in the
+    simulation of the others. ``simulate(state, admitted, args, deadline=...)`` runs the admitted pods in order.
+    """
+    entries = resolve_each(state, pods)
+    admitted = [e for e in entries if isinstance(e, Pod)]
+    simulated = iter(simulate(state, admitted, args, deadline=deadline) if admitted else ())
+    return [next(simulated) if isinstance(e, Pod) else e for e in entries]
 
 
 __all__ = [
-    "ERROR", "DryRun", "FilterOutcome", "PostFilterResult", "PredictionContext", "PredictionTimeout", "dry_run_node",
-    "dry_run_preemption", "filter_nodes", "new_context", "nodes_available_message",
+    "ERROR",
+    "DryRun",
+    "FilterOutcome",
+    "PostFilterResult",
+    "PredictionContext",
+    "PredictionTimeout",
+    "dry_run_node",
+    "dry_run_preemption",
+    "filter_nodes",
+    "new_context",
+    "nodes_available_message",
     "nodes_available_message_from_counts",
-    "nodes_where_preemption_might_help", "pod_eligible_to_preempt_others", "predict_pod", "predict_pods",
-    "predict_preemption", "preempt", "replica_pods", "resolve_priority", "simulate_pods",
+    "nodes_where_preemption_might_help",
+    "pod_eligible_to_preempt_others",
+    "predict_bound_pod",
+    "predict_pod",
+    "predict_pods",
+    "predict_preemption",
+    "preempt",
+    "replica_pods",
+    "resolve_each",
+    "resolve_priority",
+    "simulate_pods",
 ]

@@ -28,6 +28,8 @@ def pick_preemption_node(candidates: Iterable[Candidate]) -> tuple[Candidate, tu
     best: ScoreTuple | None = None
     tied: list[Candidate] = []
     for candidate in candidates:
+        if not candidate.victims:
+            continue  # never a candidate: DryRunPreemption turns it into an Error status (victims.candidate_outcome)
         score = candidate_score(candidate)
         if best is None or score < best:
             best, tied = score, [candidate]

@@ -17,7 +17,7 @@ from webhook.cluster.model import (
     Taint,
     Toleration,
 )
-from webhook.cluster.selectors import label_selector_matches, requirement_matches
+from webhook.cluster.selectors import label_selector_error, label_selector_matches, requirement_matches
 
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 # TaintToleration's Filter only looks at these effects (PreferNoSchedule is a scoring concern).
@@ -30,9 +30,15 @@ def pdb_selector_matches(selector: LabelSelector | None, labels: Mapping[str, st
 
     Released behaviour: unlabeled pods and nil/empty selectors never match. Newest master
     (#141785): an empty selector matches every pod in the namespace; nil still matches nothing.
+    A selector that ``LabelSelectorAsSelector`` refuses matches nothing: upstream skips that PDB.
     """
-    if selector is None:
+    if selector is None or label_selector_error(selector) is not None:
         return False
+    return valid_pdb_selector_matches(selector, labels, empty_matches_all=empty_matches_all)
+
+
+def valid_pdb_selector_matches(selector: LabelSelector, labels: Mapping[str, str], *, empty_matches_all: bool) -> bool:
+    """``pdb_selector_matches`` for a selector already known to convert (the PDB index checks once)."""
     if selector.is_empty():
         return empty_matches_all
     if not labels and not empty_matches_all:

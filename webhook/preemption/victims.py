@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from webhook.cluster.model import Pod
 from webhook.preemption.filters import (
     ERR_NO_VICTIMS,
+    ERROR,
     UNRESOLVABLE,
     CycleState,
     NodeInfo,
@@ -30,6 +31,18 @@ class DryRunOutcome:
 
 
 NO_VICTIMS = Status(UNRESOLVABLE, (ERR_NO_VICTIMS,))
+
+
+def no_victim_error(node_name: str) -> Status:
+    """DryRunPreemption's Error for a node where victim selection succeeded but evicts nobody."""
+    return Status(ERROR, (f'expected at least one victim pod on node "{node_name}"',))
+
+
+def candidate_outcome(candidate: Candidate, status: Status) -> DryRunOutcome:
+    """The dry run's answer for a node, refusing a candidate without victims as upstream does."""
+    if not candidate.victims:
+        return DryRunOutcome(None, no_victim_error(candidate.node))
+    return DryRunOutcome(candidate, status)
 
 
 def potential_victims(pod: Pod, pods: list[Pod]) -> list[Pod]:
@@ -74,4 +87,4 @@ def select_victims_on_node(pod: Pod, info: NodeInfo, cycle: CycleState, nominate
         if not bad:
             reprieve(victim)
     victims.sort(key=importance_key)
-    return DryRunOutcome(Candidate(node.name, tuple(victims), frozenset(violating), len(violating)), status)
+    return candidate_outcome(Candidate(node.name, tuple(victims), frozenset(violating), len(violating)), status)

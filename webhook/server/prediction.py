@@ -28,14 +28,12 @@ from webhook.preemption.predictor import (
     NOT_ELIGIBLE_NEVER,
     predict_pods,
     replace_fields,
-    resolve_priority,
     simulate_pods,
 )
 from webhook.preemption.preview import build_preview, with_priority_class
 from webhook.preemption.results import UNSCHEDULABLE_OUTCOME, PredictionTimeout, PreemptionArgs, PreemptionResult
 from webhook.preemption.view import index_sync_is_cheap
 from webhook.preemption.workloads import expand_object
-from webhook.priority.resolution import PriorityRejection
 
 log = logging.getLogger(__name__)
 
@@ -74,24 +72,23 @@ def _as_pending(result: PreemptionResult, policy: str) -> PreemptionResult:
     return replace_fields(result, preemption_policy=policy, message=message, preemption_status="")
 
 
-def predict_without_preemption(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs,
-                               deadline: float | None = None) -> list[PreemptionResult]:
-    """``predict_pods`` for a scheduler whose PostFilter is off: each replica that does not fit stays Pending.
+def simulate_without_preemption(state: ClusterState, resolved: Sequence[Pod], args: PreemptionArgs | None,
+                                *, deadline: float | None = None) -> list[PreemptionResult]:
+    """``simulate_pods`` for a scheduler whose PostFilter is off: each replica that does not fit stays Pending.
 
     Implemented by simulating every resolved replica with ``preemptionPolicy: Never`` (the predictor's own
     "may not preempt" path), then restoring the real policy and message in the results.
     """
-    resolved: list[Pod] = []
-    for pod in pods:
-        try:
-            resolved.append(resolve_priority(state, pod))
-        except PriorityRejection:
-            # Every replica is Rejected before any simulation: exactly what predict_pods reports.
-            return predict_pods(state, pods, args=args, deadline=deadline)
     never = [pod if pod.preemption_policy == PREEMPT_NEVER else replace_fields(pod, preemption_policy=PREEMPT_NEVER)
              for pod in resolved]
     simulated = simulate_pods(state, never, args, deadline=deadline)
     return [_as_pending(result, pod.preemption_policy or "") for result, pod in zip(simulated, resolved, strict=True)]
+
+
+def predict_without_preemption(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs,
+                               deadline: float | None = None) -> list[PreemptionResult]:
+    """``predict_pods`` with the scheduler's PostFilter off (rejected pods keep their own outcome)."""
+    return predict_pods(state, pods, args=args, deadline=deadline, simulate=simulate_without_preemption)
 
 
 def compute_preview(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None, replicas: int | None,

@@ -1,4 +1,4 @@
-"""Every case of shared/vectors/admission.yaml through the real endpoints of a server on loopback over TLS."""
+"""Every case of tests/vectors/admission.yaml through the real endpoints of a server on loopback over TLS."""
 
 from __future__ import annotations
 
@@ -95,3 +95,15 @@ async def test_admission_vector(case: dict[str, Any], tmp_path: Path) -> None:
 def test_vectors_cover_every_route() -> None:
     assert {c["kind"] for c in VECTORS} <= set(ROUTES)
     assert len(VECTORS) >= 50
+
+
+async def test_delete_collection_of_priority_classes_reaches_system_classes_as_upstream(tmp_path: Path) -> None:
+    """`kubectl delete pc --all`: the API server sends one DELETE per item with an empty request name (the
+    collection's), and upstream's system-class guard (the registry's Delete by name) does not run."""
+    case = next(c for c in VECTORS if c["name"].startswith("pc-46"))
+    async with LoopbackWebhook(snapshot_source(tmp_path, case["existing_priority_classes"])) as hook:
+        by_name = await post_case(hook, case)
+        path, request = review_request(case)
+        status, body = await hook.post_json(path, admission_review({**request, "name": ""}))
+    assert by_name["allowed"] is False and by_name["status"]["code"] == 403
+    assert status == 200 and body["response"]["allowed"] is True and "status" not in body["response"]

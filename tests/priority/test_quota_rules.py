@@ -11,7 +11,7 @@ import pytest
 from webhook.cluster.convert import resource_quota_from_dict
 from webhook.cluster.model import ResourceQuota, ScopedResourceSelectorRequirement
 from webhook.cluster.quantity import Quantity, format_quantity, parse_quantity
-from webhook.config import QuotaConfig, parse_config
+from webhook.config import LimitedResource, QuotaConfig, parse_config
 from webhook.priority.quota import (
     RULE_CLASSES,
     RULE_LIMITED_SCOPES,
@@ -313,3 +313,17 @@ def test_classes_are_checked_before_resource_quota() -> None:
     denial = _check(pod, [], config, namespace="team-a")
     assert denial.rule == RULE_CLASSES
     assert _check(pod, [], config, namespace="prod-a").rule == RULE_LIMITED_SCOPES
+
+
+def test_a_limited_scope_upstream_cannot_evaluate_admits_the_pod_and_is_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Config loading refuses such a scope (test_config_loading); the rule itself still follows upstream
+    # (getMatchedLimitedScopes logs and admits) for a configuration built any other way.
+    broken = LimitedResource("pods", match_scopes=(ScopedResourceSelectorRequirement("PriorityClass", "In", ()),))
+    with caplog.at_level("ERROR", logger="webhook.priority.quota"):
+        assert check_resource_quota(_pod(_ctr("a"), class_name="gold"), operation="CREATE", quotas=[],
+                                    limited_resources=[broken]) is None
+    (record,) = [r for r in caplog.records if r.name == "webhook.priority.quota"]
+    assert record.levelname == "ERROR"
+    assert "quota.limitedResources" in record.getMessage()
+    assert "values set can't be empty" in record.getMessage()

@@ -61,10 +61,16 @@ def admit_priority_class(request: AdmissionRequest, stored: Mapping[str, Priorit
     """Validate a PriorityClass CREATE/UPDATE/DELETE against the stored classes (system classes implied)."""
     if not is_priority_class_admission(request):
         return AdmissionOutcome.allow()
-    name = object_name_for_messages(request)
     if request.operation == "DELETE":
-        refused = check_system_class_delete(name)
-        return AdmissionOutcome.allow() if refused is None else forbidden(PRIORITY_CLASS_RESOURCE, name, refused)
+        # The guard lives in the registry's Delete by name. A delete-collection (`kubectl delete pc --all`)
+        # reaches admission once per item with an empty request name and bypasses it: upstream deletes the
+        # system classes then (they come back at the next kube-apiserver start).
+        if not request.name:
+            return AdmissionOutcome.allow()
+        refused = check_system_class_delete(request.name)
+        return (AdmissionOutcome.allow() if refused is None
+                else forbidden(PRIORITY_CLASS_RESOURCE, request.name, refused))
+    name = object_name_for_messages(request)
     if request.operation not in ("CREATE", "UPDATE"):
         return AdmissionOutcome.allow()
     incoming = priority_class_object(require_object(request.object, "request.object"), "request.object")

@@ -11,6 +11,7 @@ class-less pod is checked under its global default's name.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -56,6 +57,9 @@ _POD_RESOURCE_PREFIXES = ("hugepages-", "requests.hugepages-")
 _VALIDATION_SET = frozenset({"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"})
 _QOS_RESOURCES = ("cpu", "memory")
 _ONE = Quantity(Fraction(1), "DecimalSI")
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,8 +446,11 @@ def check_resource_quota(
         return None
     try:
         limited_scopes = [scope for entry in limited_resources for scope in matching_scopes(pod, entry.match_scopes)]
-    except ScopeSelectorError:
-        # Upstream logs the error and admits (getMatchedLimitedScopes failure returns no error).
+    except ScopeSelectorError as exc:
+        # Upstream logs the error and admits (getMatchedLimitedScopes failure returns no error): a broken
+        # quota.limitedResources entry must not block every pod, but the operator has to hear of it.
+        log.error("Error while matching limited scopes of quota.limitedResources (the pod is admitted"
+                  " unchecked, as upstream does): %s", exc)
         return None
     usage = pod_usage(pod, now_ns)
     pod_limited = [entry for entry in limited_resources if (entry.api_group, entry.resource) == ("", "pods")]

@@ -1,4 +1,4 @@
-"""Helpers for the admission tests: the shared vectors, snapshots built from them, and a JSONPatch applier."""
+"""Helpers for the admission tests: the vectors in tests/vectors, snapshots built from them, and a JSONPatch applier."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ import yaml
 
 from webhook.cluster.source import SnapshotSource
 
-# CI clones the repository with ``shared/`` beside it: <parent>/main (this repo) and <parent>/shared.
-SHARED_VECTORS = Path(__file__).resolve().parents[2].parent / "shared" / "vectors"
+# The suite's own copy of the vectors (tests/vectors/README.md says where each file comes from).
+SHARED_VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 
 
 def load_vectors(name: str) -> list[dict[str, Any]]:
-    """The cases of ``shared/vectors/<name>``; a missing file fails the run loudly (never a skip)."""
+    """The cases of ``tests/vectors/<name>``; a missing file fails the run loudly (never a skip)."""
     path = SHARED_VECTORS / name
     if not path.is_file():
-        raise FileNotFoundError(f"test vectors not found at {path} (shared/ must sit beside the repository)")
+        raise FileNotFoundError(f"test vectors not found at {path} (they are part of the repository: tests/vectors)")
     cases = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert isinstance(cases, list) and cases, f"{path} holds no cases"
     return cases

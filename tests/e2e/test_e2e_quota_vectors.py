@@ -1,4 +1,4 @@
-"""Every case of ../shared/vectors/quota.yaml through the real /mutate/pods over TLS: the vector's
+"""Every case of tests/vectors/quota.yaml through the real /mutate/pods over TLS: the vector's
 ``limitedResources`` as the configuration file, its PriorityClasses, Namespace and ResourceQuotas as the snapshot."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every case of ../shared/vectors/preemption.yaml, table-driven, through the predictor's steps."""
+"""Every case of tests/vectors/preemption.yaml, table-driven, through the predictor's steps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Turn a case of ../shared/vectors/preemption.yaml into model objects (via raw API dicts)."""
+"""Turn a case of tests/vectors/preemption.yaml into model objects (via raw API dicts)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.filters import Status
 from webhook.preemption.results import PreemptionArgs
 
-VECTORS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "vectors"
+VECTORS_DIR = Path(__file__).resolve().parents[1] / "vectors"
 
 
 def load_vectors(name: str) -> dict[str, Any]:
     path = VECTORS_DIR / name
     if not path.is_file():
-        raise FileNotFoundError(f"test vectors missing: {path} (expected next to the repository, in ../shared/vectors)")
+        raise FileNotFoundError(f"test vectors missing: {path} (they are part of the repository: tests/vectors)")
     with path.open(encoding="utf-8") as fh:
         data: dict[str, Any] = yaml.safe_load(fh)
     return data

@@ -1,4 +1,4 @@
-"""Load ``shared/vectors/quota.yaml`` and turn each case into snapshot documents plus a configuration.
+"""Load ``tests/vectors/quota.yaml`` and turn each case into snapshot documents plus a configuration.
 
 Webhook-independent on purpose (only PyYAML): end-to-end tests through ``/mutate/pods`` can reuse
 ``load_quota_vectors`` and feed ``snapshot_documents`` / ``config_document`` to the real server.
@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
-VECTORS_DIR = _REPO_ROOT.parent / "shared" / "vectors"
+VECTORS_DIR = _REPO_ROOT / "tests" / "vectors"
 QUOTA_VECTORS = VECTORS_DIR / "quota.yaml"
 
 
@@ -63,7 +63,7 @@ def _to_vector(case: dict[str, Any]) -> QuotaVector:
 def load_quota_vectors(path: Path = QUOTA_VECTORS) -> list[QuotaVector]:
     """Every case of the vector file; a missing file is an error, never an empty list."""
     if not path.is_file():
-        raise FileNotFoundError(f"quota vectors not found at {path} (expected ../shared/vectors next to the repo)")
+        raise FileNotFoundError(f"quota vectors not found at {path} (they are part of the repository: tests/vectors)")
     cases = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(cases, list) or not cases:
         raise ValueError(f"{path}: expected a non-empty list of cases")

@@ -1,4 +1,4 @@
-"""Every case of ../shared/vectors/quota.yaml through the quota admission decision."""
+"""Every case of tests/vectors/quota.yaml through the quota admission decision."""
 
 from __future__ import annotations
 

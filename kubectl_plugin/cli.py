@@ -17,7 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
-from kubectl_plugin.inputs import JsonObject, parse_workload_ref, read_manifests, scale_up_object, with_priority_class
+from kubectl_plugin.inputs import (
+    JsonObject,
+    check_namespace_flag,
+    parse_workload_ref,
+    read_manifests,
+    scale_up_object,
+    with_priority_class,
+)
 from kubectl_plugin.render import OUTPUTS, Progress, colour_wanted, render
 from kubectl_plugin.sources import (
     SEQUENTIAL_NOTE,
@@ -29,6 +36,7 @@ from kubectl_plugin.sources import (
 )
 from webhook.errors import PreemptGuardError
 from webhook.preemption.preview import preview_exit_code
+from webhook.version import package_version
 
 PROG = "kubectl preempt-preview"
 EXIT_ERROR = 2
@@ -116,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="Pod, Deployment, StatefulSet, ReplicaSet, Job or CronJob manifests (or Lists of them): a file, a "
              "directory, or - for standard input. Repeatable.")
     add("-n", "--namespace", metavar="NAMESPACE",
-        help="Namespace of the pods (wins over the manifests' own; default: the manifest's, then the context's).")
+        help="Namespace of the pods (default: the manifest's, then the context's). As with kubectl, a manifest "
+             "that names another namespace is an error.")
     add("--replicas", type=int, metavar="N",
         help="With -f: how many replicas to preview (default: the workload's). With TYPE/NAME: how many replicas "
              "to add to the existing workload (default 1).")
@@ -131,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--context", metavar="NAME", help="The kubeconfig context to use.")
     add("-o", "--output", choices=OUTPUTS, default="table", metavar="FORMAT",
         help="Output format: table, wide, json or yaml (json and yaml print the PreemptionPreview).")
+    add("--version", action="version", version=f"{PROG} {package_version()}",
+        help="Print the PreemptGuard version and exit.")
     add("-h", "--help", action="help", help="help for preempt-preview")
     return parser
 
@@ -175,6 +186,7 @@ async def gather_objects(args: argparse.Namespace, streams: Streams,
         objects, replicas = [obj], (1 if args.replicas is None else args.replicas)
     else:
         objects, replicas = read_manifests(args.filename, streams.stdin), args.replicas
+        check_namespace_flag(objects, args.namespace)
     return [with_priority_class(o, args.priority_class) for o in objects], replicas
 
 

@@ -114,6 +114,19 @@ def flatten(objects: Iterable[JsonObject]) -> list[JsonObject]:
     return flat
 
 
+def check_namespace_flag(objects: Iterable[JsonObject], namespace: str | None) -> None:
+    """kubectl's rule for ``-n`` with ``-f``: an object that names another namespace is an error, never
+    silently moved (``resource.Builder``'s "does not match the namespace")."""
+    if not namespace:
+        return
+    for obj in flatten(objects):
+        meta = obj.get("metadata")
+        own = meta.get("namespace") if isinstance(meta, Mapping) else None
+        if own and own != namespace:
+            raise InvalidInput(f'the namespace from the provided object "{own}" does not match the namespace '
+                               f'"{namespace}". You must pass \'--namespace={own}\' to perform this operation.')
+
+
 def check_object(obj: object, where: str) -> None:
     """A Pod, a workload with a pod template, or a List of them; anything else is an error naming it."""
     if not isinstance(obj, Mapping):

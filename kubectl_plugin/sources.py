@@ -114,7 +114,8 @@ class SnapshotPreviewSource:
         return PreviewAnswer(preview)
 
     def _predict(self, objects: Sequence[JsonObject], namespace: str | None, replicas: int | None) -> JsonObject:
-        return preview_objects(load_snapshot(self.path), objects, namespace=namespace, replicas=replicas)
+        state = load_snapshot(self.path, require_cluster=True)
+        return preview_objects(state, objects, namespace=namespace, replicas=replicas)
 
 
 # ---- --webhook-url URL -------------------------------------------------------------------------------

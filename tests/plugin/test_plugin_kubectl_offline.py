@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,9 @@ def test_priority_class_namespace_and_replicas_flags(kubectl: Kubectl) -> None:
     path = EXAMPLES / "pods/08-small-fits.yaml"
     run, preview = preview_of(kubectl, "-f", str(path), "--priority-class", "gold")
     assert preview["results"][0]["outcome"] == "Rejected" and run.returncode == 1
-    _, preview = preview_of(kubectl, "-f", str(path), "--priority-class", "high", "-n", "team-c", "--replicas", "3")
+    no_namespace = path.read_text(encoding="utf-8").replace("namespace: team-b", "")
+    _, preview = preview_of(kubectl, "-f", "-", "--priority-class", "high", "-n", "team-c", "--replicas", "3",
+                            stdin=no_namespace)
     assert [r["pod"] for r in preview["results"]] == [f"team-c/checkout-debug-{i}" for i in range(3)]
     assert {r["priorityClassName"] for r in preview["results"]} == {"high"}
     assert {r["priority"] for r in preview["results"]} == {1000000}
@@ -206,3 +209,32 @@ def test_usage_errors(kubectl: Kubectl) -> None:
 def test_no_kubeconfig_without_snapshot(kubectl: Kubectl) -> None:
     line = error_of(kubectl.run("preempt-preview", "-f", str(EXAMPLES / "pods/08-small-fits.yaml")))
     assert "no kubeconfig found" in line and "--snapshot" in line
+
+
+def test_version(kubectl: Kubectl) -> None:
+    run = kubectl.run("preempt-preview", "--version")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == f"kubectl preempt-preview {metadata.version('preemptguard')}"
+
+
+def test_a_pod_manifest_given_as_the_snapshot(kubectl: Kubectl) -> None:
+    pod = str(EXAMPLES / "pods/08-small-fits.yaml")
+    line = error_of(kubectl.run("preempt-preview", "--snapshot", pod, "-f", pod))
+    assert line.startswith(f"error: {pod}: not a cluster snapshot: it holds Pod and no Node")
+
+
+def test_a_namespace_flag_that_contradicts_the_manifest_is_kubectls_error(kubectl: Kubectl) -> None:
+    pod = str(EXAMPLES / "pods/08-small-fits.yaml")  # namespace team-b
+    line = error_of(kubectl.run("preempt-preview", *OFFLINE, "-f", pod, "-n", "team-a"))
+    assert line == ('error: the namespace from the provided object "team-b" does not match the namespace "team-a". '
+                    "You must pass '--namespace=team-b' to perform this operation.")
+    same = kubectl.run("preempt-preview", *OFFLINE, "-f", pod, "-n", "team-b")
+    assert same.returncode == 0, same.stderr
+
+
+def test_one_rejected_pod_does_not_reject_the_others(kubectl: Kubectl) -> None:
+    run, preview = preview_of(kubectl, "-f", str(EXAMPLES / "pods/08-small-fits.yaml"),
+                              "-f", str(EXAMPLES / "pods/04-unknown-class.yaml"))
+    assert [r["outcome"] for r in preview["results"]] == ["Fits", "Rejected"]
+    assert "no PriorityClass with name gold" in preview["results"][1]["message"]
+    assert run.returncode == 1

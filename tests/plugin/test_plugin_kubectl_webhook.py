@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -35,8 +36,9 @@ def test_webhook_url_prints_the_servers_preview(kubectl: Kubectl, preemptguard: 
 
 
 def test_webhook_url_multiple_objects_and_what_if_flags(kubectl: Kubectl, preemptguard: PreemptGuard) -> None:
-    text = "\n---\n".join((EXAMPLES / "pods" / f"{n}.yaml").read_text(encoding="utf-8")
-                          for n in ("08-small-fits", "01-user-class"))
+    # -n may only name the manifests' own namespace (kubectl's rule), so these copies set none.
+    text = "\n---\n".join(re.sub(r"(?m)^  namespace: .*$", "", (EXAMPLES / "pods" / f"{n}.yaml").read_text(
+        encoding="utf-8")) for n in ("08-small-fits", "01-user-class"))
     run = via_webhook(kubectl, preemptguard, "-f", "-", "--priority-class", "batch", "-n", "team-c",
                       "--replicas", "2", "-o", "json", stdin=text)
     preview = json.loads(run.stdout)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,32 @@ def test_serve_answers_over_tls_and_stops_on_sigterm(tmp_path: Path) -> None:
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=20)
     assert process.returncode == 0, stderr
+
+
+def test_version() -> None:
+    result = run_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"preempt-guard {metadata.version('preemptguard')}"
+
+
+def test_a_pod_manifest_given_as_the_snapshot_is_refused_in_one_line() -> None:
+    result = run_cli("serve", "--cluster-snapshot", str(REPO / "examples/pods/14-deployment-high.yaml"),
+                     "--tls-self-signed", "--port", "0", "--metrics-port", "0")
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "not a cluster snapshot" in line and "Deployment" in line and "kubectl get priorityclasses" in line
+
+
+@pytest.mark.parametrize("flag", ["--port", "--metrics-port"])
+def test_a_taken_port_is_an_error_that_names_its_flag(flag: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = {"--port": "0", "--metrics-port": "0", flag: str(port)}
+        result = run_cli("serve", "--cluster-snapshot", str(REPO / "examples/cluster.yaml"), "--tls-self-signed",
+                         "--host", "127.0.0.1", *[x for item in ports.items() for x in item])
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert errors == [f"preempt-guard: error: {flag} {port}: cannot listen on 127.0.0.1:{port}: address already in use"]
+    assert "Traceback" not in result.stderr

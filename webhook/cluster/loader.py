@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,11 @@ def _yaml_documents(text: str, source: str) -> list[object]:
     return documents
 
 
-def parse_documents(text: str, source: str) -> list[ClusterObject]:
-    """Every supported object in a YAML/JSON text; errors name the source and document index."""
+def parse_documents(text: str, source: str, kinds: Counter[str] | None = None) -> list[ClusterObject]:
+    """Every supported object in a YAML/JSON text; errors name the source and document index.
+
+    ``kinds``, when given, counts every object's kind, the ignored ones included.
+    """
     objects: list[ClusterObject] = []
     documents = _json_documents(text)
     if documents is None:
@@ -81,6 +85,8 @@ def parse_documents(text: str, source: str) -> list[ClusterObject]:
     for index, document in enumerate(documents):
         where = f"{source}: document {index}"
         for raw in iter_objects(document, where):
+            if kinds is not None:
+                kinds[str(raw.get("kind"))] += 1
             try:
                 obj = object_from_dict(raw)
             except InvalidInput as exc:
@@ -93,14 +99,37 @@ def parse_documents(text: str, source: str) -> list[ClusterObject]:
     return objects
 
 
-def load_snapshot(path: str | Path) -> ClusterState:
-    """A ``ClusterState`` holding every supported object of the snapshot file."""
+# Kinds a manifest holds and a cluster snapshot (contract §1) does not.
+WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "CronJob"})
+SNAPSHOT_COMMAND = "kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces -A -o yaml"
+
+
+def load_snapshot(path: str | Path, *, require_cluster: bool = False) -> ClusterState:
+    """A ``ClusterState`` holding every supported object of the snapshot file.
+
+    ``require_cluster``: refuse a file that is a manifest (workloads, or pods and no node) rather than a
+    cluster, the usual slip of passing the pod to preview as the snapshot.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SnapshotError(f"{path}: cannot read snapshot: {exc}") from exc
+    kinds: Counter[str] = Counter()
     state = ClusterState()
-    for obj in parse_documents(text, str(path)):
+    for obj in parse_documents(text, str(path), kinds):
         state.upsert(obj)
+    if require_cluster:
+        check_cluster_snapshot(state, kinds, path)
     return state
+
+
+def check_cluster_snapshot(state: ClusterState, kinds: Counter[str], path: Path) -> None:
+    """Raise ``SnapshotError`` when the file looks like a manifest, not a cluster."""
+    if state.nodes:
+        return
+    found = sorted(kind for kind in kinds if kind in WORKLOAD_KINDS or kind == "Pod")
+    if not found:
+        return
+    raise SnapshotError(f"{path}: not a cluster snapshot: it holds {', '.join(found)} and no Node (a manifest?);"
+                        f" take a snapshot with `{SNAPSHOT_COMMAND}`")

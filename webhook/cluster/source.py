@@ -69,7 +69,7 @@ class MemorySource:
 class SnapshotSource(MemorySource):
     """A cluster snapshot file, loaded once at start: always ready, never stale."""
 
-    def __init__(self, path: str | Path) -> None:
-        super().__init__(load_snapshot(path))
+    def __init__(self, path: str | Path, *, require_cluster: bool = False) -> None:
+        super().__init__(load_snapshot(path, require_cluster=require_cluster))
         self.path = Path(path)
         self.loaded_at = time.monotonic()

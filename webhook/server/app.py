@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from webhook.admission.steps import (
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.source import ClusterSource
 from webhook.config import Config
-from webhook.errors import BodyTooLarge, ClusterUnavailable, Forbidden, InvalidInput, PreemptGuardError
+from webhook.errors import BodyTooLarge, ClusterUnavailable, ConfigError, Forbidden, InvalidInput, PreemptGuardError
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import (
     Authenticator,
@@ -486,6 +487,15 @@ def _bound_port(runner: web.AppRunner) -> int:
     return int(address[1])
 
 
+async def listen(site: web.TCPSite, flag: str, host: str, port: int) -> None:
+    """Start ``site``; a port that cannot be bound is a configuration error naming the flag behind it."""
+    try:
+        await site.start()
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        raise ConfigError(f"{flag} {port}: cannot listen on {host}:{port}: {reason}") from exc
+
+
 async def start_server(
     app: web.Application, settings: ServerSettings, *, tls: ServingTLS | None = None
 ) -> RunningServer:
@@ -505,7 +515,8 @@ async def start_server(
     await runner.setup()
     metrics_runner: web.AppRunner | None = None
     try:
-        await GuardedTCPSite(runner, settings.host, settings.port, guard=guard, ssl_context=tls.context).start()
+        await listen(GuardedTCPSite(runner, settings.host, settings.port, guard=guard, ssl_context=tls.context),
+                     "--port", settings.host, settings.port)
         https_port = _bound_port(runner)
         metrics_port: int | None = None
         if settings.metrics_port:
@@ -513,7 +524,8 @@ async def start_server(
             metrics_app.middlewares.append(guard.middleware())
             metrics_runner = web.AppRunner(metrics_app, handle_signals=False, access_log=None, **options)
             await metrics_runner.setup()
-            await GuardedTCPSite(metrics_runner, settings.host, settings.metrics_port, guard=guard).start()
+            await listen(GuardedTCPSite(metrics_runner, settings.host, settings.metrics_port, guard=guard),
+                         "--metrics-port", settings.host, settings.metrics_port)
             metrics_port = _bound_port(metrics_runner)
         await tls.start()
     except BaseException:

@@ -29,6 +29,7 @@ from webhook.server.settings import (
     ServerSettings,
     settings_from_args,
 )
+from webhook.version import package_version
 
 PROG = "preempt-guard"
 EXIT_BROKEN_PIPE = 141  # what a shell reports for a command ended by SIGPIPE, as `yes | head` does
@@ -73,6 +74,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_parser(with_certs: bool = False) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Priority admission webhook and preemption predictor.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_serve_arguments(commands.add_parser("serve", help="serve the admission webhook over HTTPS"))
     demo = commands.add_parser(
@@ -118,7 +120,7 @@ def validate_serve_settings(settings: ServerSettings) -> None:
 def make_source(settings: ServerSettings) -> ClusterSource:
     """The snapshot file, or a live cluster (imported lazily: offline use needs no Kubernetes client)."""
     if settings.cluster_snapshot is not None:
-        return SnapshotSource(settings.cluster_snapshot)
+        return SnapshotSource(settings.cluster_snapshot, require_cluster=True)
     from webhook.cluster.kube_source import KubernetesSource
 
     in_cluster = settings.in_cluster or (settings.kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ)

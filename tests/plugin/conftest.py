@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,6 @@ import yaml
 
 from webhook.cluster.loader import load_snapshot
 from webhook.cluster.snapshot import ClusterState
-from webhook.preemption.preview import preview_objects
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -33,6 +32,7 @@ CLUSTER = EXAMPLES / "cluster.yaml"
 POD_FILES = sorted((EXAMPLES / "pods").glob("*.yaml"))
 PLUGIN = "kubectl-preempt_preview"
 EXPECT_RE = re.compile(r"^# expect: (\S+)$", re.MULTILINE)
+RESULT_RE = re.compile(r"^# expect-result: (\S+) (\S+) node=(\S+) victims=(\S+)$", re.MULTILINE)
 
 
 def expected_outcome(path: Path) -> str:
@@ -41,18 +41,30 @@ def expected_outcome(path: Path) -> str:
     return match.group(1)
 
 
+# (pod, outcome, node, victims): what each example's `# expect-result:` lines say, worked out from the spec
+# (and held to tests/preemption/reference.py), never from the production predictor.
+ExpectedResult = tuple[str, str, str | None, tuple[str, ...]]
+
+
+def expected_results(path: Path) -> list[ExpectedResult]:
+    results: list[ExpectedResult] = []
+    for pod, outcome, node, victims in RESULT_RE.findall(path.read_text(encoding="utf-8")):
+        results.append((pod, outcome, None if node == "-" else node,
+                        () if victims == "-" else tuple(victims.split(","))))
+    assert results, f"{path} has no '# expect-result:' lines"
+    return results
+
+
+def results_of(preview: Mapping[str, Any]) -> list[ExpectedResult]:
+    """A PreemptionPreview reduced to what the examples' `# expect-result:` lines state."""
+    return [(r["pod"], r["outcome"], r["node"], tuple(f"{v['namespace']}/{v['name']}" for v in r["victims"]))
+            for r in preview["results"]]
+
+
 @pytest.fixture(scope="session")
 def snapshot_state() -> ClusterState:
     """examples/cluster.yaml, loaded once (predictions never mutate it)."""
     return load_snapshot(CLUSTER)
-
-
-@pytest.fixture(scope="session")
-def offline_preview(snapshot_state: ClusterState) -> Callable[[Path], dict[str, Any]]:
-    """The predictor's own PreemptionPreview for a manifest file: what every source must print."""
-    def preview(path: Path) -> dict[str, Any]:
-        return preview_objects(snapshot_state, list(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
-    return preview
 
 
 @pytest.fixture(scope="session")

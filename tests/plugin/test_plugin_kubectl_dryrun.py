@@ -7,13 +7,13 @@ import asyncio
 import json
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import EXAMPLES, Kubectl, PreemptGuard, Run, expected_outcome
+from conftest import EXAMPLES, Kubectl, PreemptGuard, Run, expected_outcome, expected_results, results_of
 from fake_apiserver_admission import EXPIRED_TOKEN, AdmissionApiServer, User
 
 ALICE = "alice-token"
@@ -52,15 +52,15 @@ async def preview(kubectl: Kubectl, kubeconfig: Path, *args: str, stdin: str | N
 DRY_RUN_EXAMPLES = ["08-small-fits", "09-preempts-batch", "10-pdb-violation", "11-unschedulable-too-big"]
 
 
-async def test_dry_run_returns_the_webhooks_full_preview(kubectl: Kubectl, api: AdmissionApiServer, kubeconfig: Path,
-                                                        offline_preview: Callable[[Path], Any]) -> None:
+async def test_dry_run_returns_the_webhooks_full_preview(kubectl: Kubectl, api: AdmissionApiServer,
+                                                        kubeconfig: Path) -> None:
     paths = [EXAMPLES / "pods" / f"{name}.yaml" for name in DRY_RUN_EXAMPLES]
     runs = await asyncio.gather(*(preview(kubectl, kubeconfig, "-f", str(p), "-o", "json") for p in paths))
     for path, run in zip(paths, runs, strict=True):
         expect = expected_outcome(path)
         assert run.returncode == (0 if expect == "Fits" else 1), run.stderr
         got = json.loads(run.stdout)
-        assert got == offline_preview(path)
+        assert results_of(got) == expected_results(path)
         if expect == "Preempts":  # the webhook's warnings arrive as Warning headers, printed as kubectl does
             assert run.stderr.startswith("Warning: ")
             assert all(v["name"] in run.stderr for v in got["results"][0]["victims"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLUSTER, EXAMPLES, PLUGIN, POD_FILES, Kubectl, Run, expected_outcome
+from conftest import CLUSTER, EXAMPLES, PLUGIN, POD_FILES, Kubectl, Run, expected_outcome, expected_results, results_of
 
 OFFLINE = ("--snapshot", str(CLUSTER))
 EXIT_FOR = {"Fits": 0, "Preempts": 1, "Unschedulable": 1, "Rejected": 1}
@@ -41,7 +40,7 @@ def example_runs(kubectl: Kubectl) -> dict[Path, Run]:
 
 @pytest.mark.parametrize("path", POD_FILES, ids=[p.stem for p in POD_FILES])
 def test_every_example_gives_its_expected_outcome_and_exit_status(
-        path: Path, example_runs: dict[Path, Run], offline_preview: Callable[[Path], dict[str, Any]]) -> None:
+        path: Path, example_runs: dict[Path, Run]) -> None:
     run = example_runs[path]
     expect = expected_outcome(path)
     preview = json.loads(run.stdout)
@@ -50,8 +49,7 @@ def test_every_example_gives_its_expected_outcome_and_exit_status(
     assert {r["outcome"] for r in preview["results"]} == {expect}
     assert run.returncode == EXIT_FOR[expect]
     assert run.stderr == ""
-    # The plugin prints the predictor's PreemptionPreview exactly.
-    assert preview == offline_preview(path)
+    assert results_of(preview) == expected_results(path)
 
 
 def test_table_output(kubectl: Kubectl) -> None:
@@ -72,10 +70,12 @@ def test_table_output(kubectl: Kubectl) -> None:
     assert "\033[" not in run.stdout  # not a terminal: no colour
 
 
-def test_wide_output_adds_priorities_candidates_and_tied_nodes(
-        kubectl: Kubectl, offline_preview: Callable[[Path], dict[str, Any]]) -> None:
+def test_wide_output_adds_priorities_candidates_and_tied_nodes(kubectl: Kubectl) -> None:
     path = EXAMPLES / "pods/10-pdb-violation.yaml"
-    result = offline_preview(path)["results"][0]
+    _, preview = preview_of(kubectl, "-f", str(path))
+    result = preview["results"][0]
+    assert results_of(preview) == expected_results(path)
+    assert (result["priority"], result["tiedNodes"], result["expectedDelaySeconds"]) == (1000000, [result["node"]], 30)
     run = kubectl.run("preempt-preview", *OFFLINE, "-f", str(path), "-o", "wide")
     assert run.returncode == 1
     lines = run.stdout.splitlines()
@@ -92,11 +92,13 @@ def test_wide_output_adds_priorities_candidates_and_tied_nodes(
     assert f"{result['pod']}: {result['message']}" in lines
 
 
-def test_yaml_output_is_the_preview(kubectl: Kubectl, offline_preview: Callable[[Path], dict[str, Any]]) -> None:
+def test_yaml_output_is_the_preview(kubectl: Kubectl) -> None:
     path = EXAMPLES / "pods/09-preempts-batch.yaml"
     run = kubectl.run("preempt-preview", *OFFLINE, "-f", str(path), "-o", "yaml")
     assert run.returncode == 1
-    assert yaml.safe_load(run.stdout) == offline_preview(path)
+    _, as_json = preview_of(kubectl, "-f", str(path))
+    assert yaml.safe_load(run.stdout) == as_json
+    assert results_of(as_json) == expected_results(path)
 
 
 def test_messages_of_pods_that_would_not_run_are_shown(kubectl: Kubectl) -> None:
@@ -238,3 +240,13 @@ def test_one_rejected_pod_does_not_reject_the_others(kubectl: Kubectl) -> None:
     assert [r["outcome"] for r in preview["results"]] == ["Fits", "Rejected"]
     assert "no PriorityClass with name gold" in preview["results"][1]["message"]
     assert run.returncode == 1
+
+
+def test_the_whole_examples_directory_gives_each_pod_its_own_outcome(kubectl: Kubectl) -> None:
+    """Simulated in one batch, so placements differ from the files alone; rejections do not."""
+    _, preview = preview_of(kubectl, "-f", str(EXAMPLES / "pods"))
+    expected = [result for path in POD_FILES for result in expected_results(path)]
+    assert len(preview["results"]) == len(expected) == 19
+    got = [(r["pod"], r["outcome"] == "Rejected") for r in preview["results"]]
+    assert got == [(pod, outcome == "Rejected") for pod, outcome, _, _ in expected]
+    assert preview["summary"]["rejected"] == 4

@@ -13,7 +13,7 @@ from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.predictor import simulate_pods
 from webhook.preemption.results import PREEMPTS, PreemptionArgs, PreemptionResult
 
-from .reference import Reference, reference_predict
+from .reference import Reference, importance, reference_predict
 
 NAMESPACES = ("default", "other")
 APPS = ("a", "b")
@@ -26,8 +26,37 @@ def _term(app: str, topology: str, namespaces: list[str] | None) -> dict[str, An
     return term
 
 
-def _container(cpu: int, memory: int) -> dict[str, Any]:
-    return {"name": "c", "resources": {"requests": {"cpu": f"{cpu}m", "memory": str(memory)}}}
+GPU = "example.com/gpu"
+
+
+def _container(cpu: int, memory: int, gpus: int = 0) -> dict[str, Any]:
+    requests = {"cpu": f"{cpu}m", "memory": str(memory)}
+    if gpus:
+        requests[GPU] = str(gpus)
+    return {"name": "c", "resources": {"requests": requests}}
+
+
+HOST_PORT = [{"containerPort": 80, "hostPort": 8080}]
+
+
+@st.composite
+def pod_extras(draw: st.DrawFn, spec: dict[str, Any]) -> None:
+    """Widen a pod spec: extended resources, init containers and sidecars (with host ports), overhead."""
+    if draw(st.integers(0, 5)) == 0:
+        spec["containers"][0]["resources"]["requests"][GPU] = str(draw(st.integers(1, 2)))
+    init: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(0, 2))):
+        ctr = _container(draw(st.sampled_from([100, 500, 1500])), draw(st.sampled_from([0, 300, 1500])))
+        ctr["name"] = f"init{i}"
+        if draw(st.booleans()):
+            ctr["restartPolicy"] = "Always"  # a sidecar: runs (and holds its host ports) for the pod's life
+        if draw(st.integers(0, 3)) == 0:
+            ctr["ports"] = HOST_PORT
+        init.append(ctr)
+    if init:
+        spec["initContainers"] = init
+    if draw(st.integers(0, 5)) == 0:
+        spec["overhead"] = {"cpu": f"{draw(st.sampled_from([50, 250]))}m", "memory": "50"}
 
 
 terms = st.builds(_term, st.sampled_from(APPS), st.sampled_from(["hostname", "zone"]),
@@ -43,7 +72,8 @@ def pod_dicts(draw: st.DrawFn, name: str, nodes: list[str], *, bound: bool) -> d
         "priority": draw(st.sampled_from([-10, 0, 100, 1000])),
     }
     if draw(st.integers(0, 9)) == 0:
-        spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+        spec["containers"][0]["ports"] = HOST_PORT
+    draw(pod_extras(spec))
     if draw(st.integers(0, 5)) == 0:
         spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [draw(terms)]}}
     if draw(st.booleans()):
@@ -77,7 +107,8 @@ def preemptors(draw: st.DrawFn, nodes: list[str]) -> dict[str, Any]:
     if draw(st.integers(0, 9)) == 0:
         spec["preemptionPolicy"] = "Never"
     if draw(st.integers(0, 4)) == 0:
-        spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+        spec["containers"][0]["ports"] = HOST_PORT
+    draw(pod_extras(spec))
     if draw(st.integers(0, 4)) == 0:
         spec["nodeSelector"] = {"zone": draw(st.sampled_from(["z1", "z2"]))}
     if draw(st.integers(0, 9)) == 0:
@@ -90,6 +121,12 @@ def preemptors(draw: st.DrawFn, nodes: list[str]) -> dict[str, Any]:
         ]))]
     affinity: dict[str, Any] = {}
     required = "requiredDuringSchedulingIgnoredDuringExecution"
+    if draw(st.integers(0, 4)) == 0:
+        operator = draw(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]))
+        expression: dict[str, Any] = {"key": draw(st.sampled_from(["zone", "gpu"])), "operator": operator}
+        if operator in ("In", "NotIn"):
+            expression["values"] = draw(st.sampled_from([["z1"], ["z2", "yes"]]))
+        affinity["nodeAffinity"] = {required: {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}}
     if draw(st.integers(0, 3)) == 0:
         affinity["podAntiAffinity"] = {required: [draw(terms)]}
     if draw(st.integers(0, 5)) == 0:
@@ -114,16 +151,19 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterState, list[Pod], dict[str, Any]]
     state = ClusterState()
     state.upsert(Namespace("default", {"team": "a"}))
     state.upsert(Namespace("other", {"team": "b"}))
-    node_names = [f"n{i}" for i in range(draw(st.integers(1, 4)))]
+    node_names = [f"n{i}" for i in range(draw(st.sampled_from([1, 2, 3, 4, 4, 8, 12])))]
     for name in node_names:
         taints = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}] if draw(st.integers(0, 7)) == 0 else []
-        state.upsert(node_from_dict({"kind": "Node", "metadata": {"name": name, "labels": {
-            "hostname": name, "zone": draw(st.sampled_from(["z1", "z2"]))}},
-            "spec": {"taints": taints, "unschedulable": draw(st.integers(0, 9)) == 0},
-            "status": {"allocatable": {"cpu": f"{draw(st.sampled_from([1000, 2000]))}m",
-                                       "memory": str(draw(st.sampled_from([1000, 2000]))),
-                                       "pods": str(draw(st.integers(2, 6)))}}}))
-    for i in range(draw(st.integers(2, 14))):
+        labels = {"hostname": name, "zone": draw(st.sampled_from(["z1", "z2"]))}
+        allocatable = {"cpu": f"{draw(st.sampled_from([1000, 2000]))}m",
+                       "memory": str(draw(st.sampled_from([1000, 2000]))), "pods": str(draw(st.integers(2, 6)))}
+        if draw(st.integers(0, 2)) == 0:
+            labels["gpu"] = "yes"
+            allocatable[GPU] = str(draw(st.integers(1, 4)))
+        state.upsert(node_from_dict({"kind": "Node", "metadata": {"name": name, "labels": labels},
+                                     "spec": {"taints": taints, "unschedulable": draw(st.integers(0, 9)) == 0},
+                                     "status": {"allocatable": allocatable}}))
+    for i in range(draw(st.integers(2, 5 * len(node_names)))):
         state.upsert(pod_from_dict(draw(pod_dicts(f"p{i}", node_names, bound=True))))
     for i in range(draw(st.integers(0, 2))):
         state.upsert(pod_from_dict(draw(pod_dicts(f"nom{i}", node_names, bound=False))))
@@ -173,8 +213,23 @@ def test_fast_predictor_equals_reference(scenario: tuple[ClusterState, list[Pod]
     victim_keys = {f"{v.namespace}/{v.name}" for v in first.victims}
     without = {k: v for k, v in ref.world.items() if k not in victim_keys}
     assert ref.filter(pod, first.node, without, ref.world) is None, "removing the victims must make the pod fit"
-    if not pod.pod_affinity:  # required pod affinity is not monotone in the pods present
-        for key in victim_keys:
-            back = dict(without)
-            back[key] = ref.world[key]
-            assert ref.filter(pod, first.node, back, ref.world) is not None, f"victim {key} could be reprieved"
+    # No victim could have been reprieved: replay the greedy order (PDB-violating group first, each by
+    # importance). Each victim must fail to fit with exactly the pods reprieved before it; for pods without
+    # required pod affinity (monotone in the pods present) that also means it fails with all of them.
+    node = first.node
+    lower = sorted((p for p, n in ref.world.values() if n == node and p.effective_priority < pod.effective_priority),
+                   key=importance)
+    flags = ref.pdb_flags(lower)
+    world = {k: v for k, v in ref.world.items() if k not in {p.key for p in lower}}
+    for group in (True, False):
+        for candidate, bad in zip(lower, flags, strict=True):
+            if bad != group:
+                continue
+            trial = {**world, candidate.key: (candidate, node)}
+            fits = ref.filter(pod, node, trial, ref.world) is None
+            assert fits != (candidate.key in victim_keys), f"{candidate.key}: reprieve disagrees with the victims"
+            if fits:
+                world = trial
+            elif not pod.pod_affinity:
+                back = {**without, candidate.key: (candidate, node)}
+                assert ref.filter(pod, node, back, ref.world) is not None, f"victim {candidate.key} could be reprieved"

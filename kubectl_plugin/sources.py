@@ -437,7 +437,7 @@ class ClusterPreviewSource:
             raise InvalidInput(message)
         denied_by_webhook = message.startswith("admission webhook ") and " denied the request" in message
         # 403: admission plugin Forbidden; 422: validation; 500 + "insufficient quota": the ResourceQuota
-        # plugin's plain error (spec/admission.md §3).
+        # plugin's plain error (docs/admission.md §3).
         if denied_by_webhook or answer.status in (403, 422) or (
                 answer.status == 500 and message.startswith("insufficient quota")):
             return rejected_result(pod, message)

@@ -130,7 +130,8 @@ class Requested:
 
 def resource_fit_status(req: Resources, alloc: Resources, used_cpu: int, used_mem: int, used_eph: int,
                         used_pods: int, used_scalar: Mapping[str, int]) -> Status:
-    """NodeResourcesFit (spec §11): every failure collected; UU when a failing request exceeds allocatable."""
+    """NodeResourcesFit (docs/preemption.md §11): every failure collected; UU when a failing request exceeds
+    allocatable."""
     reasons: list[str] = []
     if used_pods + 1 > alloc.pods:
         reasons.append(ERR_TOO_MANY_PODS)
@@ -414,7 +415,7 @@ def dynamic_node_status(pod: Pod, info: NodeInfo, cycle: CycleState) -> Status:
 
 
 def status_with_nominated(pod: Pod, info: NodeInfo, cycle: CycleState, nominated: list[Pod]) -> Status:
-    """Two-pass rule (spec §6): with the equal-or-higher-priority nominated pods, then without them."""
+    """Two-pass rule (docs/preemption.md §6): with the equal-or-higher-priority nominated pods, then without them."""
     if not nominated:
         return dynamic_node_status(pod, info, cycle)
     with_nominated = info.copy()

@@ -1,4 +1,4 @@
-"""PodDisruptionBudget classification of potential victims on one node (spec §8).
+"""PodDisruptionBudget classification of potential victims on one node (docs/preemption.md §8).
 
 Budgets are fresh per node (``allowed = status.disruptionsAllowed``); a pod listed in
 ``status.disruptedPods`` (by name) neither violates nor uses that PDB's budget.

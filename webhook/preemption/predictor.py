@@ -1,6 +1,6 @@
 """The preemption predictor: what kube-scheduler's DefaultPreemption would do for a new pod.
 
-Pipeline per replica (spec §2-§9), each step a function tests can call on its own:
+Pipeline per replica (docs/preemption.md §2-§9), each step a function tests can call on its own:
 ``filter_nodes`` → ``pod_eligible_to_preempt_others`` → ``nodes_where_preemption_might_help`` →
 ``dry_run_preemption`` → ``pick_preemption_node``. ``predict_preemption`` resolves the priority
 like the Priority admission plugin and simulates N replicas in order on a ``ClusterView``.
@@ -451,7 +451,7 @@ def _resource_status_from_key(key: tuple[bool, ...]) -> Status:
 # ---- step 1: eligibility ----------------------------------------------------------------------------
 
 def pod_eligible_to_preempt_others(ctx: PredictionContext, statuses: Mapping[str, Status]) -> tuple[bool, str]:
-    """``PodEligibleToPreemptOthers`` (spec §3); the reason is "" when eligible."""
+    """``PodEligibleToPreemptOthers`` (docs/preemption.md §3); the reason is "" when eligible."""
     pod = ctx.pod
     if pod.preemption_policy == PREEMPT_NEVER:
         return False, NOT_ELIGIBLE_NEVER

@@ -47,7 +47,7 @@ class PreemptionArgs:
             raise ConfigError("minCandidateNodesPercentage and minCandidateNodesAbsolute cannot both be 0")
 
     def num_candidates(self, potential_nodes: int) -> int:
-        """How many candidates upstream's dry run collects before it may stop (spec §5)."""
+        """How many candidates upstream's dry run collects before it may stop (docs/preemption.md §5)."""
         n = potential_nodes * self.min_candidate_nodes_percentage // 100
         n = max(n, self.min_candidate_nodes_absolute)
         return min(n, potential_nodes)

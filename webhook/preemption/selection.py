@@ -1,4 +1,4 @@
-"""``pickOneNodeForPreemption`` (spec §9) over every candidate, with a deterministic tie-break."""
+"""``pickOneNodeForPreemption`` (docs/preemption.md §9) over every candidate, with a deterministic tie-break."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ DO_NOT_SCHEDULE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 def pdb_selector_matches(selector: LabelSelector | None, labels: Mapping[str, str], *,
                          empty_matches_all: bool) -> bool:
-    """Whether a PDB selects a pod during preemption (spec §8).
+    """Whether a PDB selects a pod during preemption (docs/preemption.md §8).
 
     Released behaviour: unlabeled pods and nil/empty selectors never match. Newest master
     (#141785): an empty selector matches every pod in the namespace; nil still matches nothing.

@@ -1,4 +1,4 @@
-"""``SelectVictimsOnNode`` (spec §7): remove every lower-priority pod, then reprieve greedily.
+"""``SelectVictimsOnNode`` (docs/preemption.md §7): remove every lower-priority pod, then reprieve greedily.
 
 The PDB-violating group is reprieved first, each group most important first; the victims are
 finally re-sorted by importance (v1.32+, #128307).

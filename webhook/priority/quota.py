@@ -2,7 +2,7 @@
 PreemptGuard's ``quota.classes`` (which namespaces may use a class at all).
 
 Upstream: staging/src/k8s.io/apiserver/pkg/admission/plugin/resourcequota/controller.go (``CheckRequest``)
-and pkg/quota/v1/evaluator/core/pods.go (the pod evaluator). Spec: ``admission.md`` §5.
+and pkg/quota/v1/evaluator/core/pods.go (the pod evaluator). Described in docs/admission.md §5.
 
 Order (``admit_pod_quota``): the ``quota.classes`` check first, then ``limitedResources`` and the
 namespace's ResourceQuotas exactly as upstream. Both run on the pod *after* priority mutation, so a
@@ -434,7 +434,7 @@ def check_resource_quota(
     subresource: str = "",
     now_ns: int | None = None,
 ) -> QuotaDenial | None:
-    """Upstream ``CheckRequest`` for pods (spec §5.4): None when allowed, else the denial.
+    """Upstream ``CheckRequest`` for pods (docs/admission.md §5.4): None when allowed, else the denial.
 
     ``pod`` is the AdmissionReview object after priority mutation; ``quotas`` are the namespace's
     ResourceQuotas. Only CREATE without subresource is evaluated (a plain UPDATE is never quota-checked).

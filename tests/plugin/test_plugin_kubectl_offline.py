@@ -250,3 +250,14 @@ def test_the_whole_examples_directory_gives_each_pod_its_own_outcome(kubectl: Ku
     got = [(r["pod"], r["outcome"] == "Rejected") for r in preview["results"]]
     assert got == [(pod, outcome == "Rejected") for pod, outcome, _, _ in expected]
     assert preview["summary"]["rejected"] == 4
+
+
+def test_a_pod_with_node_name_is_never_preempted_for(kubectl: Kubectl) -> None:
+    """The scheduler never handles it: it fits where the kubelet admits it, else it is Unschedulable."""
+    text = (EXAMPLES / "pods/09-preempts-batch.yaml").read_text(encoding="utf-8")
+    pinned = text.replace("  priorityClassName: high\n", "  priorityClassName: high\n  nodeName: pool-batch-04\n")
+    assert pinned != text
+    run, preview = preview_of(kubectl, "-f", "-", stdin=pinned)
+    (result,) = preview["results"]
+    assert (result["outcome"], result["node"], result["victims"]) == ("Unschedulable", None, [])
+    assert "kubelet will reject it" in result["message"] and run.returncode == 1

@@ -1,0 +1,33 @@
+"""The harness itself: the control plane comes up, schedules a pod, and names its release."""
+
+from __future__ import annotations
+
+import time
+
+from controlplane import ControlPlane, binary_version
+
+
+def test_kube_apiserver_names_its_release(control_plane: ControlPlane) -> None:
+    version = binary_version(control_plane.bin_dir, "kube-apiserver")
+    assert version.startswith("Kubernetes v1."), version
+
+
+def test_the_scheduler_binds_a_pod_to_a_node(control_plane: ControlPlane) -> None:
+    control_plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "smoke"}})
+    control_plane.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default",
+                                                                                    "namespace": "smoke"}})
+    control_plane.add_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "smoke-node"},
+                         "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+                                    "capacity": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+                                    "conditions": [{"type": "Ready", "status": "True"}]}})
+    control_plane.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "smoke"},
+                         "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                                  "resources": {"requests": {"cpu": "1"}}}]}})
+    deadline = time.monotonic() + 30
+    node = None
+    while time.monotonic() < deadline and not node:
+        _, pod = control_plane.request("GET", "/api/v1/namespaces/smoke/pods/p")
+        node = pod["spec"].get("nodeName")
+        time.sleep(0.2)
+    assert node == "smoke-node"
+    assert pod["spec"]["priority"] == 0  # the built-in Priority plugin ran

@@ -1,0 +1,238 @@
+"""PreemptGuard registered for real: kube-apiserver with its built-in Priority plugin switched off calls
+`preempt-guard serve` (watching that API server) through the manifests' webhook configurations, by URL with
+the serving CA as caBundle. The cluster must behave as with the built-in plugin, and the prediction and the
+`/preview` auth must work through the real API server."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import secrets
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from admission_vectors import load_vectors
+from controlplane import REPO, ControlPlane, ControlPlaneError, User, free_port, kube_bin_dir, log_tail
+from test_admission_parity import ensure_namespace, stage
+
+from webhook.server.tls import generate_ca, issue_serving_certificate
+
+DENIED_PREFIX = 'admission webhook "pods.preemptguard.io" denied the request: '
+ALICE = User("alice", secrets.token_hex(16), ("system:authenticated",))
+BOB = User("bob", secrets.token_hex(16), ("system:authenticated",))
+
+
+class Registered:
+    def __init__(self, plane: ControlPlane, url: str, ca_file: Path, server: subprocess.Popen[bytes],
+                 log: Path) -> None:
+        self.plane, self.url, self.ca_file, self.server, self.log = plane, url, ca_file, server, log
+
+    def preview(self, body: object, token: str | None) -> tuple[int, Any]:
+        request = urllib.request.Request(f"{self.url}/preview", data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json",
+                                                  **({"Authorization": f"Bearer {token}"} if token else {})})
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+
+def webhook_configurations(url: str, ca_pem: bytes) -> list[dict[str, Any]]:
+    """The manifests' two configurations, pointed at ``url`` by clientConfig.url, failing closed for the test."""
+    configurations = [d for d in yaml.safe_load_all((REPO / "manifests/base/webhooks.yaml").read_text()) if d]
+    for configuration in configurations:
+        for hook in configuration["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"{url}{path}", "caBundle": base64.b64encode(ca_pem).decode()}
+            hook["failurePolicy"] = "Fail"  # a broken registration must show, not be silently ignored
+    return configurations
+
+
+def wait_until(predicate: Any, timeout: float, what: str, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.25)
+    raise ControlPlaneError(f"{what} after {timeout:g}s" + (f":\n{log_tail(log)}" if log else ""))
+
+
+@pytest.fixture(scope="module")
+def registered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registered]:
+    work = tmp_path_factory.mktemp("registered")
+    plane = ControlPlane(work / "plane", kube_bin_dir(), users=[ALICE, BOB],
+                         extra_apiserver_args=["--disable-admission-plugins=Priority"])
+    try:
+        plane.start()
+    except ControlPlaneError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    ca_cert, ca_key = generate_ca("conformance-ca", 1)
+    cert, key = issue_serving_certificate(ca_cert, ca_key, ["127.0.0.1", "localhost"], 1)
+    for name, pem in (("ca.crt", ca_cert), ("tls.crt", cert), ("tls.key", key)):
+        (work / name).write_bytes(pem)
+    port = free_port()
+    log = work / "preempt-guard.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "webhook.server.cli", "serve", "--kubeconfig", str(plane.kubeconfig()),
+             "--tls-cert", str(work / "tls.crt"), "--tls-key", str(work / "tls.key"), "--host", "127.0.0.1",
+             "--port", str(port), "--metrics-port", "0", "--shutdown-grace", "0"],
+            stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    url = f"https://127.0.0.1:{port}"
+    registered = Registered(plane, url, work / "ca.crt", server, log)
+    try:
+        context = ssl.create_default_context(cafile=str(work / "ca.crt"))
+
+        def ready() -> bool:
+            if server.poll() is not None:
+                raise ControlPlaneError(f"preempt-guard serve exited with {server.returncode}:\n{log_tail(log)}")
+            try:
+                with urllib.request.urlopen(f"{url}/readyz", context=context, timeout=2) as response:
+                    return bool(response.status == 200)
+            except OSError:
+                return False
+        wait_until(ready, 60, "preempt-guard serve not ready", log)
+        for configuration in webhook_configurations(url, ca_cert):
+            kind = configuration["kind"].lower() + "s"
+            status, body = plane.request("POST", f"/apis/admissionregistration.k8s.io/v1/{kind}", configuration)
+            assert status == 201, body
+        ensure_namespace(plane, "probe")
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": "probe"},
+                 "spec": {"priorityClassName": "no-such-class",
+                          "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+        wait_until(lambda: plane.request("POST", "/api/v1/namespaces/probe/pods?dryRun=All", probe)[0] == 403,
+                   30, "the API server does not call the webhook", log)
+        yield registered
+    finally:
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        plane.stop()
+
+
+POD_CASES = [c for c in load_vectors("admission.yaml")
+             if c["kind"] == "Pod" and c["operation"] == "CREATE" and not c.get("subresource")
+             and c["namespace"] not in ("kube-system", "preemptguard")  # the manifests exempt those namespaces
+             and not c["name"].startswith("pod-create-21")]  # two global defaults: a real server refuses to store
+
+
+def settled(status: int, body: Any, expect: dict[str, Any]) -> bool:
+    if (status in (200, 201)) is not expect["allowed"]:
+        return False
+    return not expect["allowed"] or expect.get("priority") is None or body["spec"].get("priority") == expect["priority"]
+
+
+def create_until(plane: ControlPlane, namespace: str, pod: dict[str, Any], expect: dict[str, Any]) -> tuple[int, Any]:
+    """The dry-run create, repeated briefly while PreemptGuard's informers catch up with the staged classes."""
+    deadline = time.monotonic() + 10
+    while True:
+        status, body = plane.request("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod)
+        if settled(status, body, expect) or time.monotonic() > deadline:
+            return status, body
+        time.sleep(0.25)
+
+
+@pytest.mark.parametrize("case", POD_CASES, ids=[c["name"].split(" ")[0] for c in POD_CASES])
+def test_preemptguard_alone_sets_priorities_as_the_built_in_plugin(case: dict[str, Any],
+                                                                   registered: Registered) -> None:
+    plane = registered.plane
+    if not stage(plane, case):
+        pytest.fail(f"{case['name']}: cannot stage its classes (see test_admission_parity)", pytrace=False)
+    pod = copy.deepcopy(case["object"])
+    pod.setdefault("metadata", {}).setdefault("namespace", case["namespace"])
+    expect = case["expect"]
+    status, body = create_until(plane, case["namespace"], pod, expect)
+    assert (status in (200, 201)) is expect["allowed"], (status, body, log_tail(registered.log))
+    if expect["allowed"]:
+        for field in ("priority", "preemptionPolicy"):
+            if expect.get(field) is not None:
+                assert body["spec"].get(field) == expect[field], field
+    else:
+        assert body["message"].startswith(DENIED_PREFIX), body["message"]
+        assert expect["message_contains"] in body["message"]
+
+
+def _bound_pod(name: str, node: str, cpu: str, priority_class: str, namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"nodeName": node, "priorityClassName": priority_class,
+                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                     "resources": {"requests": {"cpu": cpu}}}]}}
+
+
+@pytest.fixture(scope="module")
+def small_cluster(registered: Registered) -> Registered:
+    plane = registered.plane
+    for cls in ({"metadata": {"name": "conf-low"}, "value": 10}, {"metadata": {"name": "conf-high"}, "value": 1000}):
+        plane.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                      {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", **cls})
+    for namespace in ("team-a", "team-b"):
+        ensure_namespace(plane, namespace)
+    plane.add_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "conf-node"},
+                    "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                               "capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+                               "conditions": [{"type": "Ready", "status": "True"}]}})
+    plane.apply(_bound_pod("batch", "conf-node", "1500m", "conf-low", "team-b"))
+    return registered
+
+
+def test_kubectl_dry_run_shows_the_prediction_as_warnings(small_cluster: Registered, tmp_path: Path) -> None:
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl is not on PATH"
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod",
+                                        "metadata": {"name": "big", "namespace": "team-b"},
+                                        "spec": {"priorityClassName": "conf-high", "containers": [
+                                            {"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                             "resources": {"requests": {"cpu": "1"}}}]}}))
+    deadline = time.monotonic() + 15
+    while True:  # PreemptGuard's informers must have seen the node and the bound pod
+        run = subprocess.run([kubectl, "--kubeconfig", str(small_cluster.plane.kubeconfig()), "apply",
+                              "--dry-run=server", "-f", str(manifest)], capture_output=True, text=True, timeout=60)
+        if "would preempt" in run.stderr or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert run.returncode == 0, run.stderr
+    assert "Warning: would preempt 1 pod" in run.stderr and "conf-node" in run.stderr, run.stderr
+    assert "team-b/batch" in run.stderr  # the victim is in the requester's own namespace: named
+
+
+def test_preview_authenticates_through_the_real_token_review(small_cluster: Registered) -> None:
+    plane = small_cluster.plane
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "pod-creator", "namespace": "team-a"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "list"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "bob-creates-pods", "namespace": "team-a"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-creator"},
+               "subjects": [{"kind": "User", "name": "bob", "apiGroup": "rbac.authorization.k8s.io"}]}
+    for obj, path in ((role, "roles"), (binding, "rolebindings")):
+        status, body = plane.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/{path}", obj)
+        assert status == 201, body
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "team-a"},
+           "spec": {"priorityClassName": "conf-high", "containers": [
+               {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "1"}}}]}}
+    assert small_cluster.preview({"pod": pod}, None)[0] == 401
+    assert small_cluster.preview({"pod": pod}, "not-a-token")[0] == 401
+    assert small_cluster.preview({"pod": pod}, ALICE.token)[0] == 403  # authenticated, may not create pods
+    status, preview = small_cluster.preview({"pod": pod}, BOB.token)
+    assert status == 200, preview
+    (result,) = preview["results"]
+    assert result["outcome"] == "Preempts" and result["node"] == "conf-node"
+    # bob may not list pods in team-b: the victim there is redacted to a count
+    assert result["victims"] == [] and result["redactedVictims"][0]["count"] == 1

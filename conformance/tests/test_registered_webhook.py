@@ -188,6 +188,17 @@ def small_cluster(registered: Registered) -> Registered:
                                "capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
                                "conditions": [{"type": "Ready", "status": "True"}]}})
     plane.apply(_bound_pod("batch", "conf-node", "1500m", "conf-low", "team-b"))
+    # bob may create (and list) pods in team-a; alice may do nothing
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "pod-creator", "namespace": "team-a"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "list"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "bob-creates-pods", "namespace": "team-a"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-creator"},
+               "subjects": [{"kind": "User", "name": "bob", "apiGroup": "rbac.authorization.k8s.io"}]}
+    for obj, path in ((role, "roles"), (binding, "rolebindings")):
+        status, body = plane.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/{path}", obj)
+        assert status == 201, body
     return registered
 
 
@@ -213,17 +224,6 @@ def test_kubectl_dry_run_shows_the_prediction_as_warnings(small_cluster: Registe
 
 
 def test_preview_authenticates_through_the_real_token_review(small_cluster: Registered) -> None:
-    plane = small_cluster.plane
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": "pod-creator", "namespace": "team-a"},
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "list"]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "bob-creates-pods", "namespace": "team-a"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-creator"},
-               "subjects": [{"kind": "User", "name": "bob", "apiGroup": "rbac.authorization.k8s.io"}]}
-    for obj, path in ((role, "roles"), (binding, "rolebindings")):
-        status, body = plane.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/{path}", obj)
-        assert status == 201, body
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "team-a"},
            "spec": {"priorityClassName": "conf-high", "containers": [
                {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "1"}}}]}}
@@ -236,3 +236,30 @@ def test_preview_authenticates_through_the_real_token_review(small_cluster: Regi
     assert result["outcome"] == "Preempts" and result["node"] == "conf-node"
     # bob may not list pods in team-b: the victim there is redacted to a count
     assert result["victims"] == [] and result["redactedVictims"][0]["count"] == 1
+
+
+def test_kubectl_preempt_preview_through_the_real_api_server(small_cluster: Registered, tmp_path: Path) -> None:
+    """The plugin's default source: a server-side dry-run create as the user, through real RBAC."""
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl is not on PATH"
+    plugin_dir = Path(sys.executable).parent  # the venv that installed kubectl-preempt_preview
+    assert (plugin_dir / "kubectl-preempt_preview").exists(), "install the package: pip install -e ."
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod",
+                                        "metadata": {"name": "web", "namespace": "team-a"},
+                                        "spec": {"priorityClassName": "conf-high", "containers": [
+                                            {"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                             "resources": {"requests": {"cpu": "1"}}}]}}))
+    env = {**os.environ, "PATH": f"{plugin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def preview(user: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([kubectl, "preempt-preview", "-f", str(manifest), "-o", "json", "--kubeconfig",
+                               str(small_cluster.plane.kubeconfig(user))],
+                              capture_output=True, text=True, timeout=60, env=env)
+
+    run = preview("bob")
+    assert run.returncode == 1, run.stderr
+    (result,) = json.loads(run.stdout)["results"]
+    assert (result["outcome"], result["node"]) == ("Preempts", "conf-node")
+    denied = preview("alice")
+    assert denied.returncode >= 2 and "forbidden" in denied.stderr.lower(), denied.stderr

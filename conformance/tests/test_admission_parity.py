@@ -173,3 +173,74 @@ def test_report_the_priority_class_counts(capsys: pytest.CaptureFixture[str]) ->
               f"{len(PC_CASES)}; decided outside admission (storage/REST): "
               f"{PC_CHECKED['decided outside admission']}; not stageable: {PC_CHECKED['not staged']}")
     assert sum(len(names) for names in PC_CHECKED.values()) == len(PC_CASES)
+
+
+PRIORITY_FIELDS = ("priority", "preemptionPolicy", "priorityClassName")
+UPDATE_CASES = [c for c in load_vectors("admission.yaml")
+                if c["kind"] == "Pod" and c["operation"] == "UPDATE" and not c.get("subresource")]
+UPDATE_CHECKED: dict[str, list[str]] = {"identical": [], "decided by core validation": []}
+
+
+def updated_from(stored: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    """The stored pod (with the API server's defaults) carrying the vector's priority fields."""
+    new = copy.deepcopy(stored)
+    for name in PRIORITY_FIELDS:
+        if name in case["object"]["spec"]:
+            new["spec"][name] = case["object"]["spec"][name]
+        else:
+            new["spec"].pop(name, None)
+    return new
+
+
+@pytest.mark.parametrize("case", UPDATE_CASES, ids=[c["name"].split(" ")[0] for c in UPDATE_CASES])
+def test_pod_update_matches_the_real_priority_plugin(case: dict[str, Any], control_plane: ControlPlane,
+                                                     tmp_path: Path) -> None:
+    assert stage(control_plane, case)
+    namespace = case["namespace"]
+    old = copy.deepcopy(case["old_object"])
+    old["metadata"] = {k: v for k, v in old["metadata"].items() if k != "resourceVersion"}
+    path = f"/api/v1/namespaces/{namespace}/pods/{old['metadata']['name']}"
+    control_plane.request("DELETE", f"{path}?gracePeriodSeconds=0")
+    control_plane.apply(old)
+    for _ in range(10):  # the scheduler writes the pending pod's status meanwhile: retry on a stale version
+        _, stored = control_plane.request("GET", path)
+        new = updated_from(stored, case)
+        status, real = control_plane.request("PUT", f"{path}?dryRun=All", new)
+        if status != 409:
+            break
+    request = {"uid": "parity", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+               "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "",
+               "name": new["metadata"]["name"], "namespace": namespace, "operation": "UPDATE",
+               "userInfo": {"username": "admin", "groups": ["system:masters"]}, "object": new, "oldObject": stored,
+               "dryRun": True}
+
+    async def ours_for() -> dict[str, Any]:
+        async with LoopbackWebhook(snapshot_source(tmp_path, case["existing_priority_classes"])) as hook:
+            code, body = await hook.post_json(MUTATE_PODS_PATH, admission_review(request))
+        assert code == 200, body
+        response: dict[str, Any] = body["response"]
+        return response
+
+    ours = asyncio.run(ours_for())
+    if status == 422:
+        # Core pod validation refuses the change after admission; PreemptGuard answers it the same way
+        # (422, the same stable message prefix), since a webhook sees the request before validation runs.
+        assert case["expect"]["message_contains"] in real["message"], real
+        assert ours["allowed"] is False and ours["status"]["code"] == 422, ours
+        assert case["expect"]["message_contains"] in ours["status"]["message"], ours
+        UPDATE_CHECKED["decided by core validation"].append(case["name"])
+        return
+    assert status == 200, real
+    assert ours["allowed"] is True, ours
+    patched = apply_json_patch(new, decode_patch(ours))
+    for name in PRIORITY_FIELDS:
+        assert patched["spec"].get(name) == real["spec"].get(name), name
+    UPDATE_CHECKED["identical"].append(case["name"])
+
+
+def test_report_the_update_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    with capsys.disabled():
+        print(f"\npod UPDATE vectors identical to the real Priority plugin: {len(UPDATE_CHECKED['identical'])}/"
+              f"{len(UPDATE_CASES)}; refused by core validation, with the same code and message: "
+              f"{UPDATE_CHECKED['decided by core validation']}")
+    assert sum(len(v) for v in UPDATE_CHECKED.values()) == len(UPDATE_CASES)

@@ -27,6 +27,8 @@ import pytest
 from controlplane import REPO, ControlPlane, ControlPlaneError, free_port, kube_bin_dir, log_tail
 from test_admission_parity import ensure_namespace
 
+from webhook.cluster.informer import PODS, Informer, InformerSettings
+from webhook.cluster.snapshot import ClusterState
 from webhook.server.tls import generate_ca, issue_serving_certificate
 
 
@@ -173,3 +175,36 @@ def test_a_pod_deleted_while_disconnected_is_gone_after_the_relist(
 
     wait_for(lambda: outcome_of(url, ca, token, probe), "Fits", 90, log)
     assert "Pod watch expired" in log.read_text(), log_tail(log, 40)  # the real 410, answered by a relist
+
+
+def real_bookmark(plane: ControlPlane, timeout: float = 30) -> dict[str, Any]:
+    """The first BOOKMARK event of a real pod watch (a watch-list watch ends its initial events with one)."""
+    path = ("/api/v1/pods?watch=true&allowWatchBookmarks=true&sendInitialEvents=true"
+            "&resourceVersionMatch=NotOlderThan&resourceVersion=&timeoutSeconds=20")
+    request = urllib.request.Request(plane.server + path, headers={"Authorization": f"Bearer {plane.tokens['admin']}"})
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    deadline = time.monotonic() + timeout
+    with urllib.request.urlopen(request, context=context, timeout=timeout) as stream:
+        for line in stream:
+            event: dict[str, Any] = json.loads(line)
+            if event["type"] == "BOOKMARK":
+                return event
+            if time.monotonic() > deadline:
+                break
+    raise AssertionError("the real API server sent no BOOKMARK")
+
+
+def test_the_informer_takes_a_real_bookmark_as_progress(
+        cut_off: tuple[ControlPlane, Relay, str, Path, Path]) -> None:
+    """A bookmark carries only a resourceVersion: the informer resumes from it and changes no object."""
+    plane = cut_off[0]
+    bookmark = real_bookmark(plane)
+    state = ClusterState()
+    informer = Informer(None, PODS, state, InformerSettings())
+    informer.resource_version = "1"
+    before = dict(state.pods)
+    informer.apply_event(bookmark)
+    assert informer.resource_version == bookmark["object"]["metadata"]["resourceVersion"] != "1"
+    assert dict(state.pods) == before

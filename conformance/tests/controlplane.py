@@ -230,13 +230,22 @@ class ControlPlane:
         written back afterwards."""
         name = node["metadata"]["name"]
         self.apply(node)
-        merge = "application/merge-patch+json"
         spec_taints = (node.get("spec") or {}).get("taints") or None
-        for path, patch in ((f"/api/v1/nodes/{name}", {"spec": {"taints": spec_taints}}),
-                            (f"/api/v1/nodes/{name}/status", {"status": node.get("status") or {}})):
-            status, body = self.request("PATCH", path, patch, content_type=merge)
-            if status != 200:
-                raise ControlPlaneError(f"patch node {name}: {status} {body}")
+        status, body = self.request("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": spec_taints}},
+                                    content_type="application/merge-patch+json")
+        if status != 200:
+            raise ControlPlaneError(f"patch node {name}: {status} {body}")
+        self.set_status(node, node.get("status") or {})
+
+    def set_status(self, obj: Mapping[str, Any], status: Mapping[str, Any]) -> Any:
+        """Write ``status`` through the status subresource, standing in for the controller (or kubelet) that
+        would: PDB ``disruptionsAllowed``, quota usage, node conditions."""
+        name = obj["metadata"]["name"]
+        code, body = self.request("PATCH", f"{collection_path(obj)}/{name}/status", {"status": dict(status)},
+                                  content_type="application/merge-patch+json")
+        if code != 200:
+            raise ControlPlaneError(f"status of {obj.get('kind')} {name}: {code} {body}")
+        return body
 
     def apply(self, obj: Mapping[str, Any]) -> Any:
         """Create ``obj`` (cluster-scoped or namespaced, core or scheduling/policy); raise on failure."""

@@ -20,8 +20,11 @@ def test_the_scheduler_binds_a_pod_to_a_node(control_plane: ControlPlane) -> Non
                          "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"},
                                     "capacity": {"cpu": "4", "memory": "8Gi", "pods": "10"},
                                     "conditions": [{"type": "Ready", "status": "True"}]}})
+    control_plane.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                         "metadata": {"name": "smoke-class"}, "value": 7})
     control_plane.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "smoke"},
-                         "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                         "spec": {"priorityClassName": "smoke-class",
+                                  "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                                                   "resources": {"requests": {"cpu": "1"}}}]}})
     deadline = time.monotonic() + 30
     node = None
@@ -30,4 +33,16 @@ def test_the_scheduler_binds_a_pod_to_a_node(control_plane: ControlPlane) -> Non
         node = pod["spec"].get("nodeName")
         time.sleep(0.2)
     assert node == "smoke-node"
-    assert pod["spec"]["priority"] == 0  # the built-in Priority plugin ran
+    assert pod["spec"]["priority"] == 7  # the built-in Priority plugin ran
+
+
+def test_the_harness_sets_pdb_status_as_the_disruption_controller_would(control_plane: ControlPlane) -> None:
+    control_plane.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                         "metadata": {"name": "pdbs"}})
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "b", "namespace": "pdbs"},
+           "spec": {"selector": {"matchLabels": {"app": "x"}}, "maxUnavailable": 1}}
+    control_plane.apply(pdb)
+    control_plane.set_status(pdb, {"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2,
+                                   "expectedPods": 2, "observedGeneration": 1})
+    _, stored = control_plane.request("GET", "/apis/policy/v1/namespaces/pdbs/poddisruptionbudgets/b")
+    assert stored["status"]["disruptionsAllowed"] == 0 and stored["status"]["expectedPods"] == 2

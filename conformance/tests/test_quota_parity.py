@@ -78,12 +78,9 @@ def stage_quotas(plane: ControlPlane, namespace: str, quotas: list[dict[str, Any
         body = copy.deepcopy(quota)
         body["metadata"] = {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}
         status_part = body.pop("status", None)
-        created = plane.apply(body)
+        plane.apply(body)
         if status_part:
-            name = created["metadata"]["name"]
-            status, answer = plane.request("PATCH", f"/api/v1/namespaces/{namespace}/resourcequotas/{name}/status",
-                                           {"status": status_part}, content_type="application/merge-patch+json")
-            assert status == 200, answer
+            plane.set_status(body, status_part)
 
 
 def update_existing_pod(plane: ControlPlane, case: dict[str, Any]) -> tuple[int, Any]:

@@ -60,17 +60,33 @@ def stage(plane: ControlPlane, case: dict[str, Any]) -> bool:
     return True
 
 
-async def preemptguard_decision(case: dict[str, Any], pod: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    request = {"uid": "parity", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-               "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "",
-               "name": pod["metadata"].get("name", ""), "namespace": case["namespace"], "operation": "CREATE",
-               "userInfo": {"username": "admin", "groups": ["system:masters"]}, "object": pod, "oldObject": None,
-               "dryRun": True}
-    async with LoopbackWebhook(snapshot_source(tmp_path, case["existing_priority_classes"])) as hook:
-        status, body = await hook.post_json(MUTATE_PODS_PATH, admission_review(request))
-    assert status == 200, body
-    response: dict[str, Any] = body["response"]
-    return response
+def review_request(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None,
+                   namespace: str = "") -> dict[str, Any]:
+    """The AdmissionReview request kube-apiserver sends for a pod or a PriorityClass (a dry run, as admin)."""
+    named = obj if obj is not None else old
+    assert named is not None
+    pod = named["kind"] == "Pod"
+    group, resource = ("", "pods") if pod else ("scheduling.k8s.io", "priorityclasses")
+    return {"uid": "parity", "kind": {"group": group, "version": "v1", "kind": named["kind"]},
+            "resource": {"group": group, "version": "v1", "resource": resource}, "subResource": "",
+            "name": named["metadata"].get("name", ""), "namespace": namespace if pod else "",
+            "operation": operation, "userInfo": {"username": "admin", "groups": ["system:masters"]},
+            "object": obj, "oldObject": old, "dryRun": True}
+
+
+def preemptguard_answer(request: dict[str, Any], objects: list[dict[str, Any]], tmp_path: Path,
+                        config: Any = None) -> dict[str, Any]:
+    """PreemptGuard's AdmissionReview response for ``request``, served from a snapshot of ``objects``."""
+    path = MUTATE_PODS_PATH if request["kind"]["kind"] == "Pod" else VALIDATE_PRIORITYCLASSES_PATH
+
+    async def post() -> dict[str, Any]:
+        async with LoopbackWebhook(snapshot_source(tmp_path, objects), config=config) as hook:
+            status, body = await hook.post_json(path, admission_review(request))
+        assert status == 200, body
+        response: dict[str, Any] = body["response"]
+        return response
+
+    return asyncio.run(post())
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"].split(" ")[0] for c in CASES])
@@ -86,7 +102,8 @@ def test_pod_create_matches_the_real_priority_plugin(case: dict[str, Any], contr
         # Core validation wants a mirror pod bound; upstream's plugin test leaves it out. It does not touch priority.
         pod["spec"].setdefault("nodeName", "conformance-node")
     status, real = control_plane.request("POST", f"/api/v1/namespaces/{case['namespace']}/pods?dryRun=All", pod)
-    ours = asyncio.run(preemptguard_decision(case, copy.deepcopy(case["object"]), tmp_path))
+    ours = preemptguard_answer(review_request("CREATE", copy.deepcopy(case["object"]), None, case["namespace"]),
+                               case["existing_priority_classes"], tmp_path)
     real_allowed = status in (200, 201)
     assert ours["allowed"] is real_allowed, (status, real, ours)
     if real_allowed:
@@ -119,20 +136,6 @@ OUTSIDE_ADMISSION = {
 }
 
 
-async def preemptguard_pc_decision(case: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    named = case["object"] or case["old_object"]
-    request = {"uid": "parity", "kind": {"group": "scheduling.k8s.io", "version": "v1", "kind": "PriorityClass"},
-               "resource": {"group": "scheduling.k8s.io", "version": "v1", "resource": "priorityclasses"},
-               "subResource": "", "name": named["metadata"].get("name", ""), "namespace": "",
-               "operation": case["operation"], "userInfo": {"username": "admin", "groups": ["system:masters"]},
-               "object": case["object"], "oldObject": case["old_object"], "dryRun": True}
-    async with LoopbackWebhook(snapshot_source(tmp_path, case["existing_priority_classes"])) as hook:
-        status, body = await hook.post_json(VALIDATE_PRIORITYCLASSES_PATH, admission_review(request))
-    assert status == 200, body
-    response: dict[str, Any] = body["response"]
-    return response
-
-
 def real_pc_operation(plane: ControlPlane, case: dict[str, Any]) -> tuple[int, Any]:
     if case["operation"] == "CREATE":
         return plane.request("POST", f"{PC_PATH}?dryRun=All", case["object"])
@@ -152,7 +155,8 @@ def test_priority_class_matches_the_real_validation(case: dict[str, Any], contro
         PC_CHECKED["not staged"].append(case["name"])
         return
     status, real = real_pc_operation(control_plane, case)
-    ours = asyncio.run(preemptguard_pc_decision(case, tmp_path))
+    ours = preemptguard_answer(review_request(case["operation"], case["object"], case["old_object"]),
+                               case["existing_priority_classes"], tmp_path)
     short = case["name"].split(" ")[0]
     if short in OUTSIDE_ADMISSION:
         assert status == OUTSIDE_ADMISSION[short], (status, real)
@@ -208,20 +212,8 @@ def test_pod_update_matches_the_real_priority_plugin(case: dict[str, Any], contr
         status, real = control_plane.request("PUT", f"{path}?dryRun=All", new)
         if status != 409:
             break
-    request = {"uid": "parity", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-               "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "",
-               "name": new["metadata"]["name"], "namespace": namespace, "operation": "UPDATE",
-               "userInfo": {"username": "admin", "groups": ["system:masters"]}, "object": new, "oldObject": stored,
-               "dryRun": True}
-
-    async def ours_for() -> dict[str, Any]:
-        async with LoopbackWebhook(snapshot_source(tmp_path, case["existing_priority_classes"])) as hook:
-            code, body = await hook.post_json(MUTATE_PODS_PATH, admission_review(request))
-        assert code == 200, body
-        response: dict[str, Any] = body["response"]
-        return response
-
-    ours = asyncio.run(ours_for())
+    ours = preemptguard_answer(review_request("UPDATE", new, stored, namespace), case["existing_priority_classes"],
+                               tmp_path)
     if status == 422:
         # Core pod validation refuses the change after admission; PreemptGuard answers it the same way
         # (422, the same stable message prefix), since a webhook sees the request before validation runs.

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controlplane import REPO, ControlPlane, ControlPlaneError, free_port, kube_bin_dir, log_tail
+from controlplane import REPO, ControlPlane, ControlPlaneError, free_port, kube_bin_dir, log_tail, stop_process
 from test_admission_parity import ensure_namespace
 
 from webhook.cluster.informer import PODS, Informer, InformerSettings
@@ -119,11 +119,7 @@ def cut_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlP
     try:
         yield plane, relay, f"https://127.0.0.1:{port}", work / "ca.crt", log
     finally:
-        server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_process(server)
         relay.cut()
         plane.stop()
 

@@ -8,7 +8,6 @@ status subresource (no quota controller runs), and pods are server-side dry runs
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from collections.abc import Iterator
@@ -17,13 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
-from admission_vectors import load_vectors, snapshot_source
+from admission_vectors import load_vectors
 from controlplane import ControlPlane, ControlPlaneError, kube_bin_dir
-from test_admission_parity import ensure_namespace, stage
+from test_admission_parity import ensure_namespace, preemptguard_answer, review_request, stage
 
 from webhook.config import parse_config
-from webhook.routes import MUTATE_PODS_PATH
-from webhook.server.testing import LoopbackWebhook, admission_review
 
 CASES = load_vectors("quota.yaml")
 CONFIGS = sorted({json.dumps(c.get("resource_quota_configuration") or []) for c in CASES})
@@ -110,20 +107,12 @@ def update_existing_pod(plane: ControlPlane, case: dict[str, Any]) -> tuple[int,
     return status, body
 
 
-async def preemptguard_decision(case: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+def preemptguard_decision(case: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     objects = [*case["existing_priority_classes"], *(case.get("existing_resource_quotas") or [])]
     config = parse_config({"quota": {"limitedResources": case.get("resource_quota_configuration") or []}}, "vector")
-    request = {"uid": "parity", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-               "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "",
-               "name": case["object"]["metadata"].get("name", ""), "namespace": case["namespace"],
-               "operation": case["operation"], "userInfo": {"username": "admin", "groups": ["system:masters"]},
-               "object": copy.deepcopy(case["object"]), "oldObject": copy.deepcopy(case["old_object"]),
-               "dryRun": True}
-    async with LoopbackWebhook(snapshot_source(tmp_path, objects), config=config) as hook:
-        status, body = await hook.post_json(MUTATE_PODS_PATH, admission_review(request))
-    assert status == 200, body
-    response: dict[str, Any] = body["response"]
-    return response
+    request = review_request(case["operation"], copy.deepcopy(case["object"]), copy.deepcopy(case["old_object"]),
+                             case["namespace"])
+    return preemptguard_answer(request, objects, tmp_path, config)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"].split(" ")[0] for c in CASES])
@@ -138,7 +127,7 @@ def test_quota_vector_matches_the_real_resource_quota_plugin(case: dict[str, Any
         status, real = update_existing_pod(plane, case)
     else:
         status, real = plane.request("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", case["object"])
-    ours = asyncio.run(preemptguard_decision(case, tmp_path))
+    ours = preemptguard_decision(case, tmp_path)
     real_allowed = status in (200, 201)
     assert real_allowed is case["expect"]["allowed"], (status, real.get("message") if isinstance(real, dict) else real)
     assert ours["allowed"] is real_allowed, (status, real, ours)

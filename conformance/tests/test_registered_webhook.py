@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 from admission_vectors import load_vectors
-from controlplane import REPO, ControlPlane, ControlPlaneError, User, free_port, kube_bin_dir, log_tail
+from controlplane import REPO, ControlPlane, ControlPlaneError, User, free_port, kube_bin_dir, log_tail, stop_process
 from test_admission_parity import ensure_namespace, stage
 
 from webhook.server.tls import generate_ca, issue_serving_certificate
@@ -118,11 +118,7 @@ def registered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registered]
                    30, "the API server does not call the webhook", log)
         yield registered
     finally:
-        server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_process(server)
         plane.stop()
 
 

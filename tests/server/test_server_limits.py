@@ -373,3 +373,21 @@ async def test_idle_keep_alive_connections_survive_the_header_timeout(source: Bl
             await reader.readexactly(length)
             await asyncio.sleep(0.6)  # idle for twice the header timeout: still open and usable
         writer.close()
+
+
+async def test_idle_metrics_connections_never_take_the_admission_ports_connections(source: BlockingSource) -> None:
+    """The metrics listener has a cap of its own: filling it leaves the admission port's connections free."""
+    async with LoopbackWebhook(source, settings(metrics_port=_free_port(), max_connections=4,
+                                                metrics_max_connections=2)) as hook:
+        assert hook.server is not None and hook.server.metrics_port is not None
+        idle = [await asyncio.open_connection("127.0.0.1", hook.server.metrics_port) for _ in range(6)]
+        await asyncio.sleep(0.1)
+        kept = [await raw_tls(hook) for _ in range(3)]  # the admission port still takes connections
+        await asyncio.sleep(0.05)
+        assert await hook.get(HEALTHZ_PATH) == (200, "ok")
+        # while the metrics port refuses what is over its own cap
+        reader, writer = await asyncio.open_connection("127.0.0.1", hook.server.metrics_port)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert not (await closed_within(reader, 2.0)).startswith(b"HTTP/1.1 200")
+        for _, w in [*idle, *kept]:
+            w.close()

@@ -521,10 +521,11 @@ async def start_server(
         metrics_port: int | None = None
         if settings.metrics_port:
             metrics_app = make_metrics_app(app[METRICS_KEY])
-            metrics_app.middlewares.append(guard.middleware())
+            metrics_app.middlewares.append(limits.metrics_guard.middleware())
             metrics_runner = web.AppRunner(metrics_app, handle_signals=False, access_log=None, **options)
             await metrics_runner.setup()
-            await listen(GuardedTCPSite(metrics_runner, settings.host, settings.metrics_port, guard=guard),
+            await listen(GuardedTCPSite(metrics_runner, settings.host, settings.metrics_port,
+                                        guard=limits.metrics_guard),
                          "--metrics-port", settings.host, settings.metrics_port)
             metrics_port = _bound_port(metrics_runner)
         await tls.start()

@@ -14,8 +14,8 @@
 * **Slow clients.** TLS handshakes must finish within ``tls_handshake_timeout``; a request's line and headers
   must arrive within ``client_header_timeout`` of its first byte; its body within ``client_body_timeout``
   (``408``, connection closed). Idle keep-alive connections close after ``keepalive_timeout``; at most
-  ``max_connections`` are open at once (more are closed on arrival). Each guard is per connection, so a
-  slow client only ever waits on its own timer.
+  ``max_connections`` are open at once (more are closed on arrival), and the metrics listener has its own
+  ``metrics_max_connections``. Each guard is per connection, so a slow client only ever waits on its own timer.
 * **Draining.** ``begin_drain()`` makes ``/readyz`` answer 503 and closes each keep-alive connection after
   its next response, while requests keep being served (see ``cli.serve``).
 """
@@ -127,6 +127,8 @@ class RequestLimits:
         for name, gate in self.gates.items():
             self.metrics.in_flight.labels(name).set_function(_in_flight_of(gate))
         self.guard = ConnectionGuard(settings, self.metrics)
+        # Its own guard (and cap) for the metrics listener: the admission port's connections stay its own.
+        self.metrics_guard = ConnectionGuard(settings, self.metrics, settings.metrics_max_connections)
         self.draining = False
 
     def begin_drain(self) -> None:
@@ -282,16 +284,17 @@ class GuardedProtocol(asyncio.Protocol):
 class ConnectionGuard:
     """Creates ``GuardedProtocol``s around an aiohttp server and finds them again from a request."""
 
-    def __init__(self, settings: ServerSettings, metrics: LimitMetrics) -> None:
+    def __init__(self, settings: ServerSettings, metrics: LimitMetrics, max_connections: int | None = None) -> None:
         self.settings = settings
         self.metrics = metrics
+        self.max_connections = settings.max_connections if max_connections is None else max_connections
         self.open: dict[object, GuardedProtocol] = {}  # inner protocol -> its guard
 
     def protocol_factory(self, make_inner: Callable[[], asyncio.Protocol]) -> Callable[[], GuardedProtocol]:
         return lambda: GuardedProtocol(make_inner(), self)
 
     def admit(self, protocol: GuardedProtocol) -> bool:
-        if len(self.open) >= self.settings.max_connections:
+        if len(self.open) >= self.max_connections:
             self.metrics.connections_refused.inc()
             return False
         self.open[protocol.inner] = protocol

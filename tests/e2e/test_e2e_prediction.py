@@ -29,8 +29,8 @@ from guardrail_cluster import guardrail_cluster, preemptor
 from bench.clustergen import generate_cluster
 from webhook.cluster.source import MemorySource
 from webhook.guardrails.report import MAX_WARNING_LENGTH, MAX_WARNINGS_TOTAL
-from webhook.routes import HEALTHZ_PATH, PREVIEW_PATH
-from webhook.server.app import METRICS_KEY
+from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH
+from webhook.server.app import METRICS_KEY, PIPELINE_KEY
 from webhook.server.testing import LoopbackWebhook
 
 COMPACT_KEYS = {"outcome", "node", "victims", "namespacesAffected", "pdbViolations"}
@@ -188,13 +188,35 @@ async def test_health_and_priority_only_admission_answer_quickly_during_a_long_p
     assert status in (200, 503)  # finished, or stopped at its 3 s budget
 
 
-async def test_a_pod_the_predictor_cannot_read_is_allowed_with_a_warning() -> None:
+class FailingPredictor:
+    """A predictor with a bug: every prediction raises."""
+
+    async def predict(self, state: Any, pod: Any, *, scheduler: Any, budget_seconds: float) -> Any:
+        raise RuntimeError("predictor bug")
+
+
+async def test_a_failing_prediction_is_allowed_with_a_warning() -> None:
     source = MemorySource(state_of(guardrail_cluster()))
-    broken = pod("odd", "team-a", priority_class_name="high")
-    broken["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
     async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": "enforce"}})) as hook:
-        response = await admit(hook, create_review(broken))
+        assert hook.server is not None
+        hook.server.app[PIPELINE_KEY].predictor = FailingPredictor()
+        response = await admit(hook, create_review(pod("odd", "team-a", priority_class_name="high")))
+        metrics = hook.server.app[METRICS_KEY].render().decode()
     assert response["allowed"] is True
     assert response["warnings"] == [
         "PreemptGuard made no preemption prediction for this pod: the prediction failed (see the webhook log)"]
     assert response["auditAnnotations"]["prediction-skipped"] == "error"
+    assert 'preemptguard_predictions_total{endpoint="mutate_pods",outcome="failed"} 1.0' in metrics
+
+
+async def test_a_pod_whose_quantities_cannot_be_read_is_400_naming_the_field() -> None:
+    """The pod is read once, before any stage: a quantity the API server itself would refuse to decode is bad
+    input, answered 400 with the field, not half-admitted."""
+    source = MemorySource(state_of(guardrail_cluster()))
+    broken = pod("odd", "team-a", priority_class_name="high")
+    broken["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": "enforce"}})) as hook:
+        status, body = await hook.post_json(MUTATE_PODS_PATH, create_review(broken))
+        assert (await hook.get("/healthz")) == (200, "ok")
+    assert status == 400
+    assert body["error"].startswith("request.object.spec.containers[0].resources.requests.cpu: ")

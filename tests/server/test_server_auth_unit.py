@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from webhook.errors import Unauthorized
+from webhook.identity import UserInfo
 from webhook.server.auth import (
-    Caller,
     NamespaceVisibility,
     NoAuthentication,
     bearer_token,
@@ -30,13 +30,13 @@ def test_bearer_token_parsing_never_echoes_the_header() -> None:
 def test_caller_from_token_review() -> None:
     answer = {"status": {"authenticated": True, "user": {"username": "alice", "uid": "1", "groups": ["g"],
                                                           "extra": {"scopes": ["a", "b"]}}}}
-    assert caller_from_token_review(answer) == Caller("alice", "1", ("g",), {"scopes": ("a", "b")})
+    assert caller_from_token_review(answer) == UserInfo("alice", "1", ("g",), {"scopes": ("a", "b")})
     assert caller_from_token_review({"status": {"authenticated": False, "error": "expired"}}) is None
     assert caller_from_token_review({}) is None
 
 
 def test_subject_access_review_carries_the_whole_identity() -> None:
-    review = subject_access_review(Caller("alice", "1", ("g",), {"scopes": ("a",)}), "list", "pods", "team-b")
+    review = subject_access_review(UserInfo("alice", "1", ("g",), {"scopes": ("a",)}), "list", "pods", "team-b")
     assert review == {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
         "user": "alice", "uid": "1", "groups": ["g"], "extra": {"scopes": ["a"]},
         "resourceAttributes": {"namespace": "team-b", "verb": "list", "group": "", "resource": "pods"}}}
@@ -66,14 +66,14 @@ class CountingAuthenticator(NoAuthentication):
         self.allowed = allowed
         self.asked: list[str] = []
 
-    async def is_allowed(self, caller: Caller, verb: str, resource: str, namespace: str) -> bool:
+    async def is_allowed(self, caller: UserInfo, verb: str, resource: str, namespace: str) -> bool:
         self.asked.append(namespace)
         return namespace in self.allowed
 
 
 async def test_one_subject_access_review_per_namespace_per_request() -> None:
     authenticator = CountingAuthenticator({"c"})
-    visibility = NamespaceVisibility(authenticator, Caller("alice"))
+    visibility = NamespaceVisibility(authenticator, UserInfo("alice"))
     assert await visibility.hidden_namespaces(["b", "c", "b"]) == {"b"}
     assert await visibility.may_list_pods("b") is False
     assert authenticator.asked == ["b", "c"]

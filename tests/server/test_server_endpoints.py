@@ -7,11 +7,11 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 
 from webhook.admission.outcome import AdmissionOutcome, forbidden
-from webhook.admission.pods import PodAdmissionContext
+from webhook.admission.pod import PodReview
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import parse_config
-from webhook.server.app import METRICS_KEY, POD_STEPS_KEY, make_app
+from webhook.server.app import METRICS_KEY, PIPELINE_KEY, make_app
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import admission_review
 
@@ -85,26 +85,26 @@ async def test_class_missing_from_cache_is_looked_up_once(aiohttp_client: Any) -
 
 
 async def test_extra_pod_steps_run_after_the_priority_plugin(aiohttp_client: Any) -> None:
-    seen: list[PodAdmissionContext] = []
+    seen: list[PodReview] = []
 
-    def warn_step(context: PodAdmissionContext) -> AdmissionOutcome:
-        seen.append(context)
+    def warn_step(review: PodReview) -> AdmissionOutcome:
+        seen.append(review)
         return AdmissionOutcome.allow(warnings=["preemption predicted"], audit_annotations={"preemptguard.io/x": "1"})
 
-    def deny_step(context: PodAdmissionContext) -> AdmissionOutcome:
-        return forbidden("pods", context.name_for_messages, "quota says no")
+    def deny_step(review: PodReview) -> AdmissionOutcome:
+        return forbidden("pods", review.name_for_messages, "quota says no")
 
     # Guardrails off: no prediction, so the step's warning is the only one.
-    app = make_app(MemorySource(), SETTINGS, config=parse_config({"guardrails": {"mode": "off"}}, "test"))
-    app[POD_STEPS_KEY].append(warn_step)
+    app = make_app(MemorySource(), SETTINGS, config=parse_config({"guardrails": {"mode": "off"}}, "test"),
+                   pod_steps=[warn_step])
     client: TestClient = await aiohttp_client(app)
     response = (await (await client.post("/mutate/pods", json=pod_review())).json())["response"]
     assert response["allowed"] is True and response["warnings"] == ["preemption predicted"]
     assert response["auditAnnotations"] == {"preemptguard.io/x": "1", "guardrail-decision": "off",
                                             "guardrail-mode": "off"}
     assert "patch" in response
-    assert seen[0].pod["spec"]["priority"] == 0 and seen[0].resolved is not None
-    app[POD_STEPS_KEY].append(deny_step)
+    assert seen[0].pod.priority == 0 and seen[0].is_create
+    app[PIPELINE_KEY].steps.append(deny_step)
     response = (await (await client.post("/mutate/pods", json=pod_review())).json())["response"]
     assert response["allowed"] is False and "patch" not in response
     assert response["status"] == {"metadata": {}, "status": "Failure", "code": 403, "reason": "Forbidden",

@@ -19,9 +19,9 @@ import pytest
 
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
+from webhook.identity import ANONYMOUS, UserInfo
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH
 from webhook.server.app import METRICS_KEY
-from webhook.server.auth import ANONYMOUS, Caller
 from webhook.server.limits import LIMITS_KEY
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
@@ -61,11 +61,11 @@ class BlockingAuthenticator:
     def __init__(self) -> None:
         self.release = asyncio.Event()
 
-    async def authenticate(self, headers: Mapping[str, str]) -> Caller:
+    async def authenticate(self, headers: Mapping[str, str]) -> UserInfo:
         await self.release.wait()
         return ANONYMOUS
 
-    async def is_allowed(self, caller: Caller, verb: str, resource: str, namespace: str) -> bool:
+    async def is_allowed(self, caller: UserInfo, verb: str, resource: str, namespace: str) -> bool:
         return True
 
 

@@ -68,6 +68,12 @@ class AdmissionOutcome:
             return self
         return AdmissionOutcome(False, self.status, (), self.warnings, self.audit_annotations, tuple(rules))
 
+    def with_patch(self, patch: Sequence[PatchOperation]) -> AdmissionOutcome:
+        """This allowed outcome answering ``patch`` (the operations the pipeline built on the pod)."""
+        if not patch:
+            return self
+        return AdmissionOutcome(True, self.status, tuple(patch), self.warnings, self.audit_annotations)
+
     @property
     def denial_reason(self) -> str:
         """A short label for metrics: the status reason, or ``Unknown`` for a plain error."""

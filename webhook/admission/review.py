@@ -16,6 +16,7 @@ import orjson
 from webhook.admission.outcome import AdmissionOutcome
 from webhook.admission.patch import encode_patch
 from webhook.errors import InvalidInput
+from webhook.identity import UserInfo
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 ADMISSION_REVIEW_KIND = "AdmissionReview"
@@ -35,13 +36,6 @@ class GroupVersionResource(TypedDict):
     group: str
     version: str
     resource: str
-
-
-class UserInfo(TypedDict):
-    username: str
-    uid: str
-    groups: list[str]
-    extra: dict[str, list[str]]
 
 
 class Status(TypedDict):
@@ -171,28 +165,24 @@ def _str_list(value: object, path: str) -> list[str]:
     return [require_str(item, f"{path}[{i}]") for i, item in enumerate(value)]
 
 
-def _group_version_kind(value: object, path: str) -> GroupVersionKind:
+def _group_version(value: object, path: str, last: str) -> tuple[str, str, str]:
+    """(group, version, kind or resource) of a GroupVersionKind/GroupVersionResource object."""
     raw = require_object(value, path)
-    group, version, kind = raw.get("group"), raw.get("version"), raw.get("kind")
-    if type(group) is str and type(version) is str and type(kind) is str:  # well-formed: no paths to build
-        return GroupVersionKind(group=group, version=version, kind=kind)
-    return GroupVersionKind(
-        group=optional_str(raw.get("group"), f"{path}.group"),
-        version=optional_str(raw.get("version"), f"{path}.version"),
-        kind=require_str(raw.get("kind"), f"{path}.kind"),
-    )
+    group, version, name = raw.get("group"), raw.get("version"), raw.get(last)
+    if type(group) is str and type(version) is str and type(name) is str:  # well-formed: no paths to build
+        return group, version, name
+    return (optional_str(group, f"{path}.group"), optional_str(version, f"{path}.version"),
+            require_str(name, f"{path}.{last}"))
+
+
+def _group_version_kind(value: object, path: str) -> GroupVersionKind:
+    group, version, kind = _group_version(value, path, "kind")
+    return GroupVersionKind(group=group, version=version, kind=kind)
 
 
 def _group_version_resource(value: object, path: str) -> GroupVersionResource:
-    raw = require_object(value, path)
-    group, version, resource = raw.get("group"), raw.get("version"), raw.get("resource")
-    if type(group) is str and type(version) is str and type(resource) is str:  # well-formed: no paths to build
-        return GroupVersionResource(group=group, version=version, resource=resource)
-    return GroupVersionResource(
-        group=optional_str(raw.get("group"), f"{path}.group"),
-        version=optional_str(raw.get("version"), f"{path}.version"),
-        resource=require_str(raw.get("resource"), f"{path}.resource"),
-    )
+    group, version, resource = _group_version(value, path, "resource")
+    return GroupVersionResource(group=group, version=version, resource=resource)
 
 
 def _user_info(value: object, path: str) -> UserInfo:
@@ -201,8 +191,8 @@ def _user_info(value: object, path: str) -> UserInfo:
     return UserInfo(
         username=optional_str(raw.get("username"), f"{path}.username"),
         uid=optional_str(raw.get("uid"), f"{path}.uid"),
-        groups=_str_list(raw.get("groups"), f"{path}.groups"),
-        extra={key: _str_list(val, f"{path}.extra.{key}") for key, val in extra_raw.items()},
+        groups=tuple(_str_list(raw.get("groups"), f"{path}.groups")),
+        extra={key: tuple(_str_list(val, f"{path}.extra.{key}")) for key, val in extra_raw.items()},
     )
 
 

@@ -4,6 +4,7 @@ from webhook.guardrails.policy import (
     MODE_LABEL,
     RULES,
     GuardrailDecision,
+    SkipReason,
     Tenant,
     Violation,
     effective_mode,
@@ -14,7 +15,6 @@ from webhook.guardrails.policy import (
     prediction_skipped_warning,
     tenant_of,
 )
-from webhook.guardrails.prediction import PredictedOutcome, UserInfo, Victim, outcome_from_preview
 from webhook.guardrails.report import PREDICTION_ANNOTATION, fit_warnings, prediction_annotation
 
 __all__ = [
@@ -22,17 +22,14 @@ __all__ = [
     "PREDICTION_ANNOTATION",
     "RULES",
     "GuardrailDecision",
-    "PredictedOutcome",
+    "SkipReason",
     "Tenant",
-    "UserInfo",
-    "Victim",
     "Violation",
     "effective_mode",
     "evaluate_guardrails",
     "evaluate_rules",
     "find_exemption",
     "fit_warnings",
-    "outcome_from_preview",
     "prediction_annotation",
     "prediction_skipped",
     "prediction_skipped_warning",

@@ -1,6 +1,6 @@
 """The preemption guardrail policy: given a prediction for a pod CREATE, decide allow / warn / deny.
 
-Pure functions over ``GuardrailsConfig`` (``webhook.config``) and a ``PreemptionPreview`` dict (contract §4):
+Pure functions over ``GuardrailsConfig`` (``webhook.config``) and the predictor's typed ``PreemptionResult``:
 - mode: ``guardrails.mode``, overridden per namespace by the label ``preemptguard.io/mode``;
 - exemptions: the request's namespace, user, group or service account (``guardrails.exempt``);
 - rules, named by their configuration keys: ``denyCrossTenantPreemption``, ``maxPdbViolations``,
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from webhook.cluster.model import Namespace
 from webhook.config import GUARDRAIL_MODES, Exemptions, GuardrailMode, GuardrailsConfig
-from webhook.guardrails.prediction import OUTCOME_PREEMPTS, PredictedOutcome, UserInfo, outcome_from_preview
 from webhook.guardrails.report import (
     compact_prediction,
+    count_by_namespace,
     csv,
     fit_warnings,
     namespace_breakdown,
@@ -31,6 +31,8 @@ from webhook.guardrails.report import (
     to_json,
     truncate,
 )
+from webhook.identity import UserInfo
+from webhook.preemption.results import PREEMPTS, PreemptionResult
 
 MODE_LABEL = "preemptguard.io/mode"
 
@@ -49,7 +51,8 @@ AUDIT_EXEMPTION = "guardrail-exemption"
 AUDIT_SKIPPED = "prediction-skipped"
 
 Decision = Literal["off", "allowed", "warned", "denied", "exempt", "skipped"]
-SkipReason = Literal["budget-exceeded", "cache-not-ready"]
+# Why no prediction was made: over its time budget, the cache not synced yet, or the predictor failed.
+SkipReason = Literal["budget-exceeded", "cache-not-ready", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,16 +145,13 @@ def tenant_of(namespace: str, namespaces: Mapping[str, Namespace], tenant_label:
 
 # --- rules ------------------------------------------------------------------------------------------
 
-def _cross_tenant(policy: GuardrailsConfig, outcome: PredictedOutcome, namespace: str,
+def _cross_tenant(policy: GuardrailsConfig, outcome: PreemptionResult, namespace: str,
                   namespaces: Mapping[str, Namespace]) -> Violation | None:
     own = tenant_of(namespace, namespaces, policy.tenant_label)
-    foreign: dict[str, int] = {}
-    for victim in outcome.victims:
-        if tenant_of(victim.namespace, namespaces, policy.tenant_label) != own:
-            foreign[victim.namespace] = foreign.get(victim.namespace, 0) + 1
-    if not foreign:
+    counts = count_by_namespace(v for v in outcome.victims
+                                if tenant_of(v.namespace, namespaces, policy.tenant_label) != own)
+    if not counts:
         return None
-    counts = dict(sorted(foreign.items(), key=lambda item: (-item[1], item[0])))
     total = sum(counts.values())
     tenants = sorted({tenant_of(ns, namespaces, policy.tenant_label).describe(policy.tenant_label) for ns in counts})
     detail = (f"{RULE_CROSS_TENANT}: the pod would preempt {plural(total, 'pod')} of other tenants "
@@ -162,7 +162,7 @@ def _cross_tenant(policy: GuardrailsConfig, outcome: PredictedOutcome, namespace
     return Violation(RULE_CROSS_TENANT, detail, truncate(warning))
 
 
-def _max_pdb_violations(policy: GuardrailsConfig, outcome: PredictedOutcome) -> Violation | None:
+def _max_pdb_violations(policy: GuardrailsConfig, outcome: PreemptionResult) -> Violation | None:
     limit = policy.max_pdb_violations
     if limit is None or outcome.pdb_violations <= limit:
         return None
@@ -175,11 +175,11 @@ def _max_pdb_violations(policy: GuardrailsConfig, outcome: PredictedOutcome) -> 
     return Violation(RULE_MAX_PDB_VIOLATIONS, text, truncate(warning))
 
 
-def _max_victims(policy: GuardrailsConfig, outcome: PredictedOutcome) -> Violation | None:
+def _max_victims(policy: GuardrailsConfig, outcome: PreemptionResult) -> Violation | None:
     limit = policy.max_victims
     if limit is None or len(outcome.victims) <= limit:
         return None
-    counts = outcome.victims_by_namespace()
+    counts = count_by_namespace(outcome.victims)
     text = (f"{RULE_MAX_VICTIMS}: the pod would preempt {plural(len(outcome.victims), 'pod')} "
             f"({namespace_breakdown(counts, 2000)}), at most {limit} allowed")
     warning = (f"{RULE_MAX_VICTIMS}: would preempt {plural(len(outcome.victims), 'pod')}, at most {limit} allowed "
@@ -187,17 +187,14 @@ def _max_victims(policy: GuardrailsConfig, outcome: PredictedOutcome) -> Violati
     return Violation(RULE_MAX_VICTIMS, text, truncate(warning))
 
 
-def _victim_priority(policy: GuardrailsConfig, outcome: PredictedOutcome) -> Violation | None:
+def _victim_priority(policy: GuardrailsConfig, outcome: PreemptionResult) -> Violation | None:
     threshold = policy.deny_victim_priority_at_least
     if threshold is None:
         return None
     high = [v for v in outcome.victims if v.priority >= threshold]
     if not high:
         return None
-    counts: dict[str, int] = {}
-    for victim in high:
-        counts[victim.namespace] = counts.get(victim.namespace, 0) + 1
-    counts = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    counts = count_by_namespace(high)
     top = max(v.priority for v in high)
     text = (f"{RULE_VICTIM_PRIORITY}: the pod would preempt {plural(len(high), 'pod')} with priority "
             f"{threshold} or higher ({namespace_breakdown(counts, 2000)}; highest {top})")
@@ -206,10 +203,10 @@ def _victim_priority(policy: GuardrailsConfig, outcome: PredictedOutcome) -> Vio
     return Violation(RULE_VICTIM_PRIORITY, text, truncate(warning))
 
 
-def evaluate_rules(policy: GuardrailsConfig, outcome: PredictedOutcome, namespace: str,
+def evaluate_rules(policy: GuardrailsConfig, outcome: PreemptionResult, namespace: str,
                    namespaces: Mapping[str, Namespace]) -> tuple[Violation, ...]:
     """Every configured rule the predicted preemption breaks, in ``RULES`` order."""
-    if outcome.outcome != OUTCOME_PREEMPTS or not outcome.victims:
+    if outcome.outcome != PREEMPTS or not outcome.victims:
         return ()
     found = [
         _cross_tenant(policy, outcome, namespace, namespaces) if policy.deny_cross_tenant_preemption else None,
@@ -228,7 +225,7 @@ def exemption_hint(namespace: str) -> str:
             f"or to label namespace {namespace} with {MODE_LABEL}=warn")
 
 
-def denial_message(pod_name: str, namespace: str, outcome: PredictedOutcome,
+def denial_message(pod_name: str, namespace: str, outcome: PreemptionResult,
                    violations: tuple[Violation, ...]) -> str:
     rules = "; ".join(v.detail for v in violations)
     node = f" on node {outcome.node}" if outcome.node else ""
@@ -261,24 +258,23 @@ def evaluate_guardrails(
     pod_name: str,
     namespace: str,
     user: UserInfo,
-    preview: Mapping[str, Any] | None,
+    outcome: PreemptionResult | None,
     namespaces: Mapping[str, Namespace],
     dry_run: bool = False,
 ) -> GuardrailDecision:
-    """Decide a pod CREATE from its prediction.
+    """Decide a pod CREATE from its prediction (``outcome``: the pod's ``PreemptionResult``, None when no
+    prediction was planned).
 
-    ``preview``: a PreemptionPreview dict (contract §4; its first result is the pod). ``namespaces``: the
-    cluster's Namespaces by name (``ClusterState.namespaces``), for the mode label and tenant labels.
-    ``pod_name``: the name for the denial message (name, else generateName, else ``Unknown``).
+    ``namespaces``: the cluster's Namespaces by name (``ClusterState.namespaces``), for the mode label and
+    tenant labels. ``pod_name``: the name for the denial message (name, else generateName, else ``Unknown``).
     ``dry_run``: the annotation carries the full preview instead of the compact summary.
     """
     labels = _labels_of(namespace, namespaces)
     mode = effective_mode(policy, labels)
-    outcome = outcome_from_preview(preview) if preview is not None else None
     # The compact prediction is both the audit annotation and (outside dry runs) the pod annotation.
-    compact = to_json(compact_prediction(outcome)) if preview is not None else None
-    annotation = (prediction_annotation(outcome, preview, dry_run=dry_run, compact_json=compact)
-                  if preview is not None else None)
+    compact = to_json(compact_prediction(outcome)) if outcome is not None else None
+    annotation = (prediction_annotation(outcome, dry_run=dry_run, compact_json=compact)
+                  if outcome is not None else None)
     if mode == "off":
         return GuardrailDecision(True, "off", mode, annotation=annotation,
                                  audit_annotations=_audit("off", mode, compact, (), None))
@@ -306,14 +302,17 @@ def evaluate_guardrails(
 def prediction_skipped_warning(reason: SkipReason, budget_milliseconds: int) -> str:
     if reason == "budget-exceeded":
         why = f"it did not finish within the {budget_milliseconds} ms budget"
-    else:
+    elif reason == "cache-not-ready":
         why = "the cluster cache is not ready yet"
+    else:
+        why = "the prediction failed (see the webhook log)"
     return truncate(f"PreemptGuard made no preemption prediction for this pod: {why}")
 
 
 def prediction_skipped(policy: GuardrailsConfig, *, namespace: str, namespaces: Mapping[str, Namespace],
                        reason: SkipReason, budget_milliseconds: int) -> GuardrailDecision:
-    """A prediction that was not made never blocks a pod: allow, with a warning saying so (none if off)."""
+    """A prediction that was not made (or failed) never blocks a pod: allow, with a warning saying so
+    (none if off)."""
     mode = effective_mode(policy, _labels_of(namespace, namespaces))
     audit: dict[str, str] = {AUDIT_DECISION: "skipped", AUDIT_MODE: mode, AUDIT_SKIPPED: reason}
     warnings = () if mode == "off" else (prediction_skipped_warning(reason, budget_milliseconds),)

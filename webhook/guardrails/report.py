@@ -11,7 +11,8 @@ from typing import Any
 
 import orjson
 
-from webhook.guardrails.prediction import OUTCOME_PREEMPTS, OUTCOME_UNSCHEDULABLE, PredictedOutcome
+from webhook.preemption.preview import build_preview
+from webhook.preemption.results import PREEMPTS, UNSCHEDULABLE_OUTCOME, PreemptionResult, VictimInfo
 
 PREDICTION_ANNOTATION = "preemptguard.io/prediction"
 MAX_WARNING_LENGTH = 119  # "each under 120 characters"
@@ -72,13 +73,25 @@ def namespace_breakdown(counts: Mapping[str, int], budget: int = 60) -> str:
     return join_limited([f"{count} in {ns}" for ns, count in counts.items()], budget)
 
 
+def count_by_namespace(victims: Iterable[VictimInfo]) -> dict[str, int]:
+    """Victim counts per namespace, most victims first (then by name)."""
+    counts: dict[str, int] = {}
+    for victim in victims:
+        counts[victim.namespace] = counts.get(victim.namespace, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def namespaces_affected(outcome: PreemptionResult) -> list[str]:
+    return sorted({v.namespace for v in outcome.victims})
+
+
 def pdb_note(count: int) -> str:
     return f" ({plural(count, 'PDB violation')})" if count else ""
 
 
-def preemption_summary(outcome: PredictedOutcome) -> str:
+def preemption_summary(outcome: PreemptionResult) -> str:
     """The headline warning, e.g. ``would preempt 3 pods in team-b on node-7 (1 PDB violation)``."""
-    counts = outcome.victims_by_namespace()
+    counts = count_by_namespace(outcome.victims)
     head = f"would preempt {plural(len(outcome.victims), 'pod')} "
     # The node and the PDB count always survive; the namespace list gets what is left.
     tail = f" on {truncate(outcome.node or '?', 30)}{pdb_note(outcome.pdb_violations)}"
@@ -95,26 +108,24 @@ def victim_line(victim_namespace: str, victim_name: str, priority: int, pdb_viol
     return truncate(f"victim {victim_namespace}/{victim_name} (priority {priority}{note})")
 
 
-def prediction_warnings(outcome: PredictedOutcome) -> list[str]:
+def prediction_warnings(outcome: PreemptionResult) -> list[str]:
     """What the prediction says, most important first: the headline, then victims (PDB violators first)."""
-    if outcome.outcome == OUTCOME_UNSCHEDULABLE:
+    if outcome.outcome == UNSCHEDULABLE_OUTCOME:
         reason = f": {outcome.message}" if outcome.message else ""
         return [truncate(f"no node fits this pod even after preemption; it would stay Pending{reason}")]
-    if outcome.outcome != OUTCOME_PREEMPTS or not outcome.victims:
+    if outcome.outcome != PREEMPTS or not outcome.victims:
         return []
     victims = sorted(outcome.victims, key=lambda v: not v.pdb_violation)  # stable: keeps upstream order
     return [preemption_summary(outcome),
             *(victim_line(v.namespace, v.name, v.priority, v.pdb_violation) for v in victims)]
 
 
-def compact_prediction(outcome: PredictedOutcome | None) -> dict[str, Any]:
-    if outcome is None:
-        return {"outcome": None, "node": None, "victims": 0, "namespacesAffected": [], "pdbViolations": 0}
+def compact_prediction(outcome: PreemptionResult) -> dict[str, Any]:
     return {
         "outcome": outcome.outcome,
         "node": outcome.node,
         "victims": len(outcome.victims),
-        "namespacesAffected": list(outcome.namespaces_affected),
+        "namespacesAffected": namespaces_affected(outcome),
         "pdbViolations": outcome.pdb_violations,
     }
 
@@ -124,14 +135,14 @@ def to_json(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
-def prediction_annotation(outcome: PredictedOutcome | None, preview: Mapping[str, Any] | None = None,
-                          *, dry_run: bool = False, compact_json: str | None = None) -> str:
-    """The ``preemptguard.io/prediction`` value: compact JSON, or the full preview on a dry run.
+def prediction_annotation(outcome: PreemptionResult, *, dry_run: bool = False, compact_json: str | None = None) -> str:
+    """The ``preemptguard.io/prediction`` value: compact JSON, or the full PreemptionPreview on a dry run
+    (what ``kubectl preempt-preview`` reads back from the server-side dry run).
 
     ``compact_json``: ``to_json(compact_prediction(outcome))`` when the caller has encoded it already.
     """
-    if dry_run and preview is not None:
-        return to_json(preview)
+    if dry_run:
+        return to_json(build_preview([outcome]))
     return compact_json if compact_json is not None else to_json(compact_prediction(outcome))
 
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
 
 from webhook.errors import ClusterUnavailable, Unauthorized
+from webhook.identity import ANONYMOUS, UserInfo
 
 log = logging.getLogger(__name__)
 
@@ -36,31 +36,14 @@ SUBJECT_ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews
 BEARER_PREFIX = "bearer "
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """An authenticated user (``TokenReview`` ``status.user``); anonymous when authentication is off."""
-
-    username: str = ""
-    uid: str = ""
-    groups: tuple[str, ...] = ()
-    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-    @property
-    def display_name(self) -> str:
-        return self.username or "anonymous"
-
-
-ANONYMOUS = Caller()
-
-
 class Authenticator(Protocol):
     """Authentication and authorisation of /preview callers."""
 
-    async def authenticate(self, headers: Mapping[str, str]) -> Caller:
+    async def authenticate(self, headers: Mapping[str, str]) -> UserInfo:
         """The caller of a request; raises ``Unauthorized`` (401)."""
         ...
 
-    async def is_allowed(self, caller: Caller, verb: str, resource: str, namespace: str) -> bool:
+    async def is_allowed(self, caller: UserInfo, verb: str, resource: str, namespace: str) -> bool:
         """Whether ``caller`` may ``verb`` core-group ``resource`` in ``namespace``."""
         ...
 
@@ -68,10 +51,10 @@ class Authenticator(Protocol):
 class NoAuthentication:
     """Snapshot mode: everyone may preview and see everything."""
 
-    async def authenticate(self, headers: Mapping[str, str]) -> Caller:
+    async def authenticate(self, headers: Mapping[str, str]) -> UserInfo:
         return ANONYMOUS
 
-    async def is_allowed(self, caller: Caller, verb: str, resource: str, namespace: str) -> bool:
+    async def is_allowed(self, caller: UserInfo, verb: str, resource: str, namespace: str) -> bool:
         return True
 
 
@@ -87,7 +70,7 @@ def _strings(value: object) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
 
-def caller_from_token_review(review: Mapping[str, Any]) -> Caller | None:
+def caller_from_token_review(review: Mapping[str, Any]) -> UserInfo | None:
     """The user of an answered TokenReview, or None when the token was not authenticated."""
     status = review.get("status")
     if not isinstance(status, Mapping) or status.get("authenticated") is not True:
@@ -96,7 +79,7 @@ def caller_from_token_review(review: Mapping[str, Any]) -> Caller | None:
     if not isinstance(user, Mapping):
         return None
     extra = user.get("extra")
-    return Caller(
+    return UserInfo(
         username=str(user.get("username") or ""),
         uid=str(user.get("uid") or ""),
         groups=_strings(user.get("groups")),
@@ -104,7 +87,7 @@ def caller_from_token_review(review: Mapping[str, Any]) -> Caller | None:
     )
 
 
-def subject_access_review(caller: Caller, verb: str, resource: str, namespace: str) -> dict[str, Any]:
+def subject_access_review(caller: UserInfo, verb: str, resource: str, namespace: str) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "user": caller.username,
         "groups": list(caller.groups),
@@ -151,7 +134,7 @@ class KubernetesAuthenticator:
             raise ClusterUnavailable(f"cannot create a {what}: the API server answered HTTP {status}")
         return answer
 
-    async def authenticate(self, headers: Mapping[str, str]) -> Caller:
+    async def authenticate(self, headers: Mapping[str, str]) -> UserInfo:
         token = bearer_token(headers)
         review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
         answer = await self._create(TOKEN_REVIEW_PATH, review, "TokenReview")
@@ -160,7 +143,7 @@ class KubernetesAuthenticator:
             raise Unauthorized("Unauthorized: the bearer token was not accepted")
         return caller
 
-    async def is_allowed(self, caller: Caller, verb: str, resource: str, namespace: str) -> bool:
+    async def is_allowed(self, caller: UserInfo, verb: str, resource: str, namespace: str) -> bool:
         review = subject_access_review(caller, verb, resource, namespace)
         answer = await self._create(SUBJECT_ACCESS_REVIEW_PATH, review, "SubjectAccessReview")
         status = answer.get("status")
@@ -170,7 +153,7 @@ class KubernetesAuthenticator:
 class NamespaceVisibility:
     """Which namespaces' pods one caller may list: one SubjectAccessReview per namespace, per request."""
 
-    def __init__(self, authenticator: Authenticator, caller: Caller) -> None:
+    def __init__(self, authenticator: Authenticator, caller: UserInfo) -> None:
         self.authenticator = authenticator
         self.caller = caller
         self._answers: dict[str, bool] = {}

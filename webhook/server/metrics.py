@@ -15,13 +15,24 @@ Series (all prefixed ``preemptguard_``):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+import logging
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from webhook.admission.pod import PodReview
+from webhook.errors import InvalidInput
+from webhook.guardrails import GuardrailDecision, SkipReason
+from webhook.preemption.results import PreemptionResult
 from webhook.routes import METRICS_PATH
+
+log = logging.getLogger(__name__)
+
+# The ``endpoint`` label of prediction and admission series.
+MUTATE_PODS = "mutate_pods"
+PREVIEW = "preview"
 
 # Admission must answer well inside the API server's timeout (10 s default, often 1-3 s).
 ADMISSION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -156,10 +167,9 @@ class WebhookMetrics:
         self._predictions[endpoint, "skipped"].inc()
         self._predictions_skipped[endpoint, reason].inc()
 
-    def observe_victims(self, preview: Mapping[str, Any]) -> None:
-        for result in preview.get("results") or ():
-            for victim in result.get("victims") or ():
-                self._predicted_victims[(str(victim.get("namespace", "")),)].inc()
+    def observe_victims(self, result: PreemptionResult) -> None:
+        for victim in result.victims:
+            self._predicted_victims[(victim.namespace,)].inc()
 
     def observe_guardrail(self, decision: str, mode: str) -> None:
         self._guardrail_decisions[decision, mode].inc()
@@ -173,6 +183,33 @@ class WebhookMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class AdmissionMetrics:
+    """The pod pipeline's ``AdmissionObserver``: its events counted in ``metrics`` and logged."""
+
+    def __init__(self, metrics: WebhookMetrics) -> None:
+        self.metrics = metrics
+
+    def prediction_made(self, result: PreemptionResult, seconds: float) -> None:
+        self.metrics.observe_prediction(MUTATE_PODS, (result.outcome,), seconds)
+
+    def prediction_failed(self, review: PodReview, error: Exception, seconds: float) -> None:
+        if isinstance(error, InvalidInput):  # e.g. a quantity the API server's validation refuses after admission
+            log.info("no prediction for pod %s in %s: %s", review.name_for_messages, review.namespace, error)
+        else:
+            log.error("preemption prediction failed for pod %s in %s", review.name_for_messages, review.namespace,
+                      exc_info=error)
+        self.metrics.observe_prediction(MUTATE_PODS, ("failed",), seconds)
+
+    def prediction_skipped(self, reason: SkipReason) -> None:
+        self.metrics.observe_skipped_prediction(MUTATE_PODS, reason)
+
+    def guardrail_decided(self, decision: GuardrailDecision, result: PreemptionResult | None, *,
+                          dry_run: bool) -> None:
+        self.metrics.observe_guardrail(decision.decision, decision.mode)
+        if result is not None and decision.allowed and not dry_run:
+            self.metrics.observe_victims(result)
 
 
 def make_metrics_app(metrics: WebhookMetrics) -> web.Application:

@@ -23,14 +23,13 @@ from typing import Any, TypeVar
 from webhook.cluster.model import PREEMPT_NEVER, Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
-from webhook.errors import PreemptGuardError
 from webhook.preemption.predictor import (
     NOT_ELIGIBLE_NEVER,
     predict_pods,
     replace_fields,
     simulate_pods,
 )
-from webhook.preemption.preview import build_preview, with_priority_class
+from webhook.preemption.preview import with_priority_class
 from webhook.preemption.results import UNSCHEDULABLE_OUTCOME, PredictionTimeout, PreemptionArgs, PreemptionResult
 from webhook.preemption.view import index_sync_is_cheap
 from webhook.preemption.workloads import expand_object
@@ -49,7 +48,7 @@ PREEMPTION_DISABLED_NOTE = (
 )
 
 
-class PredictionTimedOut(PreemptGuardError):
+class PredictionTimedOut(PredictionTimeout):  # TODO(merge): webhook.errors.PredictionTimeout
     """The prediction did not finish within its budget (HTTP 503 for /preview; admission allows instead)."""
 
     http_status = 503
@@ -74,34 +73,28 @@ def _as_pending(result: PreemptionResult, policy: str) -> PreemptionResult:
 
 def simulate_without_preemption(state: ClusterState, resolved: Sequence[Pod], args: PreemptionArgs | None,
                                 *, deadline: float | None = None) -> list[PreemptionResult]:
-    """``simulate_pods`` for a scheduler whose PostFilter is off: each replica that does not fit stays Pending.
-
-    Implemented by simulating every resolved replica with ``preemptionPolicy: Never`` (the predictor's own
-    "may not preempt" path), then restoring the real policy and message in the results.
-    """
     never = [pod if pod.preemption_policy == PREEMPT_NEVER else replace_fields(pod, preemption_policy=PREEMPT_NEVER)
              for pod in resolved]
     simulated = simulate_pods(state, never, args, deadline=deadline)
     return [_as_pending(result, pod.preemption_policy or "") for result, pod in zip(simulated, resolved, strict=True)]
 
 
-def predict_without_preemption(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs,
-                               deadline: float | None = None) -> list[PreemptionResult]:
-    """``predict_pods`` with the scheduler's PostFilter off (rejected pods keep their own outcome)."""
-    return predict_pods(state, pods, args=args, deadline=deadline, simulate=simulate_without_preemption)
+def predict_admitted_pod(state: ClusterState, pod: Pod, scheduler: SchedulerConfig,
+                         deadline: float | None) -> PreemptionResult:
+    """The prediction for a pod the Priority plugin has already resolved (no second resolution)."""
+    args = preemption_args(scheduler)
+    simulate = simulate_pods if scheduler.preemption_enabled else simulate_without_preemption
+    return simulate(state, [pod], args, deadline=deadline)[0]
 
 
-def compute_preview(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None, replicas: int | None,
-                    scheduler: SchedulerConfig, priority_class: str | None = None,
-                    deadline: float | None = None) -> dict[str, Any]:
-    """The PreemptionPreview for a Pod or workload object under the configured scheduler profile."""
+def predict_object(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None, replicas: int | None,
+                   scheduler: SchedulerConfig, priority_class: str | None = None,
+                   deadline: float | None = None) -> list[PreemptionResult]:
+    """The results for a Pod or workload object (resolved like the Priority plugin) under the scheduler profile."""
     pods = [with_priority_class(p, priority_class) for p in expand_object(obj, namespace=namespace, replicas=replicas)]
     args = preemption_args(scheduler)
-    if scheduler.preemption_enabled:
-        results = predict_pods(state, pods, args=args, deadline=deadline)
-    else:
-        results = predict_without_preemption(state, pods, args, deadline)
-    return build_preview(results)
+    simulate = simulate_pods if scheduler.preemption_enabled else simulate_without_preemption
+    return predict_pods(state, pods, args=args, deadline=deadline, simulate=simulate)
 
 
 def run_consistently(state: ClusterState, compute: Callable[[], _T], deadline: float) -> _T:
@@ -120,7 +113,7 @@ def run_consistently(state: ClusterState, compute: Callable[[], _T], deadline: f
 
 
 class PredictionService:
-    """The prediction thread pool. ``await predict(...)`` for admission, ``await preview(...)`` for /preview."""
+    """The prediction thread pool: ``await predict(...)`` for admission, ``await preview(...)`` for /preview."""
 
     def __init__(self, workers: int = 2, *, inline_seconds: float = 0.0) -> None:
         if workers < 1:
@@ -128,7 +121,7 @@ class PredictionService:
         self.workers = workers
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preemptguard-predict")
         self._preview_slots = asyncio.Semaphore(max(1, workers - 1))
-        # See ``predict_admission``: how long a prediction may run on the event loop before moving to the pool.
+        # See ``predict``: how long a prediction may run on the event loop before moving to the pool.
         self.inline_seconds = inline_seconds
         self.pooled = 0  # predictions submitted to the pool and not yet answered
 
@@ -149,9 +142,9 @@ class PredictionService:
         finally:
             self.pooled -= 1
 
-    async def predict_admission(self, state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None,
-                                scheduler: SchedulerConfig, budget_seconds: float) -> dict[str, Any]:
-        """``predict`` for one admission: first on the calling thread for up to ``inline_seconds``.
+    async def predict(self, state: ClusterState, pod: Pod, *, scheduler: SchedulerConfig,
+                      budget_seconds: float) -> PreemptionResult:
+        """The prediction for one admitted pod: first on the calling thread for up to ``inline_seconds``.
 
         Most admission predictions (pods that fit) take a fraction of a millisecond, less than handing them
         to a thread and back, and threads add no parallelism to pure Python under the GIL. So when the pool
@@ -162,50 +155,48 @@ class PredictionService:
         deadline = time.monotonic() + budget_seconds
         if self.inline_seconds > 0 and self.pooled == 0 and index_sync_is_cheap(state):
             inline_deadline = min(deadline, time.monotonic() + self.inline_seconds)
+            result: PreemptionResult | None
             try:
-                preview = run_consistently(state, lambda: compute_preview(
-                    state, obj, namespace=namespace, replicas=None, scheduler=scheduler,
-                    deadline=inline_deadline), inline_deadline)
+                result = run_consistently(state, lambda: predict_admitted_pod(state, pod, scheduler, inline_deadline),
+                                          inline_deadline)
             except PredictionTimeout:
-                preview = None
+                result = None
             # The budget is as strict as in the pool (where wait_for enforces it): a late answer is no answer.
             if time.monotonic() > deadline:
                 raise PredictionTimedOut(f"the prediction did not finish within {budget_seconds:g} s")
-            if preview is not None:
-                return preview
-        return await self.predict(state, obj, namespace=namespace, scheduler=scheduler,
-                                  budget_seconds=budget_seconds, deadline=deadline)
+            if result is not None:
+                return result
 
-    async def warm_up(self, state: ClusterState, scheduler: SchedulerConfig, budget_seconds: float = 120.0) -> None:
-        """One throwaway prediction in the pool, so the predictor's index of ``state`` is built off the loop."""
-        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "preemptguard-warm-up"},
-                 "spec": {"containers": [{"name": "probe"}]}}
-        await self.predict(state, probe, namespace="default", scheduler=scheduler, budget_seconds=budget_seconds)
-
-    async def predict(self, state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None,
-                      scheduler: SchedulerConfig, budget_seconds: float, replicas: int | None = None,
-                      priority_class: str | None = None, deadline: float | None = None) -> dict[str, Any]:
-        def compute(deadline: float) -> dict[str, Any]:
-            return run_consistently(state, lambda: compute_preview(
-                state, obj, namespace=namespace, replicas=replicas, scheduler=scheduler,
-                priority_class=priority_class, deadline=deadline), deadline)
+        def compute(deadline: float) -> PreemptionResult:
+            return run_consistently(state, lambda: predict_admitted_pod(state, pod, scheduler, deadline), deadline)
 
         return await self.run(compute, budget_seconds=budget_seconds, deadline=deadline)
 
+    async def warm_up(self, state: ClusterState, scheduler: SchedulerConfig, budget_seconds: float = 120.0) -> None:
+        """One throwaway prediction in the pool, so the predictor's index of ``state`` is built off the loop."""
+        probe = Pod(name="preemptguard-warm-up", namespace="default")
+        await self.run(lambda deadline: predict_admitted_pod(state, probe, scheduler, deadline),
+                       budget_seconds=budget_seconds)
+
     async def preview(self, state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None,
                       scheduler: SchedulerConfig, budget_seconds: float, replicas: int | None = None,
-                      priority_class: str | None = None) -> dict[str, Any]:
-        """Like ``predict``, for /preview: at most ``workers - 1`` at once; the wait counts against the budget."""
+                      priority_class: str | None = None) -> list[PreemptionResult]:
+        """The results for a Pod or workload object, for /preview: at most ``workers - 1`` at once; the wait
+        for a slot counts against the budget."""
         deadline = time.monotonic() + budget_seconds
         try:
             await asyncio.wait_for(self._preview_slots.acquire(), budget_seconds)
         except TimeoutError as exc:
             raise PredictionTimedOut(
                 f"the prediction did not start within {budget_seconds:g} s: other previews are running") from exc
+
+        def compute(deadline: float) -> list[PreemptionResult]:
+            return run_consistently(state, lambda: predict_object(
+                state, obj, namespace=namespace, replicas=replicas, scheduler=scheduler,
+                priority_class=priority_class, deadline=deadline), deadline)
+
         try:
-            return await self.predict(state, obj, namespace=namespace, scheduler=scheduler,
-                                      budget_seconds=budget_seconds, replicas=replicas,
-                                      priority_class=priority_class, deadline=deadline)
+            return await self.run(compute, budget_seconds=budget_seconds, deadline=deadline)
         finally:
             self._preview_slots.release()
 

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from webhook.cluster.model import Namespace
 from webhook.config import parse_config
-from webhook.guardrails import UserInfo, evaluate_guardrails, fit_warnings
+from webhook.guardrails import evaluate_guardrails, fit_warnings
+from webhook.identity import UserInfo
+from webhook.preemption.results import PREEMPTS, PreemptionResult, VictimInfo
 
 NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=253)
 VICTIM = st.fixed_dictionaries({
@@ -21,9 +23,12 @@ VICTIM = st.fixed_dictionaries({
 })
 
 
-def _preview(victims: list[dict[str, Any]], node: str) -> dict[str, Any]:
-    return {"results": [{"pod": "ns/p", "outcome": "Preempts", "node": node, "victims": victims,
-                         "pdbViolations": sum(v["pdbViolation"] for v in victims)}]}
+def _preview(victims: list[dict[str, Any]], node: str) -> PreemptionResult:
+    typed = tuple(VictimInfo(v["namespace"], v["name"], v["node"], v["priority"], v["pdbViolation"], 30)
+                  for v in victims)
+    return PreemptionResult(pod="ns/p", priority=0, priority_class_name="", preemption_policy="PreemptLowerPriority",
+                            outcome=PREEMPTS, node=node, victims=typed,
+                            pdb_violations=sum(v.pdb_violation for v in typed))
 
 
 @settings(max_examples=60, deadline=None)
@@ -36,7 +41,7 @@ def test_every_warning_fits_and_the_total_is_bounded(victims: list[dict[str, Any
                                           "tenantLabel": "tenant"}}, "h").guardrails
     namespaces = {own_namespace: Namespace(own_namespace, {"preemptguard.io/mode": "x" * 63})}
     decision = evaluate_guardrails(config, pod_name="p", namespace=own_namespace, user=UserInfo("u"),
-                                   preview=_preview(victims, node), namespaces=namespaces)
+                                   outcome=_preview(victims, node), namespaces=namespaces)
     assert decision.warnings
     assert all(0 < len(w) < 120 for w in decision.warnings)
     assert sum(len(w) for w in decision.warnings) <= 4096
@@ -70,7 +75,7 @@ def test_many_long_victims_are_cut_to_the_budget() -> None:
     victims = [{"namespace": f"ns-{i % 7}-" + "n" * 50, "name": f"pod-{i}-" + "p" * 240, "node": "node-1",
                 "priority": i, "pdbViolation": i % 5 == 0} for i in range(500)]
     decision = evaluate_guardrails(config, pod_name="p", namespace="team-a", user=UserInfo("u"),
-                                   preview=_preview(victims, "node-1" + "x" * 200), namespaces={})
+                                   outcome=_preview(victims, "node-1" + "x" * 200), namespaces={})
     warnings = decision.warnings
     assert warnings[0].startswith("maxVictims: would preempt 500 pods, at most 10 allowed (")
     assert warnings[1].startswith("would preempt 500 pods (") and warnings[1].endswith("(100 PDB violations)")

@@ -7,33 +7,26 @@ from typing import Any
 
 import pytest
 
+from webhook.admission.review import parse_admission_review
 from webhook.cluster.model import FrozenMap, Namespace
 from webhook.config import GuardrailsConfig, parse_config
-from webhook.guardrails import (
-    MODE_LABEL,
-    UserInfo,
-    effective_mode,
-    evaluate_guardrails,
-    prediction_skipped,
-)
+from webhook.guardrails import MODE_LABEL, effective_mode, evaluate_guardrails, prediction_skipped
 from webhook.guardrails.policy import AUDIT_DECISION, AUDIT_PREDICTION, AUDIT_VIOLATIONS
+from webhook.identity import UserInfo
+from webhook.preemption.preview import build_preview
+from webhook.preemption.results import PREEMPTS, PreemptionResult, VictimInfo
 
 
-def victim(namespace: str, name: str, priority: int = 100, pdb: bool = False, node: str = "node-7") -> dict[str, Any]:
-    return {"namespace": namespace, "name": name, "node": node, "priority": priority, "pdbViolation": pdb}
+def victim(namespace: str, name: str, priority: int = 100, pdb: bool = False, node: str = "node-7") -> VictimInfo:
+    return VictimInfo(namespace, name, node, priority, pdb, 30)
 
 
-def preview(*victims: dict[str, Any], outcome: str = "Preempts", node: str | None = "node-7",
-            message: str = "") -> dict[str, Any]:
-    pdb = sum(v["pdbViolation"] for v in victims)
-    return {
-        "apiVersion": "preemptguard.io/v1alpha1", "kind": "PreemptionPreview",
-        "results": [{"pod": "team-a/web-0", "priority": 1000, "priorityClassName": "high",
-                     "preemptionPolicy": "PreemptLowerPriority", "outcome": outcome, "node": node,
-                     "victims": list(victims), "pdbViolations": pdb, "candidateNodes": 1, "tiedNodes": [],
-                     "expectedDelaySeconds": 30, "message": message}],
-        "summary": {"pods": 1, "victims": len(victims)},
-    }
+def preview(*victims: VictimInfo, outcome: str = PREEMPTS, node: str | None = "node-7",
+            message: str = "") -> PreemptionResult:
+    return PreemptionResult(pod="team-a/web-0", priority=1000, priority_class_name="high",
+                            preemption_policy="PreemptLowerPriority", outcome=outcome, node=node, victims=victims,
+                            pdb_violations=sum(v.pdb_violation for v in victims), candidate_nodes=1,
+                            expected_delay_seconds=30, message=message)
 
 
 def policy(**guardrails: Any) -> GuardrailsConfig:
@@ -45,12 +38,12 @@ def namespaces(**labels: dict[str, str]) -> dict[str, Namespace]:
 
 
 NS = namespaces(**{"team-a": {}, "team-b": {}, "team-c": {}})
-ALICE = UserInfo("alice", ("devs", "system:authenticated"))
+ALICE = UserInfo("alice", groups=("devs", "system:authenticated"))
 
 
-def decide(config: GuardrailsConfig, prev: dict[str, Any] | None, *, namespace: str = "team-a",
+def decide(config: GuardrailsConfig, prev: PreemptionResult | None, *, namespace: str = "team-a",
            user: UserInfo = ALICE, ns: dict[str, Namespace] | None = None, dry_run: bool = False) -> Any:
-    return evaluate_guardrails(config, pod_name="web-0", namespace=namespace, user=user, preview=prev,
+    return evaluate_guardrails(config, pod_name="web-0", namespace=namespace, user=user, outcome=prev,
                                namespaces=NS if ns is None else ns, dry_run=dry_run)
 
 
@@ -73,7 +66,7 @@ def test_summary_warning_and_annotation() -> None:
 
 def test_dry_run_annotation_is_the_full_preview() -> None:
     prev = preview(victim("team-b", "b1"))
-    assert json.loads(decide(policy(), prev, dry_run=True).annotation) == prev
+    assert json.loads(decide(policy(), prev, dry_run=True).annotation) == build_preview([prev])
 
 
 def test_fits_and_unschedulable() -> None:
@@ -100,7 +93,7 @@ RULE_CASES = [
 
 
 @pytest.mark.parametrize(("rules", "prev", "violated"), RULE_CASES)
-def test_each_rule_in_both_modes(rules: dict[str, Any], prev: dict[str, Any], violated: str | None) -> None:
+def test_each_rule_in_both_modes(rules: dict[str, Any], prev: PreemptionResult, violated: str | None) -> None:
     warned = decide(policy(mode="warn", **rules), prev)
     enforced = decide(policy(mode="enforce", **rules), prev)
     assert warned.allowed
@@ -165,7 +158,7 @@ EXEMPT = {"namespaces": ["kube-system"], "users": ["root-admin"], "groups": ["sy
 @pytest.mark.parametrize(("namespace", "user", "exemption"), [
     ("kube-system", ALICE, "namespace kube-system"),
     ("team-a", UserInfo("root-admin"), "user root-admin"),
-    ("team-a", UserInfo("bob", ("devs", "system:masters")), "group system:masters"),
+    ("team-a", UserInfo("bob", groups=("devs", "system:masters")), "group system:masters"),
     ("team-a", UserInfo("system:serviceaccount:ci:deployer"), "service account ci/deployer"),
     ("team-a", UserInfo("system:serviceaccount:platform:argo"), "service account platform/argo"),
     ("team-a", UserInfo("system:serviceaccount:ci:other"), None),
@@ -185,11 +178,16 @@ def test_exemptions(namespace: str, user: UserInfo, exemption: str | None) -> No
 
 
 def test_user_info_from_admission_request() -> None:
-    user = UserInfo.from_dict({"username": "system:serviceaccount:ci:deployer", "uid": "1",
-                               "groups": ["system:serviceaccounts", "system:serviceaccounts:ci"]})
+    def user_of(info: Any) -> UserInfo:
+        return parse_admission_review({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u", "kind": {"kind": "Pod"}, "resource": {"resource": "pods"}, "operation": "CREATE",
+            "userInfo": info}}).user_info
+
+    user = user_of({"username": "system:serviceaccount:ci:deployer", "uid": "1",
+                    "groups": ["system:serviceaccounts", "system:serviceaccounts:ci"]})
     assert user.service_account == ("ci", "deployer")
     assert user.groups == ("system:serviceaccounts", "system:serviceaccounts:ci")
-    assert UserInfo.from_dict(None) == UserInfo()
+    assert user_of(None) == UserInfo()
     assert UserInfo("alice").service_account is None
 
 

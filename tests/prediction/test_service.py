@@ -1,5 +1,5 @@
 """The prediction service: scheduler profile mirroring, the time budget, retries on concurrent state changes,
-and the /preview request parsing."""
+and where admission predictions run (inline or in the pool)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,16 @@ from typing import Any
 
 import pytest
 
-from webhook.cluster.convert import object_from_dict
+from webhook.cluster.convert import object_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
-from webhook.errors import InvalidInput
-from webhook.server.app import parse_preview_request
-from webhook.server.prediction import PredictionService, PredictionTimedOut, compute_preview, run_consistently
+from webhook.prediction import service as prediction
+from webhook.prediction.service import PredictionService, PredictionTimedOut, predict_object, run_consistently
+from webhook.preemption.preview import build_preview
+
+
+def compute_preview(state: ClusterState, obj: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    return build_preview(predict_object(state, obj, **kwargs))
 
 
 def cluster() -> ClusterState:
@@ -120,19 +124,6 @@ async def test_a_slow_prediction_times_out_and_a_queued_one_is_dropped() -> None
     assert ran == ["slow"]  # the queued call was cancelled before it started
 
 
-def test_preview_request_parsing() -> None:
-    request = parse_preview_request({"pod": {"kind": "Pod", "metadata": {"namespace": "own"}}})
-    assert (request.namespace, request.replicas, request.priority_class) == ("own", None, None)
-    request = parse_preview_request({"pod": {"kind": "Deployment"}, "namespace": "team-a", "replicas": 3,
-                                     "priorityClassName": "high"})
-    assert (request.namespace, request.replicas, request.priority_class) == ("team-a", 3, "high")
-    assert parse_preview_request({"pod": {}, "namespace": None}).namespace == "default"
-    for body, message in [({"pod": {}, "replicas": 1.5}, "replicas"), ({"pod": {}, "replicas": 10**6}, "at most"),
-                          ({"pod": None}, "pod is required"), ({"pod": {}, "extra": 1}, "unknown field 'extra'")]:
-        with pytest.raises(InvalidInput, match=message):
-            parse_preview_request(body)
-
-
 def _pod(name: str, node: str) -> Any:
     raw = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "b"},
            "spec": {"nodeName": node, "containers": [{"name": "c"}]}, "status": {"phase": "Running"}}
@@ -153,8 +144,6 @@ async def test_admission_prediction_needing_an_index_rebuild_runs_in_the_pool(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A cold (or massively changed) index is rebuilt without deadline checks: never on the event loop."""
-    import webhook.server.prediction as prediction
-
     threads: list[str] = []
     real = prediction.run_consistently
 
@@ -165,16 +154,16 @@ async def test_admission_prediction_needing_an_index_rebuild_runs_in_the_pool(
     monkeypatch.setattr(prediction, "run_consistently", recording)
     state = _grown_cluster(100)
     service = PredictionService(inline_seconds=1.0)
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "b"},
-           "spec": {"containers": [{"name": "c"}]}}
+    pod = pod_from_dict({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "b"},
+                         "spec": {"containers": [{"name": "c"}]}})
     try:
-        await service.predict_admission(state, pod, namespace="b", scheduler=SchedulerConfig(), budget_seconds=5)
+        await service.predict(state, pod, scheduler=SchedulerConfig(), budget_seconds=5)
         assert threads[-1].startswith("preemptguard-predict")  # cold index: in the pool
-        await service.predict_admission(state, pod, namespace="b", scheduler=SchedulerConfig(), budget_seconds=5)
+        await service.predict(state, pod, scheduler=SchedulerConfig(), budget_seconds=5)
         assert threads[-1] == threading.current_thread().name  # warm index: inline
         for i in range(100):  # a relist-sized change: every node touched
             state.upsert(_pod(f"q-{i}", f"n-{i}"))
-        await service.predict_admission(state, pod, namespace="b", scheduler=SchedulerConfig(), budget_seconds=5)
+        await service.predict(state, pod, scheduler=SchedulerConfig(), budget_seconds=5)
         assert threads[-1].startswith("preemptguard-predict")
     finally:
         service.executor.shutdown(wait=True)

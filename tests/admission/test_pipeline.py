@@ -1,0 +1,148 @@
+"""The pod admission pipeline without HTTP: stage order, the quota stage, when a prediction is made, and how the
+guardrail decision becomes the answer (warnings, the annotation through the patch, a 403)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pod_requests import FixedPredictor, RecordingObserver, admit, pipeline, pod_request, state_of
+
+from webhook.admission.outcome import AdmissionOutcome, forbidden
+from webhook.admission.pod import PodReview
+from webhook.admission.priority import RULE_PRIORITY
+from webhook.cluster.model import PriorityClass
+from webhook.cluster.source import MemorySource
+from webhook.config import parse_config
+from webhook.errors import InvalidInput
+from webhook.guardrails import PREDICTION_ANNOTATION
+from webhook.preemption.preview import build_preview
+from webhook.preemption.results import PREEMPTS, PredictionTimeout, PreemptionResult, VictimInfo
+
+HIGH = PriorityClass("high", 1000)
+QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "tiny", "namespace": "team-a"},
+         "spec": {"hard": {"pods": "1"}}, "status": {"hard": {"pods": "1"}, "used": {"pods": "1"}}}
+QUIET = {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": "quiet", "labels": {"preemptguard.io/mode": "off"}}}
+RESULT = PreemptionResult(pod="team-a/web", priority=1000, priority_class_name="high",
+                          preemption_policy="PreemptLowerPriority", outcome=PREEMPTS, node="n1",
+                          victims=(VictimInfo("team-b", "v", "n1", 1, False, 30),))
+
+
+def request(operation: str = "CREATE", *, namespace: str = "team-a", dry_run: bool = False,
+            meta: dict[str, Any] | None = None, spec: dict[str, Any] | None = None) -> Any:
+    return pod_request(operation, namespace=namespace, dry_run=dry_run, name="web",
+                       meta=meta or {"name": "web", "namespace": namespace},
+                       spec=spec or {"priorityClassName": "high", "containers": [{"name": "c"}]},
+                       old_spec=(spec or {"priorityClassName": "high"}) if operation == "UPDATE" else None)
+
+
+def config(**document: Any) -> Any:
+    return parse_config(document, "test")
+
+
+def test_quota_stage_applies_only_with_a_quota_configuration() -> None:
+    cluster = state_of(HIGH, QUOTA)
+    off = config(guardrails={"mode": "off"})
+    assert admit(pipeline(cluster, config=off), request()).allowed
+    quota = config(guardrails={"mode": "off"},
+                   quota={"classes": [{"match": {"names": ["other"]}, "allowedNamespaces": []}]})
+    denied = admit(pipeline(cluster, config=quota), request())
+    assert not denied.allowed and denied.status is not None
+    assert (denied.status.code, denied.status.reason) == (403, "Forbidden")
+    assert denied.status.message.startswith('pods "web" is forbidden: exceeded quota: tiny')
+    assert denied.denied_by == ("ResourceQuota",) and denied.patch == ()
+
+
+def test_priority_denials_end_the_pipeline() -> None:
+    predictor = FixedPredictor(RESULT)
+    outcome = admit(pipeline(state_of(), predictor=predictor), request(spec={"priorityClassName": "gold"}))
+    assert not outcome.allowed and outcome.denied_by == (RULE_PRIORITY,) and predictor.pods == []
+
+
+def test_merged_keeps_the_rules_of_a_later_denial() -> None:
+    later = AdmissionOutcome.deny(403, "Forbidden", "no", warnings=["w"], audit_annotations={"a": "1"},
+                                  denied_by=["maxVictims"])
+    merged = AdmissionOutcome.allow(warnings=["first"]).merged(later)
+    assert merged.denied_by == ("maxVictims",) and merged.warnings == ("first", "w")
+    assert merged.audit_annotations == {"a": "1"}
+
+
+def test_prediction_only_for_creates_the_scheduler_will_place() -> None:
+    cluster = state_of(HIGH, QUIET)
+
+    def predicted(req: Any) -> list[Any]:
+        predictor = FixedPredictor(RESULT)
+        admit(pipeline(cluster, predictor=predictor), req)
+        return predictor.pods
+
+    [pod] = predicted(request())
+    assert pod.namespace == "team-a" and pod.priority == 1000  # the mutated, typed pod is predicted
+    assert predicted(request("UPDATE")) == []
+    assert predicted(request(spec={"priorityClassName": "high", "nodeName": "node-1", "containers": []})) == []
+    assert predicted(request(namespace="quiet")) == []
+    assert len(predicted(request(namespace="quiet", dry_run=True))) == 1
+    # A namespace missing from the request falls back to the object's, then to default.
+    [unnamed] = predicted(request(namespace="", meta={"name": "web"}))
+    assert unnamed.namespace == "default"
+
+
+def test_guardrail_outcome_sets_the_annotation_through_the_patch() -> None:
+    meta = {"name": "web", "namespace": "team-a", "annotations": {"owner": "me"}}
+    outcome = admit(pipeline(state_of(HIGH), predictor=FixedPredictor(RESULT)), request(meta=meta))
+    assert outcome.allowed and outcome.warnings[0] == "would preempt 1 pod in team-b on n1"
+    annotation = {"op": "add", "path": "/metadata/annotations/preemptguard.io~1prediction",
+                  "value": outcome.audit_annotations["prediction"]}
+    assert outcome.patch[-1] == annotation
+    assert [op["path"] for op in outcome.patch[:-1]] == ["/spec/priority", "/spec/preemptionPolicy"]
+    bare = admit(pipeline(state_of(HIGH), predictor=FixedPredictor(RESULT)), request())
+    assert bare.patch[-1]["path"] == "/metadata/annotations" and PREDICTION_ANNOTATION in bare.patch[-1]["value"]
+    dry = admit(pipeline(state_of(HIGH), predictor=FixedPredictor(RESULT)), request(dry_run=True))
+    assert json.loads(dry.patch[-1]["value"][PREDICTION_ANNOTATION]) == build_preview([RESULT])
+
+
+def test_guardrail_denials_and_skips() -> None:
+    enforce = config(guardrails={"mode": "enforce", "maxVictims": 0}, prediction={"budgetMilliseconds": 80})
+    denied = admit(pipeline(state_of(HIGH), config=enforce, predictor=FixedPredictor(RESULT)), request())
+    assert not denied.allowed and denied.status is not None and denied.status.code == 403
+    assert denied.denied_by == ("maxVictims",) and denied.audit_annotations["guardrail-decision"] == "denied"
+    assert denied.patch == ()
+    late = pipeline(state_of(HIGH), config=enforce, predictor=FixedPredictor(error=PredictionTimeout("late")))
+    skipped = admit(late, request())
+    assert skipped.allowed and [op["path"] for op in skipped.patch] == ["/spec/priority", "/spec/preemptionPolicy"]
+    assert skipped.warnings == ("PreemptGuard made no preemption prediction for this pod: it did not finish "
+                                "within the 80 ms budget",)
+    assert isinstance(late.observer, RecordingObserver)
+    assert late.observer.events == [("skipped", "budget-exceeded"), ("decided", "skipped")]
+    broken = pipeline(state_of(HIGH), config=enforce, predictor=FixedPredictor(error=InvalidInput("odd")))
+    failed = admit(broken, request())
+    assert failed.allowed and "the prediction failed" in failed.warnings[0]
+    assert failed.audit_annotations["prediction-skipped"] == "error"
+    assert isinstance(broken.observer, RecordingObserver) and broken.observer.events[0] == ("failed", "InvalidInput")
+
+
+def test_cache_not_ready_skips_the_prediction() -> None:
+    predictor = FixedPredictor(RESULT)
+    source = MemorySource(state_of(HIGH), ready=False)
+    outcome = admit(pipeline(source.state, source=source, predictor=predictor), request())
+    assert outcome.allowed and predictor.pods == []
+    assert outcome.audit_annotations["prediction-skipped"] == "cache-not-ready"
+
+
+def test_extra_steps_run_after_the_quota_and_see_the_mutated_pod() -> None:
+    seen: list[PodReview] = []
+
+    def warn_step(review: PodReview) -> AdmissionOutcome:
+        seen.append(review)
+        return AdmissionOutcome.allow(warnings=["preemption predicted"], audit_annotations={"preemptguard.io/x": "1"})
+
+    def deny_step(review: PodReview) -> AdmissionOutcome:
+        return forbidden("pods", review.name_for_messages, "quota says no")
+
+    off = config(guardrails={"mode": "off"})
+    outcome = admit(pipeline(state_of(HIGH), config=off, steps=[warn_step]), request())
+    assert outcome.allowed and outcome.warnings == ("preemption predicted",) and outcome.patch
+    assert seen[0].pod.priority == 1000
+    denied = admit(pipeline(state_of(HIGH), config=off, steps=[warn_step, deny_step]), request())
+    assert not denied.allowed and denied.patch == () and denied.warnings == ("preemption predicted",)
+    assert denied.status is not None and denied.status.message == 'pods "web" is forbidden: quota says no'

@@ -1,0 +1,199 @@
+"""The pod admission pipeline, with no HTTP in it.
+
+    read the pod once → fetch state → Priority plugin → quota → (extra steps) → predict → guardrails → outcome
+
+``PodAdmission.admit`` takes a parsed ``AdmissionRequest`` and returns an ``AdmissionOutcome``; the server
+turns JSON into the one and the other back into JSON. Its collaborators come in through small protocols:
+the cluster source (``webhook.cluster.source.ClusterSource``), a ``Predictor`` (the prediction thread pool
+with its time budget) and an ``AdmissionObserver`` (metrics and logs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from webhook.admission.outcome import ALLOWED, AdmissionOutcome, internal_error
+from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
+from webhook.admission.priority import admit_priority
+from webhook.admission.review import AdmissionRequest
+from webhook.cluster.model import EMPTY_LABELS, Pod, PriorityClass
+from webhook.cluster.snapshot import ClusterState
+from webhook.cluster.source import ClusterSource
+from webhook.config import Config, GuardrailsConfig, QuotaConfig, SchedulerConfig
+from webhook.errors import PreemptGuardError
+from webhook.guardrails import (
+    PREDICTION_ANNOTATION,
+    GuardrailDecision,
+    SkipReason,
+    effective_mode,
+    evaluate_guardrails,
+    prediction_skipped,
+)
+from webhook.preemption.results import PredictionTimeout, PreemptionResult
+from webhook.priority.quota import admit_pod_quota
+from webhook.priority.resolution import effective_classes
+
+ANNOTATION_PATH = ("metadata", "annotations", PREDICTION_ANNOTATION)
+GUARDRAIL_DENIAL = "PreemptGuard guardrail denied the predicted preemption"
+
+
+class Predictor(Protocol):
+    async def predict(self, state: ClusterState, pod: Pod, *, scheduler: SchedulerConfig,
+                      budget_seconds: float) -> PreemptionResult:
+        """The prediction for one admitted pod; raises ``PredictionTimeout`` when the budget passes first."""
+        ...
+
+
+class AdmissionObserver(Protocol):
+    """What the pipeline reports as it goes (the server counts it in metrics and writes the logs)."""
+
+    def prediction_made(self, result: PreemptionResult, seconds: float) -> None: ...
+
+    def prediction_failed(self, review: PodReview, error: Exception, seconds: float) -> None: ...
+
+    def prediction_skipped(self, reason: SkipReason) -> None: ...
+
+    def guardrail_decided(self, decision: GuardrailDecision, result: PreemptionResult | None, *,
+                          dry_run: bool) -> None: ...
+
+
+# An extra stage after the quota: an allowed outcome (warnings, audit annotations) or a denial.
+PodStep = Callable[[PodReview], AdmissionOutcome]
+
+
+@dataclass(slots=True)
+class PodAdmission:
+    """``await admit(request)`` for every review sent to ``/mutate/pods``."""
+
+    source: ClusterSource
+    predictor: Predictor
+    observer: AdmissionObserver
+    # The configuration in force for the next request (it may be reloaded between requests).
+    config: Callable[[], Config]
+    steps: list[PodStep] = field(default_factory=list)
+
+    async def admit(self, request: AdmissionRequest) -> AdmissionOutcome:
+        if not is_pod_admission(request):
+            return ALLOWED
+        review = read_pod_review(request)
+        config = self.config()
+        state = self.source.state
+        try:
+            classes = await self.priority_classes(review, state)
+        except ClassLookupFailed as exc:
+            return internal_error(str(exc))
+        outcome = admit_priority(review, classes)
+        for step in (lambda r: admit_quota(r, config.quota, state), *self.steps):
+            if not outcome.allowed:
+                return outcome
+            outcome = outcome.merged(step(review))
+        if outcome.allowed and review.is_create:
+            outcome = outcome.merged(await self.guard(review, state, config))
+        return outcome.with_patch(review.patch.operations) if outcome.allowed else outcome
+
+    async def priority_classes(self, review: PodReview, state: ClusterState) -> Mapping[str, PriorityClass]:
+        """The classes the Priority plugin resolves against: the cache, plus one direct lookup of a class a
+        CREATE names that the cache lacks (it may have been created a moment ago)."""
+        classes = effective_classes(state)
+        name = review.pod.priority_class_name
+        if not review.is_create or not name or name in classes:
+            return classes
+        try:
+            found = await self.source.get_priority_class(name)
+        except (PreemptGuardError, OSError, TimeoutError) as exc:
+            raise ClassLookupFailed(f"failed to get PriorityClass with name {name}: {exc}") from exc
+        return classes if found is None else {**classes, found.name: found}
+
+    async def guard(self, review: PodReview, state: ClusterState, config: Config) -> AdmissionOutcome:
+        """Predict (when planned) and decide by the guardrail policy; a slow or failed prediction allows."""
+        policy = config.guardrails
+        predicted: PreemptionResult | SkipReason | None = None
+        if prediction_planned(review, policy, state):
+            predicted = await self.predict(review, state, config)
+        decision = decide_guardrails(review, policy, predicted, state,
+                                     budget_milliseconds=config.prediction.budget_milliseconds)
+        result = predicted if isinstance(predicted, PreemptionResult) else None
+        self.observer.guardrail_decided(decision, result, dry_run=review.request.dry_run)
+        return guardrail_outcome(review, decision)
+
+    async def predict(self, review: PodReview, state: ClusterState, config: Config) -> PreemptionResult | SkipReason:
+        if not self.source.is_ready():
+            self.observer.prediction_skipped("cache-not-ready")
+            return "cache-not-ready"
+        started = time.perf_counter()
+        try:
+            result = await self.predictor.predict(state, review.pod, scheduler=config.scheduler,
+                                                  budget_seconds=config.prediction.budget_milliseconds / 1000)
+        except PredictionTimeout:
+            self.observer.prediction_skipped("budget-exceeded")
+            return "budget-exceeded"
+        except Exception as exc:  # a predictor bug must not block pod creation
+            self.observer.prediction_failed(review, exc, time.perf_counter() - started)
+            return "error"
+        self.observer.prediction_made(result, time.perf_counter() - started)
+        return result
+
+
+class ClassLookupFailed(Exception):
+    """The direct lookup of a PriorityClass failed: upstream answers with a plain internal error."""
+
+
+def namespace_labels(state: ClusterState, namespace: str) -> Mapping[str, str]:
+    found = state.namespaces.get(namespace)
+    return found.labels if found is not None else EMPTY_LABELS
+
+
+def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> AdmissionOutcome:
+    """``quota.classes`` and upstream ResourceQuota admission for a pod CREATE on the mutated pod.
+
+    With no quota configuration at all nothing is checked (docs/interfaces.md §6: no configuration file, no
+    quota rules); the API server's own ResourceQuota plugin still applies after the webhooks.
+    """
+    if quota.is_empty or not review.is_create:
+        return ALLOWED
+    denial = admit_pod_quota(
+        review.patch.document,
+        namespace=review.namespace,
+        namespace_labels=namespace_labels(state, review.namespace),
+        operation=review.request.operation,
+        quotas=list(state.quotas_by_namespace.get(review.namespace, {}).values()),
+        config=quota,
+        subresource=review.request.sub_resource,
+    )
+    if denial is None:
+        return ALLOWED
+    return AdmissionOutcome.deny(denial.code, denial.reason, denial.message, denied_by=(denial.rule,))
+
+
+def prediction_planned(review: PodReview, policy: GuardrailsConfig, state: ClusterState) -> bool:
+    """A CREATE the scheduler will place gets a prediction, unless the namespace's guardrail mode is ``off``
+    — except on a dry run, whose annotation carries the full preview ``kubectl preempt-preview`` reads."""
+    if not review.is_create or review.pod.node_name:
+        return False  # created already bound: it bypasses the scheduler, so it never preempts
+    mode = effective_mode(policy, namespace_labels(state, review.namespace))
+    return mode != "off" or review.request.dry_run
+
+
+def decide_guardrails(review: PodReview, policy: GuardrailsConfig, predicted: PreemptionResult | SkipReason | None,
+                      state: ClusterState, *, budget_milliseconds: int) -> GuardrailDecision:
+    """The guardrail decision for a CREATE; ``predicted`` is None when no prediction was planned."""
+    if isinstance(predicted, str):
+        return prediction_skipped(policy, namespace=review.namespace, namespaces=state.namespaces, reason=predicted,
+                                  budget_milliseconds=budget_milliseconds)
+    return evaluate_guardrails(policy, pod_name=review.name_for_messages, namespace=review.namespace,
+                               user=review.request.user_info, outcome=predicted, namespaces=state.namespaces,
+                               dry_run=review.request.dry_run)
+
+
+def guardrail_outcome(review: PodReview, decision: GuardrailDecision) -> AdmissionOutcome:
+    """403 with the violated rules, or allowed with warnings and the prediction annotation on the pod."""
+    if not decision.allowed:
+        return AdmissionOutcome.deny(decision.status_code, decision.status_reason,
+                                     decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                     audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+    if decision.annotation is not None:
+        review.patch.set(ANNOTATION_PATH, decision.annotation)
+    return AdmissionOutcome.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)

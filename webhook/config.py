@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 
 GuardrailMode = Literal["off", "warn", "enforce"]
 GUARDRAIL_MODES: tuple[GuardrailMode, ...] = ("off", "warn", "enforce")
+DisclosureMode = Literal["tenant", "cluster"]
+DISCLOSURE_MODES: tuple[DisclosureMode, ...] = ("tenant", "cluster")
+AuditDetail = Literal["tenant", "full"]
+AUDIT_DETAILS: tuple[AuditDetail, ...] = ("tenant", "full")
 PreemptionSetting = Literal["enabled", "disabled"]
 
 # Pod scopes of ResourceQuota (core/v1 ResourceQuotaScope); VolumeAttributesClass is the PVC scope.
@@ -134,6 +138,10 @@ class GuardrailsConfig:
     max_pdb_violations: int | None = None
     deny_victim_priority_at_least: int | None = None
     exempt: Exemptions = field(default_factory=Exemptions)
+    # docs/interfaces.md §7: who may be named in answers (the requesting pod's tenant, or everyone), and
+    # whether audit annotations name every victim (honoured only when callers present client certificates).
+    disclosure: DisclosureMode = "tenant"
+    audit_detail: AuditDetail = "tenant"
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +370,7 @@ def _exemptions(reader: _Reader) -> Exemptions:
 
 def _guardrails(reader: _Reader) -> GuardrailsConfig:
     reader.check_keys(["mode", "tenantLabel", "denyCrossTenantPreemption", "maxVictims", "maxPdbViolations",
-                       "denyVictimPriorityAtLeast", "exempt"])
+                       "denyVictimPriorityAtLeast", "exempt", "disclosure", "auditDetail"])
     # YAML 1.1 reads a bare `mode: off` as the boolean false.
     mode_value = reader.data.get("mode")
     if mode_value is False:
@@ -378,6 +386,8 @@ def _guardrails(reader: _Reader) -> GuardrailsConfig:
         max_pdb_violations=reader.optional_int("maxPdbViolations", minimum=0),
         deny_victim_priority_at_least=reader.optional_int("denyVictimPriorityAtLeast"),
         exempt=_exemptions(reader.child("exempt")),
+        disclosure=cast(DisclosureMode, reader.choice("disclosure", DISCLOSURE_MODES, "tenant")),
+        audit_detail=cast(AuditDetail, reader.choice("auditDetail", AUDIT_DETAILS, "tenant")),
     )
 
 

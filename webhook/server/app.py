@@ -39,7 +39,14 @@ from webhook.server.handlers import (
     readyz,
     validate_priority_classes,
 )
-from webhook.server.limits import LIMITS_KEY, GuardedTCPSite, RequestLimits, limits_middleware, runner_options
+from webhook.server.limits import (
+    LIMITS_KEY,
+    GuardedTCPSite,
+    RequestLimits,
+    limits_middleware,
+    metrics_gate_middleware,
+    runner_options,
+)
 from webhook.server.live_config import LiveConfig
 from webhook.server.metrics import AdmissionMetrics, WebhookMetrics, make_metrics_app
 from webhook.server.settings import ServerSettings
@@ -222,7 +229,9 @@ async def start_server(
         if settings.metrics_port:
             metrics_app = make_metrics_app(app[METRICS_KEY])
             metrics_app.middlewares.append(limits.metrics_guard.middleware())
-            metrics_runner = web.AppRunner(metrics_app, handle_signals=False, access_log=None, **options)
+            metrics_app.middlewares.append(metrics_gate_middleware(limits.metrics_gate))
+            metrics_runner = web.AppRunner(metrics_app, handle_signals=False, access_log=None,
+                                           **runner_options(settings, metrics=True))
             await metrics_runner.setup()
             await listen(GuardedTCPSite(metrics_runner, settings.host, settings.metrics_port,
                                         guard=limits.metrics_guard),

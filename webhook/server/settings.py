@@ -63,9 +63,13 @@ class ServerSettings:
     client_body_timeout: float = 5.0
     keepalive_timeout: float = 60.0
     max_connections: int = 1000
-    # The plain-HTTP metrics listener has a cap of its own: nothing done to --metrics-port can take the
-    # connections the admission port needs (under failurePolicy: Ignore that would switch guardrails off).
+    # The plain-HTTP metrics listener has limits of its own (connections, requests in flight, header and
+    # keep-alive timeouts): nothing done to --metrics-port can take the connections or the time the admission
+    # port needs (under failurePolicy: Ignore that would switch guardrails off), and the reverse.
     metrics_max_connections: int = 64
+    metrics_max_in_flight: int = 4
+    metrics_client_header_timeout: float = 2.0
+    metrics_keepalive_timeout: float = 15.0
     # Shutdown (SIGTERM): /readyz answers 503 for shutdown_grace_seconds while requests are still served,
     # then listening stops and in-flight requests get up to shutdown_timeout to finish.
     shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS

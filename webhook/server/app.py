@@ -45,7 +45,7 @@ from webhook.admission.steps import (
 )
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.source import ClusterSource
-from webhook.config import Config
+from webhook.config import Config, LiveConfig
 from webhook.errors import BodyTooLarge, ClusterUnavailable, ConfigError, Forbidden, InvalidInput, PreemptGuardError
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import (
@@ -63,7 +63,6 @@ from webhook.server.limits import (
     limits_middleware,
     runner_options,
 )
-from webhook.server.live_config import LiveConfig
 from webhook.server.metrics import WebhookMetrics, make_metrics_app
 from webhook.server.prediction import PredictionService, PredictionTimedOut
 from webhook.server.settings import ServerSettings
@@ -445,10 +444,10 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     app[POD_STEPS_KEY] = []
     if config is None:
         app[CONFIG_KEY] = LiveConfig.from_path(settings.config_path, interval_seconds=settings.config_reload_interval,
-                                               metrics=metrics)
+                                               on_outcome=metrics.observe_config_reload)
     else:
         app[CONFIG_KEY] = LiveConfig(config, settings.config_path, interval_seconds=settings.config_reload_interval,
-                                     metrics=metrics)
+                                     on_outcome=metrics.observe_config_reload)
     app[PREDICTOR_KEY] = PredictionService(settings.prediction_workers,
                                            inline_seconds=settings.inline_prediction_seconds)
     app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)

@@ -1,4 +1,4 @@
-"""The configuration file: schema, defaults, and errors that name the key."""
+"""The configuration file (docs/interfaces.md §6): schema, defaults, and errors that name the key."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from webhook.cluster.model import LabelSelectorRequirement, ScopedResourceSelect
 from webhook.config import DEFAULT_CONFIG, ClassMatch, Config, LimitedResource, load_config, parse_config
 from webhook.errors import ConfigError
 
-CONTRACT_EXAMPLE = """
+# Every key of the docs/interfaces.md §6 schema, set.
+SCHEMA_EXAMPLE = """
 prediction:
   budgetMilliseconds: 250
 scheduler:
@@ -65,9 +66,9 @@ def test_empty_documents_give_the_defaults(data: Any) -> None:
     assert config.source == "empty.yaml"
 
 
-def test_contract_example_parses(tmp_path: Path) -> None:
+def test_schema_example_parses(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    path.write_text(CONTRACT_EXAMPLE)
+    path.write_text(SCHEMA_EXAMPLE)
     config = load_config(path)
     assert isinstance(config, Config) and config.source == str(path)
     assert config.quota.limited_resources == (LimitedResource(

@@ -121,8 +121,8 @@ class KubeApi:
             return await self._call("GET", f"{_WEBHOOK_COLLECTIONS[kind]}/{name}")
         except ApiError as exc:
             if exc.status == 404:
-                raise ConfigError(f"{kind} {name} not found: apply the manifests before `preempt-guard certs`") \
-                    from exc
+                message = f"{kind} {name} not found: apply the manifests before `preempt-guard certs`"
+                raise ConfigError(message) from exc
             raise
 
     async def patch_webhook_configuration(self, kind: str, name: str, patch: Mapping[str, Any]) -> None:

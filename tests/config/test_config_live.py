@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import webhook.config.live
+import webhook.config.parse
 from webhook.config import DEFAULT_CONFIG, Config, LiveConfig, ReloadOutcome, load_config
 from webhook.errors import ConfigError
 
@@ -49,6 +50,8 @@ def test_unchanged_file_is_not_reread(config_file: Path, monkeypatch: pytest.Mon
         calls.append(os.fspath(path))
         return load_config(path)
 
+    # Start-up loads through parse, reloads through live: count both.
+    monkeypatch.setattr(webhook.config.parse, "load_config", loader)
     monkeypatch.setattr(webhook.config.live, "load_config", loader)
     live = LiveConfig.from_path(config_file)
     assert calls == [str(config_file)]

@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 
 from webhook.cluster.model import LabelSelectorRequirement, ScopedResourceSelectorRequirement
-from webhook.config import DEFAULT_CONFIG, ClassMatch, Config, LimitedResource, load_config, parse_config
+from webhook.config import (
+    DEFAULT_CONFIG,
+    ClassMatch,
+    Config,
+    LimitedResource,
+    load_config,
+    load_config_or_defaults,
+    parse_config,
+)
 from webhook.errors import ConfigError
 
 # Every key of the docs/interfaces.md §6 schema, set.
@@ -64,6 +72,14 @@ def test_empty_documents_give_the_defaults(data: Any) -> None:
     assert config.guardrails == DEFAULT_CONFIG.guardrails
     assert config.quota == DEFAULT_CONFIG.quota
     assert config.source == "empty.yaml"
+
+
+def test_no_file_means_the_defaults_and_a_file_is_loaded(tmp_path: Path) -> None:
+    assert load_config_or_defaults(None) is DEFAULT_CONFIG
+    path = tmp_path / "config.yaml"
+    path.write_text("guardrails:\n  mode: enforce\n")
+    assert load_config_or_defaults(path) == load_config(path)
+    assert load_config_or_defaults(path).guardrails.mode == "enforce"
 
 
 def test_schema_example_parses(tmp_path: Path) -> None:

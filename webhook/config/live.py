@@ -15,8 +15,8 @@ import os
 from collections.abc import AsyncIterator, Callable
 from enum import Enum
 
-from webhook.config.model import DEFAULT_CONFIG, Config
-from webhook.config.parse import load_config
+from webhook.config.model import Config
+from webhook.config.parse import load_config, load_config_or_defaults
 from webhook.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -61,8 +61,7 @@ class LiveConfig:
     def from_path(cls, path: str | os.PathLike[str] | None, *, interval_seconds: float = 2.0,
                   on_outcome: ReloadObserver | None = None) -> LiveConfig:
         """Load ``path`` now (``ConfigError`` on any problem); the defaults when there is no file."""
-        config = load_config(path) if path is not None else DEFAULT_CONFIG
-        return cls(config, path, interval_seconds=interval_seconds, on_outcome=on_outcome)
+        return cls(load_config_or_defaults(path), path, interval_seconds=interval_seconds, on_outcome=on_outcome)
 
     def check(self) -> ReloadOutcome:
         """Re-read the file if it changed, and report what happened to ``on_outcome``."""

@@ -21,6 +21,7 @@ from webhook.cluster.model import (
     ScopedResourceSelectorRequirement,
 )
 from webhook.config.model import (
+    DEFAULT_CONFIG,
     EXISTS_ONLY_SCOPES,
     GUARDRAIL_MODES,
     QUOTA_SCOPES,
@@ -296,3 +297,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
     return parse_config(data, source)
+
+
+def load_config_or_defaults(path: str | os.PathLike[str] | None) -> Config:
+    """``load_config(path)``, or the defaults when there is no file (docs/interfaces.md §6)."""
+    return load_config(path) if path is not None else DEFAULT_CONFIG

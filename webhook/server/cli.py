@@ -15,8 +15,9 @@ import sys
 from collections.abc import Sequence
 
 from webhook.certs import command as certs_command
+from webhook.cluster.kube_source import KubernetesSource
 from webhook.cluster.source import ClusterSource, SnapshotSource
-from webhook.config import DEFAULT_CONFIG, Config, load_config
+from webhook.config import Config, load_config_or_defaults
 from webhook.errors import ConfigError, PreemptGuardError
 from webhook.server import demo
 from webhook.server.app import make_app, start_server
@@ -107,27 +108,20 @@ def validate_serve_settings(settings: ServerSettings) -> None:
 
 
 def make_source(settings: ServerSettings) -> ClusterSource:
-    """The snapshot file, or a live cluster (imported lazily: offline use needs no Kubernetes client)."""
+    """The snapshot file, or a live cluster."""
     if settings.cluster_snapshot is not None:
         return SnapshotSource(settings.cluster_snapshot, require_cluster=True)
-    from webhook.cluster.kube_source import KubernetesSource
-
     in_cluster = settings.in_cluster or (settings.kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ)
     kubeconfig = str(settings.kubeconfig) if settings.kubeconfig is not None else None
     source: ClusterSource = KubernetesSource(kubeconfig=kubeconfig, context=settings.context, in_cluster=in_cluster)
     return source
 
 
-def load_startup_config(settings: ServerSettings) -> Config:
-    """The ``--config`` file (``ConfigError``: exit 2 with one line), or the defaults without one."""
-    return load_config(settings.config_path) if settings.config_path is not None else DEFAULT_CONFIG
-
-
 async def serve(settings: ServerSettings, config: Config | None = None) -> None:
     """Run until SIGTERM/SIGINT, then drain: report not ready (/readyz 503) while still serving for
     ``shutdown_grace_seconds`` (so the Service stops sending new requests here), stop accepting, let in-flight
     requests finish (up to ``shutdown_timeout``), stop the source. A second signal skips the rest of the grace."""
-    config = config if config is not None else load_startup_config(settings)
+    config = config if config is not None else load_config_or_defaults(settings.config_path)
     source = make_source(settings)
     server = await start_server(make_app(source, settings, config=config), settings)
     log.info("configuration %s: guardrails mode %s, prediction budget %d ms", config.source,
@@ -165,7 +159,7 @@ def run_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     configure_logging(settings.log_level)
     validate_serve_settings(settings)
-    config = load_startup_config(settings)
+    config = load_config_or_defaults(settings.config_path)  # a bad file: exit 2 with one line
     run_on_event_loop(serve(settings, config), settings.event_loop)
     return 0
 

@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 
 from webhook.certs import command as certs_command
-from webhook.cluster.kube_source import KubernetesSource
 from webhook.cluster.source import ClusterSource, SnapshotSource
 from webhook.config import Config, load_config_or_defaults
 from webhook.errors import ConfigError, PreemptGuardError
@@ -108,9 +107,11 @@ def validate_serve_settings(settings: ServerSettings) -> None:
 
 
 def make_source(settings: ServerSettings) -> ClusterSource:
-    """The snapshot file, or a live cluster."""
+    """The snapshot file, or a live cluster (imported lazily: offline use needs no Kubernetes client)."""
     if settings.cluster_snapshot is not None:
         return SnapshotSource(settings.cluster_snapshot, require_cluster=True)
+    from webhook.cluster.kube_source import KubernetesSource
+
     in_cluster = settings.in_cluster or (settings.kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ)
     kubeconfig = str(settings.kubeconfig) if settings.kubeconfig is not None else None
     source: ClusterSource = KubernetesSource(kubeconfig=kubeconfig, context=settings.context, in_cluster=in_cluster)

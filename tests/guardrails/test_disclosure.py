@@ -11,6 +11,7 @@ import pytest
 
 from webhook.cluster.model import FrozenMap, Namespace
 from webhook.config import GuardrailsConfig, parse_config
+from webhook.errors import ConfigError
 from webhook.guardrails import evaluate_guardrails
 from webhook.guardrails.disclosure import audience_of, redact_preview_document
 from webhook.guardrails.policy import AUDIT_PREDICTION
@@ -104,5 +105,5 @@ def test_redacted_preview_document_keeps_counts() -> None:
 
 def test_config_keys_are_checked() -> None:
     assert policy().disclosure == "tenant" and policy().audit_detail == "tenant"
-    with pytest.raises(Exception, match="guardrails.disclosure"):
+    with pytest.raises(ConfigError, match=r"guardrails\.disclosure"):
         policy(disclosure="everyone")

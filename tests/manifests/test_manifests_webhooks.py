@@ -144,7 +144,7 @@ def test_certs_job_arguments_target_the_service_secret_and_configurations() -> N
     deployment_secret = pod_specs(objects)["Deployment/preemptguard"]["volumes"][0]["secret"]["secretName"]
     for key in ("Job/preemptguard-certs", "CronJob/preemptguard-certs-renew"):
         (container,) = pod_specs(objects)[key]["containers"]
-        args = build_parser(with_certs=True).parse_args(container["args"])
+        args = build_parser().parse_args(container["args"])
         assert args.command == "certs" and args.in_cluster and not args.dry_run and args.out_dir is None
         settings = certs_settings(args)
         assert settings.namespace == service["metadata"]["namespace"]

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from webhook.admission.pipeline import PodAdmission, PodStep
 from webhook.cluster.source import ClusterSource
-from webhook.config import Config
+from webhook.config import Config, LiveConfig
 from webhook.errors import ConfigError
 from webhook.prediction.service import PredictionService
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
@@ -47,7 +47,6 @@ from webhook.server.limits import (
     metrics_gate_middleware,
     runner_options,
 )
-from webhook.server.live_config import LiveConfig
 from webhook.server.metrics import AdmissionMetrics, WebhookMetrics, make_metrics_app
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ServingTLS, serving_tls
@@ -149,10 +148,10 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     app[METRICS_KEY] = metrics
     if config is None:
         app[CONFIG_KEY] = LiveConfig.from_path(settings.config_path, interval_seconds=settings.config_reload_interval,
-                                               metrics=metrics)
+                                               on_outcome=metrics.observe_config_reload)
     else:
         app[CONFIG_KEY] = LiveConfig(config, settings.config_path, interval_seconds=settings.config_reload_interval,
-                                     metrics=metrics)
+                                     on_outcome=metrics.observe_config_reload)
     app[PREDICTOR_KEY] = PredictionService(settings.prediction_workers,
                                            inline_seconds=settings.inline_prediction_seconds)
     app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)

@@ -8,17 +8,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from types import ModuleType
 
+from webhook.certs import command as certs_command
 from webhook.cluster.source import ClusterSource, SnapshotSource
-from webhook.config import DEFAULT_CONFIG, Config, load_config
+from webhook.config import Config, load_config_or_defaults
 from webhook.errors import ConfigError, PreemptGuardError
+from webhook.server import demo
+from webhook.server.app import make_app, start_server
 from webhook.server.eventloop import EVENT_LOOPS, run_on_event_loop
 from webhook.server.settings import (
     DEFAULT_ADMISSION_DEADLINE_SECONDS,
@@ -72,29 +73,17 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default {DEFAULT_SHUTDOWN_GRACE_SECONDS:g})")
 
 
-def build_parser(with_certs: bool = False) -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Priority admission webhook and preemption predictor.")
     parser.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_serve_arguments(commands.add_parser("serve", help="serve the admission webhook over HTTPS"))
-    demo = commands.add_parser(
+    demo_parser = commands.add_parser(
         "demo", help="serve a snapshot on 127.0.0.1 and send it pod manifests as the kube-apiserver would")
-    demo_command().add_demo_arguments(demo)
-    certs = commands.add_parser("certs", help="create or rotate the webhook's TLS certificates")
-    if with_certs:
-        # Imported only when asked for, so the server runs without the certs tooling.
-        certs_command().add_arguments(certs)
+    demo.add_demo_arguments(demo_parser)
+    certs_command.add_arguments(
+        commands.add_parser("certs", help="create or rotate the webhook's TLS certificates"))
     return parser
-
-
-def certs_command() -> ModuleType:
-    """``webhook.certs.command`` (``add_arguments(parser)``, ``run(args) -> int``), imported on demand."""
-    return importlib.import_module("webhook.certs.command")
-
-
-def demo_command() -> ModuleType:
-    """``webhook.server.demo`` (``add_demo_arguments(parser)``, ``run(args) -> int``)."""
-    return importlib.import_module("webhook.server.demo")
 
 
 def validate_serve_settings(settings: ServerSettings) -> None:
@@ -129,18 +118,11 @@ def make_source(settings: ServerSettings) -> ClusterSource:
     return source
 
 
-def load_startup_config(settings: ServerSettings) -> Config:
-    """The ``--config`` file (``ConfigError``: exit 2 with one line), or the defaults without one."""
-    return load_config(settings.config_path) if settings.config_path is not None else DEFAULT_CONFIG
-
-
 async def serve(settings: ServerSettings, config: Config | None = None) -> None:
     """Run until SIGTERM/SIGINT, then drain: report not ready (/readyz 503) while still serving for
     ``shutdown_grace_seconds`` (so the Service stops sending new requests here), stop accepting, let in-flight
     requests finish (up to ``shutdown_timeout``), stop the source. A second signal skips the rest of the grace."""
-    from webhook.server.app import make_app, start_server
-
-    config = config if config is not None else load_startup_config(settings)
+    config = config if config is not None else load_config_or_defaults(settings.config_path)
     source = make_source(settings)
     server = await start_server(make_app(source, settings, config=config), settings)
     log.info("configuration %s: guardrails mode %s, prediction budget %d ms", config.source,
@@ -178,7 +160,7 @@ def run_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     configure_logging(settings.log_level)
     validate_serve_settings(settings)
-    config = load_startup_config(settings)
+    config = load_config_or_defaults(settings.config_path)  # a bad file: exit 2 with one line
     run_on_event_loop(serve(settings, config), settings.event_loop)
     return 0
 
@@ -186,17 +168,12 @@ def run_serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        wants_certs = bool(argv) and argv[0] == "certs"
-        try:
-            parser = build_parser(with_certs=wants_certs)
-        except ImportError as exc:
-            raise ConfigError(f"the certs command is not available: {exc}") from exc
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
         if args.command == "certs":
-            return int(certs_command().run(args))
+            return certs_command.run(args)
         if args.command == "demo":
             configure_logging("warning")
-            code = int(demo_command().run(args))
+            code = demo.run(args)
             sys.stdout.flush()  # here, where a closed pipe can still be handled below
             return code
         return run_serve(args)

@@ -29,12 +29,12 @@ from webhook.admission.review import (
     require_object,
 )
 from webhook.cluster.source import ClusterSource
+from webhook.config import LiveConfig
 from webhook.errors import BodyTooLarge, ClusterUnavailable, Forbidden, InvalidInput, PreemptGuardError
 from webhook.prediction.service import PredictionService, PredictionTimedOut
 from webhook.preemption.preview import build_preview
 from webhook.server.auth import Authenticator, NamespaceVisibility, redact_preview, victim_namespaces
 from webhook.server.limits import LIMITS_KEY
-from webhook.server.live_config import LiveConfig
 from webhook.server.metrics import MUTATE_PODS, PREVIEW, WebhookMetrics
 from webhook.server.settings import ServerSettings
 

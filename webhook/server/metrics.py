@@ -23,6 +23,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from webhook.admission.pod import PodReview
+from webhook.config import ReloadOutcome
 from webhook.errors import InvalidInput
 from webhook.guardrails import GuardrailDecision, SkipReason
 from webhook.preemption.results import PreemptionResult
@@ -173,6 +174,13 @@ class WebhookMetrics:
 
     def observe_guardrail(self, decision: str, mode: str) -> None:
         self._guardrail_decisions[decision, mode].inc()
+
+    def observe_config_reload(self, outcome: ReloadOutcome) -> None:
+        """The ``on_outcome`` callback of the live configuration: count applied and rejected changes."""
+        if outcome is ReloadOutcome.RELOADED:
+            self.config_reloads.inc()
+        elif outcome is ReloadOutcome.FAILED:
+            self.config_reload_failures.inc()
 
     def track_staleness(self, staleness_seconds: Callable[[], float]) -> None:
         """Read the gauge from the source at every scrape."""

@@ -1,15 +1,13 @@
-"""TLS for the webhook: certificate generation (also used by ``preempt-guard certs``) and serving contexts.
+"""TLS serving for the webhook: SSL contexts and where their certificate comes from.
 
 Serving certificates come either from files, re-read when they change so a rotated Secret takes effect
-without a restart, or from a self-signed certificate generated at start-up.
+without a restart, or from a self-signed certificate generated at start-up (``webhook.certs.issuance``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
-import ipaddress
 import logging
 import os
 import ssl
@@ -18,11 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
+from webhook.certs.issuance import self_signed_serving_certificate
 from webhook.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -30,133 +24,6 @@ log = logging.getLogger(__name__)
 DEFAULT_SANS: tuple[str, ...] = ("localhost", "127.0.0.1")
 # TLS 1.2 suites with forward secrecy and AEAD only; TLS 1.3 suites are OpenSSL's (all modern).
 MODERN_TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
-# Clock skew allowance for freshly generated certificates.
-_BACKDATE = datetime.timedelta(minutes=5)
-
-
-# ---- certificate generation ---------------------------------------------------------------------
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def _validity(days: int) -> tuple[datetime.datetime, datetime.datetime]:
-    if days <= 0:
-        raise ValueError(f"certificate validity must be positive, got {days} days")
-    now = datetime.datetime.now(datetime.UTC)
-    return now - _BACKDATE, now + datetime.timedelta(days=days)
-
-
-def subject_alternative_names(sans: Sequence[str]) -> x509.SubjectAlternativeName:
-    """IP addresses as IPAddress entries, everything else as DNSName; duplicates dropped, order kept."""
-    entries: list[x509.GeneralName] = []
-    seen: set[str] = set()
-    for san in sans:
-        san = san.strip()
-        if not san or san in seen:
-            continue
-        seen.add(san)
-        try:
-            entries.append(x509.IPAddress(ipaddress.ip_address(san)))
-        except ValueError:
-            entries.append(x509.DNSName(san))
-    if not entries:
-        raise ValueError("a serving certificate needs at least one subject alternative name")
-    return x509.SubjectAlternativeName(entries)
-
-
-def _serving_extensions(
-    builder: x509.CertificateBuilder, sans: Sequence[str], key: ec.EllipticCurvePrivateKey
-) -> x509.CertificateBuilder:
-    return (
-        builder.add_extension(subject_alternative_names(sans), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, key_encipherment=False, content_commitment=False, data_encipherment=False,
-                key_agreement=False, key_cert_sign=False, crl_sign=False, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-    )
-
-
-def _certificate_builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, days: int,
-                         *, not_after_cap: datetime.datetime | None = None) -> x509.CertificateBuilder:
-    """Subject, issuer, public key, a random serial and the validity window: what every certificate here shares."""
-    not_before, not_after = _validity(days)
-    if not_after_cap is not None:
-        not_after = min(not_after, not_after_cap)
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-    )
-
-
-def _serving_subject(sans: Sequence[str]) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, sans[0] if sans else "preempt-guard")])
-
-
-def generate_ca(common_name: str, days: int) -> tuple[bytes, bytes]:
-    """A new self-signed CA: (certificate PEM, private key PEM)."""
-    key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    cert = (
-        _certificate_builder(name, name, key, days)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, key_encipherment=False, content_commitment=False, data_encipherment=False,
-                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
-
-
-def issue_serving_certificate(
-    ca_cert_pem: bytes, ca_key_pem: bytes, sans: list[str], days: int
-) -> tuple[bytes, bytes]:
-    """A serving certificate for ``sans`` signed by the given CA: (certificate PEM, private key PEM)."""
-    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
-    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
-        raise ValueError("the CA key must be an EC or RSA private key")
-    key = _new_key()
-    builder = (
-        _certificate_builder(_serving_subject(sans), ca_cert.subject, key, days,
-                             not_after_cap=ca_cert.not_valid_after_utc)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-    )
-    cert = _serving_extensions(builder, sans, key).sign(ca_key, hashes.SHA256())
-    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
-
-
-def self_signed_serving_certificate(sans: Sequence[str], days: int) -> tuple[bytes, bytes]:
-    """A self-signed serving certificate (it is its own trust anchor): (certificate PEM, private key PEM)."""
-    key = _new_key()
-    name = _serving_subject(sans)
-    builder = _certificate_builder(name, name, key, days)
-    cert = _serving_extensions(builder, sans, key).sign(key, hashes.SHA256())
-    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
 
 
 def serving_sans(extra: Sequence[str] = ()) -> list[str]:
@@ -259,14 +126,15 @@ class SelfSignedTLS:
 
     def __init__(self, sans: Sequence[str], *, days: int = 365) -> None:
         self.sans = serving_sans(sans)
-        self.cert_pem, key_pem = self_signed_serving_certificate(self.sans, days)
+        issued = self_signed_serving_certificate(self.sans, days)
+        self.cert_pem = issued.cert_pem
         self._dir = tempfile.TemporaryDirectory(prefix="preempt-guard-tls-")
         self.cert_file = Path(self._dir.name) / "tls.crt"
         self.key_file = Path(self._dir.name) / "tls.key"
         self.cert_file.write_bytes(self.cert_pem)
         fd = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(key_pem)
+            handle.write(issued.key_pem)
         self.context = server_context(self.cert_file, self.key_file)
 
     async def start(self) -> None:

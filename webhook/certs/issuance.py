@@ -1,4 +1,4 @@
-"""Certificate issuance: a CA, serving certificates signed by it, and self-signed serving certificates.
+"""Certificate issuance: a CA, serving and client certificates signed by it, and self-signed serving certificates.
 
 Every key is ECDSA P-256 and every certificate is backdated a little for clock skew. Used by
 ``preempt-guard certs`` (an ephemeral CA per rotation) and by ``serve --tls-self-signed``.
@@ -68,8 +68,9 @@ def subject_alternative_names(sans: Sequence[str]) -> x509.SubjectAlternativeNam
     return x509.SubjectAlternativeName(entries)
 
 
-def _serving_extensions(
-    builder: x509.CertificateBuilder, sans: Sequence[str], key: ec.EllipticCurvePrivateKey
+def _leaf_extensions(
+    builder: x509.CertificateBuilder, sans: Sequence[str], key: ec.EllipticCurvePrivateKey,
+    usage: x509.ObjectIdentifier = ExtendedKeyUsageOID.SERVER_AUTH,
 ) -> x509.CertificateBuilder:
     return (
         builder.add_extension(subject_alternative_names(sans), critical=False)
@@ -81,7 +82,7 @@ def _serving_extensions(
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
     )
 
@@ -126,24 +127,35 @@ def generate_ca(common_name: str, days: int) -> IssuedCertificate:
     return _issued(cert, key)
 
 
-def issue_serving_certificate(
-    ca_cert_pem: bytes, ca_key_pem: bytes, sans: list[str], days: int
-) -> IssuedCertificate:
-    """A serving certificate for ``sans`` signed by the given CA, and its private key."""
+def _signed_by_ca(ca_cert_pem: bytes, ca_key_pem: bytes, subject: x509.Name, sans: Sequence[str], days: int,
+                  usage: x509.ObjectIdentifier) -> IssuedCertificate:
     ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
     ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
         raise ValueError("the CA key must be an EC or RSA private key")
     key = _new_key()
     builder = (
-        _certificate_builder(_serving_subject(sans), ca_cert.subject, key, days,
-                             not_after_cap=ca_cert.not_valid_after_utc)
+        _certificate_builder(subject, ca_cert.subject, key, days, not_after_cap=ca_cert.not_valid_after_utc)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
             critical=False,
         )
     )
-    return _issued(_serving_extensions(builder, sans, key).sign(ca_key, hashes.SHA256()), key)
+    return _issued(_leaf_extensions(builder, sans, key, usage).sign(ca_key, hashes.SHA256()), key)
+
+
+def issue_serving_certificate(
+    ca_cert_pem: bytes, ca_key_pem: bytes, sans: list[str], days: int
+) -> IssuedCertificate:
+    """A serving certificate for ``sans`` signed by the given CA, and its private key."""
+    return _signed_by_ca(ca_cert_pem, ca_key_pem, _serving_subject(sans), sans, days, ExtendedKeyUsageOID.SERVER_AUTH)
+
+
+def issue_client_certificate(ca_cert_pem: bytes, ca_key_pem: bytes, common_name: str, days: int) -> IssuedCertificate:
+    """A client certificate (clientAuth) for ``common_name`` signed by the given CA: what kube-apiserver presents
+    to a webhook through its AdmissionConfiguration kubeconfig (``serve --client-ca``)."""
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    return _signed_by_ca(ca_cert_pem, ca_key_pem, subject, [common_name], days, ExtendedKeyUsageOID.CLIENT_AUTH)
 
 
 def self_signed_serving_certificate(sans: Sequence[str], days: int) -> IssuedCertificate:
@@ -151,4 +163,4 @@ def self_signed_serving_certificate(sans: Sequence[str], days: int) -> IssuedCer
     key = _new_key()
     name = _serving_subject(sans)
     builder = _certificate_builder(name, name, key, days)
-    return _issued(_serving_extensions(builder, sans, key).sign(key, hashes.SHA256()), key)
+    return _issued(_leaf_extensions(builder, sans, key).sign(key, hashes.SHA256()), key)

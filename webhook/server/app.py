@@ -24,6 +24,7 @@ from webhook.errors import ConfigError
 from webhook.prediction.service import PredictionService
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import Authenticator, KubernetesAuthenticator, NoAuthentication
+from webhook.server.client_auth import client_certificate_middleware
 from webhook.server.handlers import (
     AUTHENTICATOR_KEY,
     CONFIG_KEY,
@@ -139,8 +140,10 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     """
     metrics = WebhookMetrics()
     limits = RequestLimits(settings, metrics.registry)
-    app = web.Application(client_max_size=settings.max_body_bytes,
-                          middlewares=[limits.guard.middleware(), error_middleware, limits_middleware])
+    middlewares = [limits.guard.middleware(), error_middleware]
+    if settings.client_ca is not None:
+        middlewares.append(client_certificate_middleware(settings.client_cns))
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[*middlewares, limits_middleware])
     app[LIMITS_KEY] = limits
     metrics.track_staleness(source.staleness_seconds)
     app[SOURCE_KEY] = source
@@ -157,7 +160,7 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)
     live = app[CONFIG_KEY]
     app[PIPELINE_KEY] = PodAdmission(source, app[PREDICTOR_KEY], AdmissionMetrics(metrics), lambda: live.current,
-                                     list(pod_steps or ()))
+                                     list(pod_steps or ()), callers_authenticated=settings.client_ca is not None)
     register_admission_routes(app)
     register_health_routes(app)
     app.cleanup_ctx.append(_source_lifecycle)
@@ -212,7 +215,7 @@ async def start_server(
     """
     tls = tls or serving_tls(
         cert_file=settings.tls_cert, key_file=settings.tls_key, self_signed=settings.tls_self_signed,
-        sans=settings.tls_sans, reload_interval=settings.tls_reload_interval,
+        sans=settings.tls_sans, reload_interval=settings.tls_reload_interval, client_ca=settings.client_ca,
     )
     limits = app.get(LIMITS_KEY) or RequestLimits(settings, app[METRICS_KEY].registry)
     guard = limits.guard

@@ -51,6 +51,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                      help="generate a self-signed certificate for localhost, 127.0.0.1 and every --tls-san")
     tls.add_argument("--tls-san", metavar="NAME", action="append", default=[],
                      help="extra subject alternative name (DNS name or IP); repeatable")
+    tls.add_argument("--client-ca", metavar="FILE",
+                     help="require a client certificate signed by a CA of this PEM bundle on the admission paths "
+                          "(what kube-apiserver presents through its AdmissionConfiguration kubeconfig)")
+    tls.add_argument("--client-cn", metavar="NAME", action="append", default=[],
+                     help="with --client-ca: the client certificate's CN or a SAN must be one of these; repeatable")
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
     parser.add_argument("--metrics-port", type=int, default=9090, help="plain-HTTP /metrics port; 0 disables")
@@ -91,6 +96,8 @@ def validate_serve_settings(settings: ServerSettings) -> None:
         raise ConfigError("--tls-self-signed cannot be combined with --tls-cert/--tls-key")
     if not settings.tls_self_signed and not (settings.tls_cert and settings.tls_key):
         raise ConfigError("TLS needs both --tls-cert and --tls-key, or --tls-self-signed")
+    if settings.client_cns and settings.client_ca is None:
+        raise ConfigError("--client-cn needs --client-ca")
     if settings.context and settings.cluster_snapshot:
         raise ConfigError("--context applies to a kubeconfig, not to --cluster-snapshot")
     for flag, port in (("--port", settings.port), ("--metrics-port", settings.metrics_port)):

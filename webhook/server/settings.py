@@ -33,6 +33,10 @@ class ServerSettings:
     tls_self_signed: bool = False
     tls_sans: tuple[str, ...] = ()
     tls_reload_interval: float = 1.0
+    # Caller authentication (docs/interfaces.md §7): admission paths require a client certificate chaining to
+    # this bundle, named one of client_cns when given.
+    client_ca: Path | None = None
+    client_cns: tuple[str, ...] = ()
     config_path: Path | None = None
     config_reload_interval: float = 2.0  # seconds between checks of the configuration file
     log_level: str = "info"
@@ -98,6 +102,8 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         tls_key=_path(args.tls_key),
         tls_self_signed=args.tls_self_signed,
         tls_sans=tuple(args.tls_san or ()),
+        client_ca=_path(getattr(args, "client_ca", None)),
+        client_cns=tuple(getattr(args, "client_cn", None) or ()),
         config_path=_path(args.config or env.get("PREEMPTGUARD_CONFIG")),
         log_level=log_level if log_level in LOG_LEVELS else "info",
         preview_budget_seconds=getattr(args, "preview_timeout", None) or DEFAULT_PREVIEW_BUDGET_SECONDS,

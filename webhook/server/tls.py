@@ -36,14 +36,22 @@ def serving_sans(extra: Sequence[str] = ()) -> list[str]:
 
 
 # ---- serving contexts ---------------------------------------------------------------------------
-def server_context(cert_file: str | Path, key_file: str | Path) -> ssl.SSLContext:
-    """A server context with TLS 1.2 minimum and modern ciphers, loaded from PEM files."""
+def server_context(cert_file: str | Path, key_file: str | Path, client_ca: str | Path | None = None) -> ssl.SSLContext:
+    """A server context with TLS 1.2 minimum and modern ciphers, loaded from PEM files.
+
+    With ``client_ca`` a client certificate is asked for and, when one is presented, must chain to a CA of
+    that bundle (else the handshake fails). It stays optional at the TLS layer so kubelet probes, which carry
+    none, still reach /healthz and /readyz; the admission paths require one (``webhook.server.client_auth``).
+    """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_ciphers(MODERN_TLS12_CIPHERS)
     context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
     context.set_alpn_protocols(["http/1.1"])
     context.load_cert_chain(str(cert_file), str(key_file))
+    if client_ca is not None:
+        context.load_verify_locations(cafile=str(client_ca))
+        context.verify_mode = ssl.CERT_OPTIONAL
     return context
 
 
@@ -68,9 +76,11 @@ class ReloadingTLS:
     that does not load (e.g. caught mid-rotation) is logged and the previous certificate stays.
     """
 
-    def __init__(self, cert_file: str | Path, key_file: str | Path, *, interval: float = 1.0) -> None:
+    def __init__(self, cert_file: str | Path, key_file: str | Path, *, interval: float = 1.0,
+                 client_ca: str | Path | None = None) -> None:
         self.cert_file = Path(cert_file)
         self.key_file = Path(key_file)
+        self.client_ca = client_ca
         self.interval = interval
         self._current = self._load()
         self.context = self._current.context
@@ -79,7 +89,7 @@ class ReloadingTLS:
 
     def _load(self) -> _Loaded:
         identity = (_file_identity(self.cert_file), _file_identity(self.key_file))
-        return _Loaded(server_context(self.cert_file, self.key_file), identity)
+        return _Loaded(server_context(self.cert_file, self.key_file, self.client_ca), identity)
 
     def _select_context(self, ssl_object: ssl.SSLObject, server_name: str | None, base: ssl.SSLContext) -> None:
         current = self._current.context
@@ -124,7 +134,7 @@ class ReloadingTLS:
 class SelfSignedTLS:
     """A serving context with a certificate generated at start-up (files kept in a private temp dir)."""
 
-    def __init__(self, sans: Sequence[str], *, days: int = 365) -> None:
+    def __init__(self, sans: Sequence[str], *, days: int = 365, client_ca: str | Path | None = None) -> None:
         self.sans = serving_sans(sans)
         issued = self_signed_serving_certificate(self.sans, days)
         self.cert_pem = issued.cert_pem
@@ -135,7 +145,7 @@ class SelfSignedTLS:
         fd = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(issued.key_pem)
-        self.context = server_context(self.cert_file, self.key_file)
+        self.context = server_context(self.cert_file, self.key_file, client_ca)
 
     async def start(self) -> None:
         return None
@@ -147,18 +157,28 @@ class SelfSignedTLS:
 ServingTLS = ReloadingTLS | SelfSignedTLS
 
 
+def check_client_ca(client_ca: str | Path) -> None:
+    """``ConfigError`` naming ``--client-ca`` when the bundle holds no readable CA certificate."""
+    try:
+        ssl.create_default_context(cafile=str(client_ca))
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        raise ConfigError(f"--client-ca {client_ca}: cannot load a CA bundle: {exc}") from exc
+
+
 def serving_tls(
     *, cert_file: str | Path | None, key_file: str | Path | None, self_signed: bool, sans: Sequence[str] = (),
-    reload_interval: float = 1.0,
+    reload_interval: float = 1.0, client_ca: str | Path | None = None,
 ) -> ServingTLS:
     """The TLS setup the flags ask for; exactly one of a cert/key pair or ``self_signed``."""
+    if client_ca is not None:
+        check_client_ca(client_ca)
     if self_signed:
         if cert_file or key_file:
             raise ConfigError("--tls-self-signed cannot be combined with --tls-cert/--tls-key")
-        return SelfSignedTLS(sans)
+        return SelfSignedTLS(sans, client_ca=client_ca)
     if not cert_file or not key_file:
         raise ConfigError("TLS needs both --tls-cert and --tls-key, or --tls-self-signed")
     try:
-        return ReloadingTLS(cert_file, key_file, interval=reload_interval)
+        return ReloadingTLS(cert_file, key_file, interval=reload_interval, client_ca=client_ca)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"cannot load TLS certificate {cert_file} / key {key_file}: {exc}") from exc

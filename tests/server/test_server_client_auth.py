@@ -3,18 +3,21 @@ presenting a client certificate of that CA (and, with --client-cn, of that name)
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from cryptography import x509
 
-from webhook.certs.issuance import generate_ca, issue_client_certificate
+from webhook.certs.issuance import generate_ca, issue_client_certificate, issue_serving_certificate
 from webhook.cluster.snapshot import ClusterState
 from webhook.cluster.source import MemorySource
 from webhook.errors import ConfigError
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
+from webhook.server.app import METRICS_KEY, make_app, start_server
 from webhook.server.client_auth import certificate_names
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
@@ -100,3 +103,47 @@ def test_an_unreadable_client_ca_is_a_configuration_error(tmp_path: Path) -> Non
     broken = write(tmp_path / "broken.crt", b"not a certificate")
     with pytest.raises(ConfigError, match="--client-ca"):
         serving_tls(cert_file=None, key_file=None, self_signed=True, client_ca=broken)
+
+
+async def test_a_rotated_client_ca_bundle_and_the_expiry_gauge_follow_the_files(tmp_path: Path) -> None:
+    """A CA rotation needs no restart: the bundle is re-read when it changes (docs/deploy.md); and the served
+    certificate's expiry is what the metrics say."""
+    server_ca = generate_ca("serving-ca", 30)
+    serving = issue_serving_certificate(server_ca.cert_pem, server_ca.key_pem, ["localhost", "127.0.0.1"], 10)
+    old_ca, new_ca = generate_ca("old-client-ca", 30), generate_ca("new-client-ca", 30)
+    client = issue_client_certificate(new_ca.cert_pem, new_ca.key_pem, "kube-apiserver", 30)
+    write(tmp_path / "tls.crt", serving.cert_pem)
+    write(tmp_path / "tls.key", serving.key_pem)
+    bundle = write(tmp_path / "client-ca.crt", old_ca.cert_pem)
+    write(tmp_path / "client.crt", client.cert_pem)
+    write(tmp_path / "client.key", client.key_pem)
+    settings = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_cert=tmp_path / "tls.crt",
+                              tls_key=tmp_path / "tls.key", tls_reload_interval=0.05, client_ca=bundle)
+    app = make_app(MemorySource(), settings)
+    server = await start_server(app, settings)
+    context = ssl.create_default_context(cadata=server_ca.cert_pem.decode())
+    context.load_cert_chain(tmp_path / "client.crt", tmp_path / "client.key")
+    url = f"https://127.0.0.1:{server.https_port}{MUTATE_PODS_PATH}"
+
+    async def status() -> int | None:
+        try:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
+                async with session.post(url, json=FORGED) as response:
+                    return response.status
+        except (aiohttp.ClientError, ssl.SSLError):
+            return None  # the handshake refused the certificate
+
+    try:
+        assert await status() is None  # signed by a CA the bundle does not hold yet
+        write(bundle, old_ca.cert_pem + new_ca.cert_pem)
+        for _ in range(100):
+            if await status() == 200:
+                break
+            await asyncio.sleep(0.05)
+        assert await status() == 200
+        expiry = app[METRICS_KEY].registry.get_sample_value(
+            "preemptguard_serving_certificate_expiry_timestamp_seconds")
+        served = x509.load_pem_x509_certificate(serving.cert_pem).not_valid_after_utc
+        assert expiry == served.timestamp()
+    finally:
+        await server.stop()

@@ -217,6 +217,7 @@ async def start_server(
         cert_file=settings.tls_cert, key_file=settings.tls_key, self_signed=settings.tls_self_signed,
         sans=settings.tls_sans, reload_interval=settings.tls_reload_interval, client_ca=settings.client_ca,
     )
+    app[METRICS_KEY].track_serving_certificate(lambda: tls.not_after)
     limits = app.get(LIMITS_KEY) or RequestLimits(settings, app[METRICS_KEY].registry)
     guard = limits.guard
     options = runner_options(settings)

@@ -229,6 +229,10 @@ class WebhookMetrics:
             not_after = not_after.replace(tzinfo=UTC)
         self.serving_certificate_expiry.set(not_after.timestamp())
 
+    def track_serving_certificate(self, not_after: Callable[[], datetime]) -> None:
+        """Read the served certificate's ``notAfter`` at every scrape (it follows reloads on its own)."""
+        self.serving_certificate_expiry.set_function(lambda: not_after().timestamp())
+
     def observe_request(self, endpoint: str, code: int) -> None:
         self._requests[endpoint, str(code)].inc()
 

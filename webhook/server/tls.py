@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import os
 import ssl
@@ -15,6 +16,8 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from cryptography import x509
 
 from webhook.certs.issuance import self_signed_serving_certificate
 from webhook.errors import ConfigError
@@ -55,16 +58,26 @@ def server_context(cert_file: str | Path, key_file: str | Path, client_ca: str |
     return context
 
 
-def _file_identity(path: Path) -> tuple[int, int, int, int]:
+FileIdentity = tuple[int, int, int, int]
+
+
+def _file_identity(path: Path) -> FileIdentity:
     # stat() follows symlinks, so a Kubernetes Secret volume's atomic ..data swap is seen as a change.
     st = path.stat()
     return (st.st_ino, st.st_dev, st.st_mtime_ns, st.st_size)
 
 
+def certificate_expiry(cert_file: str | Path) -> datetime.datetime:
+    """When the first certificate of a PEM file expires (for the expiry gauge and its alert)."""
+    return x509.load_pem_x509_certificate(Path(cert_file).read_bytes()).not_valid_after_utc
+
+
 @dataclass(frozen=True, slots=True)
 class _Loaded:
     context: ssl.SSLContext
-    identity: tuple[tuple[int, int, int, int], tuple[int, int, int, int]]
+    # The certificate, the key and (with --client-ca) the client CA bundle, as last loaded.
+    identity: tuple[FileIdentity, ...]
+    not_after: datetime.datetime
 
 
 class ReloadingTLS:
@@ -87,9 +100,19 @@ class ReloadingTLS:
         self.context.sni_callback = self._select_context
         self._task: asyncio.Task[None] | None = None
 
+    def _identity(self) -> tuple[FileIdentity, ...]:
+        files = (self.cert_file, self.key_file, *((Path(self.client_ca),) if self.client_ca is not None else ()))
+        return tuple(_file_identity(path) for path in files)
+
     def _load(self) -> _Loaded:
-        identity = (_file_identity(self.cert_file), _file_identity(self.key_file))
-        return _Loaded(server_context(self.cert_file, self.key_file, self.client_ca), identity)
+        identity = self._identity()
+        context = server_context(self.cert_file, self.key_file, self.client_ca)
+        return _Loaded(context, identity, certificate_expiry(self.cert_file))
+
+    @property
+    def not_after(self) -> datetime.datetime:
+        """When the certificate served now expires."""
+        return self._current.not_after
 
     def _select_context(self, ssl_object: ssl.SSLObject, server_name: str | None, base: ssl.SSLContext) -> None:
         current = self._current.context
@@ -99,7 +122,7 @@ class ReloadingTLS:
     def reload_if_changed(self) -> bool:
         """Load the files again when either changed; True when a new certificate is now served."""
         try:
-            identity = (_file_identity(self.cert_file), _file_identity(self.key_file))
+            identity = self._identity()
         except OSError as exc:
             log.warning("TLS files not readable, keeping the current certificate: %s", exc)
             return False
@@ -107,7 +130,7 @@ class ReloadingTLS:
             return False
         try:
             loaded = self._load()
-        except (OSError, ssl.SSLError) as exc:
+        except (OSError, ssl.SSLError, ValueError) as exc:
             log.warning("TLS certificate not reloaded (will retry): %s", exc)
             return False
         self._current = loaded
@@ -146,6 +169,7 @@ class SelfSignedTLS:
         with os.fdopen(fd, "wb") as handle:
             handle.write(issued.key_pem)
         self.context = server_context(self.cert_file, self.key_file, client_ca)
+        self.not_after = certificate_expiry(self.cert_file)
 
     async def start(self) -> None:
         return None
@@ -180,5 +204,5 @@ def serving_tls(
         raise ConfigError("TLS needs both --tls-cert and --tls-key, or --tls-self-signed")
     try:
         return ReloadingTLS(cert_file, key_file, interval=reload_interval, client_ca=client_ca)
-    except (OSError, ssl.SSLError) as exc:
+    except (OSError, ssl.SSLError, ValueError) as exc:
         raise ConfigError(f"cannot load TLS certificate {cert_file} / key {key_file}: {exc}") from exc

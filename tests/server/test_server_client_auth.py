@@ -127,9 +127,9 @@ async def test_a_rotated_client_ca_bundle_and_the_expiry_gauge_follow_the_files(
 
     async def status() -> int | None:
         try:
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
-                async with session.post(url, json=FORGED) as response:
-                    return response.status
+            async with (aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session,
+                        session.post(url, json=FORGED) as response):
+                return response.status
         except (aiohttp.ClientError, ssl.SSLError):
             return None  # the handshake refused the certificate
 

@@ -1,4 +1,4 @@
-"""The HTTP paths and ports of ``preempt-guard serve`` (interfaces §2), declared once.
+"""The HTTP paths and ports of ``preempt-guard serve`` (docs/interfaces.md §2), declared once.
 
 The webhook configurations, Service and probes in manifests/ are tested against these values.
 """

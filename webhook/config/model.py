@@ -1,6 +1,6 @@
 """The typed ``--config`` document (docs/interfaces.md §6): frozen settings objects and their defaults.
 
-Besides the §6 schema, PreemptGuard adds ``guardrails.denyVictimPriorityAtLeast`` and
+Besides the schema of docs/interfaces.md §6, PreemptGuard adds ``guardrails.denyVictimPriorityAtLeast`` and
 ``guardrails.exempt.serviceAccounts`` (docs/interfaces.md, "What PreemptGuard adds", §6).
 """
 

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 from webhook.certs import command as certs_command
 from webhook.cluster.source import ClusterSource, SnapshotSource
@@ -21,6 +22,7 @@ from webhook.errors import ConfigError, PreemptGuardError
 from webhook.server import demo
 from webhook.server.app import make_app, start_server
 from webhook.server.eventloop import EVENT_LOOPS, run_on_event_loop
+from webhook.server.logs import LOG_FORMATS, LogFormat, configure_logging
 from webhook.server.settings import (
     DEFAULT_ADMISSION_DEADLINE_SECONDS,
     DEFAULT_ADMISSION_MAX_IN_FLIGHT,
@@ -64,6 +66,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preview-timeout", type=float, metavar="SECONDS", default=None,
                         help=f"time budget of one POST /preview (default {DEFAULT_PREVIEW_BUDGET_SECONDS:g})")
     parser.add_argument("--log-level", choices=LOG_LEVELS, default=None, help="log level (default info)")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=None,
+                        help="text, or json: one JSON object per line (default text; env PREEMPTGUARD_LOG_FORMAT)")
+    parser.add_argument("--log-denials", action=argparse.BooleanOptionalAction, default=True,
+                        help="log each denial and guardrail warning at info level (default on)")
     limits = parser.add_argument_group("limits")
     limits.add_argument("--max-in-flight", type=int, metavar="N", default=None,
                         help=f"admission requests handled at once before a fast 429 (default "
@@ -96,6 +102,8 @@ def validate_serve_settings(settings: ServerSettings) -> None:
         raise ConfigError("--tls-self-signed cannot be combined with --tls-cert/--tls-key")
     if not settings.tls_self_signed and not (settings.tls_cert and settings.tls_key):
         raise ConfigError("TLS needs both --tls-cert and --tls-key, or --tls-self-signed")
+    if settings.log_format not in LOG_FORMATS:
+        raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}, got {settings.log_format!r}")
     if settings.client_cns and settings.client_ca is None:
         raise ConfigError("--client-cn needs --client-ca")
     if settings.context and settings.cluster_snapshot:
@@ -151,22 +159,14 @@ async def serve(settings: ServerSettings, config: Config | None = None) -> None:
         await server.stop()
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
 def one_line(message: object) -> str:
     return " ".join(str(message).split())
 
 
 def run_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    configure_logging(settings.log_level)
     validate_serve_settings(settings)
+    configure_logging(settings.log_level, cast(LogFormat, settings.log_format))
     config = load_config_or_defaults(settings.config_path)  # a bad file: exit 2 with one line
     run_on_event_loop(serve(settings, config), settings.event_loop)
     return 0

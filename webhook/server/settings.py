@@ -40,6 +40,9 @@ class ServerSettings:
     config_path: Path | None = None
     config_reload_interval: float = 2.0  # seconds between checks of the configuration file
     log_level: str = "info"
+    log_format: str = "text"  # text | json (webhook/server/logs.py)
+    # One info line per denial and per guardrail warning (what the requester was told).
+    log_denials: bool = True
     max_body_bytes: int = MAX_BODY_BYTES
     # Predictions run in a dedicated thread pool; /preview gets a larger budget than admission's
     # prediction.budgetMilliseconds (HTTP 503 when exceeded).
@@ -106,6 +109,8 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         client_cns=tuple(getattr(args, "client_cn", None) or ()),
         config_path=_path(args.config or env.get("PREEMPTGUARD_CONFIG")),
         log_level=log_level if log_level in LOG_LEVELS else "info",
+        log_format=getattr(args, "log_format", None) or env.get("PREEMPTGUARD_LOG_FORMAT", "text"),
+        log_denials=getattr(args, "log_denials", True) is not False,
         preview_budget_seconds=getattr(args, "preview_timeout", None) or DEFAULT_PREVIEW_BUDGET_SECONDS,
         freeze_gc_after_sync=True,
         admission_max_in_flight=getattr(args, "max_in_flight", None) or DEFAULT_ADMISSION_MAX_IN_FLIGHT,

@@ -14,7 +14,7 @@ from webhook.admission.steps import (
     plan_prediction,
     quota_step,
 )
-from webhook.cluster.convert import object_from_dict
+from webhook.cluster.reader import object_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import DEFAULT_CONFIG, parse_config
 from webhook.guardrails import PREDICTION_ANNOTATION

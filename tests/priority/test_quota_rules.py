@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from webhook.cluster.convert import resource_quota_from_dict
 from webhook.cluster.model import ResourceQuota, ScopedResourceSelectorRequirement
 from webhook.cluster.quantity import Quantity, format_quantity, parse_quantity
+from webhook.cluster.reader import resource_quota_from_dict
 from webhook.config import LimitedResource, QuotaConfig, parse_config
 from webhook.priority.quota import (
     RULE_CLASSES,

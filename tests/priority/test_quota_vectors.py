@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from quota_vectors import QuotaVector, load_quota_vectors
 
-from webhook.cluster.convert import object_from_dict
 from webhook.cluster.model import PriorityClass, ResourceQuota
+from webhook.cluster.reader import object_from_dict
 from webhook.config import DEFAULT_CONFIG, parse_config
 from webhook.priority.quota import admit_pod_quota
 from webhook.priority.resolution import effective_priority_classes, resolve_pod_priority

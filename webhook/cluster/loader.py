@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook.cluster.convert import object_from_dict
 from webhook.cluster.model import ClusterObject
+from webhook.cluster.reader import object_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import InvalidInput, SnapshotError
 

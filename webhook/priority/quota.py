@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from webhook.cluster.convert import parse_time_ns
+from webhook.cluster.jsonfields import parse_time_ns
 from webhook.cluster.model import LabelSelector, ResourceQuota, ScopedResourceSelectorRequirement
 from webhook.cluster.quantity import Quantity, format_quantity, parse_quantity
 from webhook.cluster.selectors import label_selector_matches

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.cluster import reader, reader_constraints, reader_resources
+from webhook.cluster import reader_constraints, reader_pod, reader_resources
 from webhook.cluster.jsonfields import json_int, json_list, json_object, json_str, parse_time_ns
 from webhook.cluster.model import (
     HostPort,
@@ -47,7 +47,7 @@ _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 _mapping, _list, _str, _int, _interned = json_object, json_list, json_str, json_int, interned
 _labels, _tolerations = checked_labels, checked_tolerations
 _node_selector_terms, _affinity_terms = node_selector_terms, affinity_terms
-_spread_constraints, _unmodeled_features = spread_constraints, reader._unmodeled_features
+_spread_constraints, _unmodeled_features = spread_constraints, reader_pod._unmodeled_features
 
 
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:

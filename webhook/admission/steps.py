@@ -21,6 +21,7 @@ from webhook.admission.patch import JsonPatchBuilder
 from webhook.admission.pods import PodAdmissionContext, PodAdmissionStep
 from webhook.admission.review import JsonObject
 from webhook.cluster.model import EMPTY_LABELS
+from webhook.cluster.reader import pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import GuardrailMode, GuardrailsConfig, QuotaConfig
 from webhook.guardrails import (
@@ -65,7 +66,7 @@ def quota_step(quota: QuotaConfig) -> PodAdmissionStep:
         namespace = pod_namespace(context)
         state = context.state
         denial = admit_pod_quota(
-            context.pod,
+            pod_from_dict(context.pod),
             namespace=namespace,
             namespace_labels=namespace_labels(state, namespace),
             operation=context.request.operation,

@@ -119,10 +119,11 @@ def milli_value(quantity: Quantity) -> int:
 
 def _scaled_ceil_away(value: Fraction, scale: int) -> int:
     # Integer arithmetic: the reader converts every pod's requests, and Fraction operators are slow.
-    numerator = value.numerator * scale
+    numerator, denominator = value.as_integer_ratio()
+    numerator *= scale
     if numerator >= 0:
-        return -(-numerator // value.denominator)
-    return numerator // value.denominator
+        return -(-numerator // denominator)
+    return numerator // denominator
 
 
 def quantity_value(raw: object) -> int:

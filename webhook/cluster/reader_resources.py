@@ -43,14 +43,15 @@ def read_quantity(value: object) -> Quantity:
     return parse_quantity(value)
 
 
-def _quantities(raw: JsonObject, path: str, names: Iterable[Any] | None = None) -> dict[str, Quantity]:
-    """The quantities of ``raw`` (of ``names`` only, if given); the field's path is spelled out for an error."""
+def _quantities(raw: JsonObject, path: str, field: str = "", names: Iterable[Any] | None = None,
+                ) -> dict[str, Quantity]:
+    """The quantities of ``raw`` (of ``names`` only, if given); ``path + field`` is spelled out for an error."""
     result: dict[str, Quantity] = {}
     for name in raw if names is None else names:
         try:
             result[str(name)] = read_quantity(raw[name])
         except QuantityError as exc:
-            raise InvalidInput(f"{path}.{name}: {exc}") from exc
+            raise InvalidInput(f"{path}{field}.{name}: {exc}") from exc
     return result
 
 
@@ -91,10 +92,10 @@ def _container_resources(raw: object, path: str) -> ContainerResources:
         defaulted = dict(raw_requests)
         for name, qty in raw_limits.items():
             defaulted.setdefault(name, qty)
-    requests = _quantities(defaulted, f"{path}.resources.requests")
+    requests = _quantities(defaulted, path, ".resources.requests")
     limits: dict[str, Quantity] = {}
     if raw_limits:
-        explicit = _quantities(raw_limits, f"{path}.resources.limits", [n for n in raw_limits if n in raw_requests])
+        explicit = _quantities(raw_limits, path, ".resources.limits", [n for n in raw_limits if n in raw_requests])
         limits = {str(name): explicit[str(name)] if name in raw_requests else requests[str(name)]
                   for name in raw_limits}
     name = ctr.get("name")

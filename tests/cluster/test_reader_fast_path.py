@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from webhook.cluster import reader_constraints, reader_pod, reader_resources
 from webhook.cluster.jsonfields import json_int, json_list, json_object, json_str, parse_time_ns
 from webhook.cluster.model import (
+    NO_QUOTA_FACTS,
     HostPort,
     Pod,
     Toleration,
 )
-from webhook.cluster.reader import pod_from_dict
+from webhook.cluster.reader import pod_from_dict, state_pod_from_dict
 from webhook.cluster.reader_constraints import (
     affinity_terms,
     checked_labels,
@@ -75,7 +76,7 @@ def _disruption_target_by_preemption(status: Mapping[str, Any]) -> bool:
     return False
 
 
-def reference_pod_from_dict(raw: Mapping[str, Any]) -> Pod:
+def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
     meta = _mapping(raw.get("metadata"), "metadata")
     spec = _mapping(raw.get("spec"), "spec")
     status = _mapping(raw.get("status"), "status")
@@ -114,8 +115,12 @@ def reference_pod_from_dict(raw: Mapping[str, Any]) -> Pod:
         scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler")
         or "default-scheduler",
         unmodeled=_unmodeled_features(spec),
-        quota=quota_facts(resources, quota_extras(meta, spec, status)),
+        quota=quota_facts(resources, quota_extras(meta, spec, status)) if quota else NO_QUOTA_FACTS,
     )
+
+
+def reference_state_pod_from_dict(raw: Mapping[str, Any]) -> Pod:
+    return reference_pod_from_dict(raw, quota=False)
 
 
 # ---- comparing outcomes -------------------------------------------------------------------------------
@@ -142,6 +147,9 @@ def assert_same_as_reference(raw: Mapping[str, Any]) -> None:
     expected = outcome(reference_pod_from_dict, raw)
     assert outcome(pod_from_dict, raw) == expected
     assert outcome(pod_from_dict, raw) == expected  # again: now from the caches
+    expected = outcome(reference_state_pod_from_dict, raw)  # the cluster state's pods: no quota facts
+    assert outcome(state_pod_from_dict, raw) == expected
+    assert outcome(state_pod_from_dict, raw) == expected
 
 
 # ---- generated pods: absent fields, nulls, Mapping subclasses, then a few values of a wrong type ---------------
@@ -508,7 +516,7 @@ def test_the_first_wrong_field_in_reading_order_is_named() -> None:
 
 def test_fast_path_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     caches = (reader_constraints._labels_by_items, reader_constraints._tolerations_by_items,
-              reader_resources._resources_by_containers)
+              reader_resources._resources_by_containers, reader_resources._requests_by_containers)
     for cache in caches:
         monkeypatch.setattr(cache, "limit", 4)
         cache.clear()
@@ -518,6 +526,7 @@ def test_fast_path_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         raw["metadata"]["labels"] = {"app": "web", "n": str(i)}
         raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = f"{i + 1}m"
         pods.append(pod_from_dict(raw))
+        assert state_pod_from_dict(raw).requests is pods[-1].requests
     for cache in caches:
         assert 0 < len(cache) <= 4
     assert [(p.labels["n"], p.tolerations[0].key, p.requests.milli_cpu) for p in pods] == \

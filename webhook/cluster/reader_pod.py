@@ -19,7 +19,13 @@ from webhook.cluster.reader_constraints import (
     read_tolerations,
     spread_constraints,
 )
-from webhook.cluster.reader_resources import NO_EXTRAS, QuotaExtras, pod_resources, quota_extras
+from webhook.cluster.reader_resources import (
+    NO_EXTRAS,
+    QuotaExtras,
+    pod_requests_resources,
+    pod_resources,
+    quota_extras,
+)
 from webhook.cluster.sharing import interned
 
 
@@ -150,7 +156,8 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
     conditions = status.get("conditions")
     preempted_by_scheduler = conditions is not None and _disruption_target_by_preemption(conditions)
     nominated_node_name = _interned_str(status.get("nominatedNodeName"), "status.nominatedNodeName")
-    resources = pod_resources(spec)
+    resources = pod_resources(spec) if quota else None
+    requests = pod_requests_resources(spec) if resources is None else resources.requests
     host_ports = _host_ports(spec)
     node_selector = read_labels(spec.get("nodeSelector"), "spec.nodeSelector")
     required_node_affinity = node_selector_terms(node_affinity, _NODE_AFFINITY_REQUIRED_PATH)
@@ -178,7 +185,7 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         deleting=deleting,
         preempted_by_scheduler=preempted_by_scheduler,
         nominated_node_name=nominated_node_name,
-        requests=resources.requests,
+        requests=requests,
         host_ports=host_ports,
         node_selector=node_selector,
         required_node_affinity=required_node_affinity,
@@ -189,7 +196,7 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         termination_grace_period_seconds=grace_period,
         scheduler_name=scheduler_name,
         unmodeled=_unmodeled_features(spec),
-        quota=resources.quota_facts(_quota_extras(meta, spec, status)) if quota else NO_QUOTA_FACTS,
+        quota=NO_QUOTA_FACTS if resources is None else resources.quota_facts(_quota_extras(meta, spec, status)),
     )
 
 

@@ -8,9 +8,9 @@ the raw containers' items (only inputs the checked reading accepted, so a hit eq
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_object, json_str, parse_time_ns
 from webhook.cluster.model import (
@@ -28,8 +28,9 @@ from webhook.errors import InvalidInput, QuantityError
 
 # ---- quantities --------------------------------------------------------------------------------------
 
-# The same few quantity strings ("100m", "256Mi") recur on every pod; exact parsing is not cheap.
-_quantity_by_text: BoundedCache[str, Quantity] = BoundedCache()
+# The same quantity strings ("100m", "256Mi") recur on every pod; exact parsing is not cheap. A large cluster
+# writes thousands of distinct ones (6,300 in bench/cluster_state.py's): a cache emptied by them would miss.
+_quantity_by_text: BoundedCache[str, Quantity] = BoundedCache(1 << 14)
 
 
 def read_quantity(value: object) -> Quantity:
@@ -210,7 +211,6 @@ class PodResources:
         return cls(resources, requests_as_resources(pod_requests(resources)))
 
     def quota_facts(self, extras: QuotaExtras) -> QuotaFacts:
-        """Built on first use: the informer's pods never ask (``pod_from_dict(..., quota=False)``)."""
         if self._facts is None:
             self._facts = BoundedCache(16)
         found = self._facts.get(extras)
@@ -219,25 +219,43 @@ class PodResources:
         return found
 
 
+def read_pod_requests(spec: JsonObject) -> Resources:
+    """The checked reading of a pod's requests alone (the resource fields are not kept)."""
+    return requests_as_resources(pod_requests(pod_resource_spec(spec)))
+
+
 # A container's name, requests items, limits items and whether it is a sidecar.
 _ContainerItems = tuple[object, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], bool]
 _ResourcesKey = tuple[tuple[_ContainerItems, ...], tuple[_ContainerItems, ...]]
+_T = TypeVar("_T")
 _resources_by_containers: BoundedCache[_ResourcesKey, PodResources] = BoundedCache(FAST_PATH_LIMIT)
+# The cluster state's pods remember only their requests: objects kept by a cache that a large cluster
+# cycles through are work for every full garbage collection.
+_requests_by_containers: BoundedCache[_ResourcesKey, Resources] = BoundedCache(FAST_PATH_LIMIT)
 
 
 def pod_resources(spec: JsonObject) -> PodResources:
     """``PodResources.read(spec)``, remembered by the containers' names, requests and limits."""
+    return _remembered(_resources_by_containers, spec, PodResources.read)
+
+
+def pod_requests_resources(spec: JsonObject) -> Resources:
+    """``read_pod_requests(spec)``, remembered by the containers' names, requests and limits."""
+    return _remembered(_requests_by_containers, spec, read_pod_requests)
+
+
+def _remembered(cache: BoundedCache[_ResourcesKey, _T], spec: JsonObject, read: Callable[[JsonObject], _T]) -> _T:
     key = _resources_key(spec)
     if key is None:
-        return PodResources.read(spec)
+        return read(spec)
     try:
-        found = _resources_by_containers.get(key)
+        found = cache.get(key)
     except TypeError:  # an unhashable quantity: the checked path names it
-        return PodResources.read(spec)
+        return read(spec)
     if found is None:
-        found = PodResources.read(spec)
+        found = read(spec)
         if _only_strings(key):  # 1, 1.0 and True are equal keys, but not the same quantity
-            _resources_by_containers.remember(key, found)
+            cache.remember(key, found)
     return found
 
 

@@ -151,7 +151,8 @@ class ContainerResources:
     """One container's resources as the API defaulted them, in exact quantities (quota messages print them)."""
 
     name: str
-    requests: Mapping[str, Quantity]  # limits stand in for absent requests (SetDefaults_Container)
+    # Limits stand in for absent requests: pkg/apis/core/v1/defaults.go (SetDefaults_Pod).
+    requests: Mapping[str, Quantity]
     limits: Mapping[str, Quantity]
     sidecar: bool  # an init container with restartPolicy: Always
 

@@ -110,10 +110,11 @@ def _interned_str(value: object, path: str) -> str:
 def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
     """The pod, with the ``QuotaFacts`` ResourceQuota admission reads unless ``quota`` is False.
 
-    Only the pod under admission is quota-checked (upstream CheckRequest charges the new object against
-    ``ResourceQuota.status.used``), so the cluster state's pods (``state_pod_from_dict``, ``object_from_dict``)
-    leave ``Pod.quota`` empty: 150,000 informer pods with mostly distinct request sets would otherwise each
-    hold their own facts (bench/cluster_state.py).
+    Only the pod under admission is quota-checked: upstream's ``CheckRequest``
+    (staging/src/k8s.io/apiserver/pkg/admission/plugin/resourcequota/controller.go) charges the new object
+    against ``ResourceQuota.status.used``. So the cluster state's pods (``state_pod_from_dict``,
+    ``object_from_dict``) leave ``Pod.quota`` empty: 150,000 informer pods with mostly distinct request
+    sets would otherwise each hold their own facts (bench/cluster_state.py).
     """
     # Fields are checked in this order, so the first wrong one is the one named. Plain JSON values pass the
     # inline ``type(...) is`` checks; anything else (absent, Mapping subclasses, wrong types) takes the

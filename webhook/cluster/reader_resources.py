@@ -34,8 +34,8 @@ _quantity_by_text: BoundedCache[str, Quantity] = BoundedCache(1 << 14)
 
 
 def read_quantity(value: object) -> Quantity:
-    """A quantity as ``Quantity.UnmarshalJSON`` reads it: surrounding whitespace trimmed
-    (upstream TestJSONWhitespace). Raises ``QuantityError``."""
+    """A quantity as staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go (``UnmarshalJSON``) reads
+    it: surrounding whitespace trimmed. Raises ``QuantityError``."""
     if type(value) is str:
         found = _quantity_by_text.get(value)
         if found is None:
@@ -89,7 +89,7 @@ def _container_resources(raw: object, path: str) -> ContainerResources:
     if type(raw_limits) is not dict:
         raw_limits = json_object(raw_limits, f"{path}.resources.limits")
     defaulted = raw_requests
-    if raw_limits:  # API defaulting (SetDefaults_Container): a limit without a request sets the request
+    if raw_limits:  # pkg/apis/core/v1/defaults.go (SetDefaults_Pod): a limit without a request sets the request
         defaulted = dict(raw_requests)
         for name, qty in raw_limits.items():
             defaulted.setdefault(name, qty)
@@ -143,7 +143,8 @@ def _cross_namespace_term(term: JsonObject) -> bool:
 
 
 def uses_cross_namespace_pod_affinity(value: object) -> bool:
-    """pods.go (``usesCrossNamespacePodAffinity``): any required or preferred (anti-)affinity term."""
+    """pkg/quota/v1/evaluator/core/pods.go (``usesCrossNamespacePodAffinity``): any required or preferred
+    (anti-)affinity term."""
     if value is None:
         return False
     affinity = json_object(value, "spec.affinity")

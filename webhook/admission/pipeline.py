@@ -158,7 +158,7 @@ def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> A
     if quota.is_empty or not review.is_create:
         return ALLOWED
     denial = admit_pod_quota(
-        review.patch.document,
+        review.pod,
         namespace=review.namespace,
         namespace_labels=namespace_labels(state, review.namespace),
         operation=review.request.operation,

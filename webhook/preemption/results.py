@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from webhook.cluster.model import Pod
-from webhook.errors import ConfigError, PreemptGuardError
+from webhook.errors import ConfigError, PredictionTimeout
 
 FITS = "Fits"
 PREEMPTS = "Preempts"
@@ -18,9 +18,7 @@ START_NOW_NS = 2**63
 PRIORITY_SUM_OFFSET = 2**31
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 
-
-class PredictionTimeout(PreemptGuardError):
-    """A prediction ran past the ``deadline`` its caller gave (``time.monotonic()`` value); nothing is returned."""
+__all__ = ["PredictionTimeout"]  # moved to webhook.errors; re-exported until the predictor's split
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,15 @@ from webhook.admission.steps import (
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.source import ClusterSource
 from webhook.config import Config
-from webhook.errors import BodyTooLarge, ClusterUnavailable, ConfigError, Forbidden, InvalidInput, PreemptGuardError
+from webhook.errors import (
+    BodyTooLarge,
+    ClusterUnavailable,
+    ConfigError,
+    Forbidden,
+    InvalidInput,
+    PredictionTimeout,
+    PreemptGuardError,
+)
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import (
     Authenticator,
@@ -65,7 +73,7 @@ from webhook.server.limits import (
 )
 from webhook.server.live_config import LiveConfig
 from webhook.server.metrics import WebhookMetrics, make_metrics_app
-from webhook.server.prediction import PredictionService, PredictionTimedOut
+from webhook.server.prediction import PredictionService
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ServingTLS, serving_tls
 
@@ -205,7 +213,7 @@ async def predict_for_admission(app: web.Application, plan: PredictionPlan, conf
         preview = await app[PREDICTOR_KEY].predict_admission(
             source.state, plan.pod, namespace=plan.namespace, scheduler=config.scheduler,
             budget_seconds=config.prediction.budget_milliseconds / 1000)
-    except PredictionTimedOut:
+    except PredictionTimeout:
         metrics.observe_skipped_prediction(MUTATE_PODS, "budget-exceeded")
         return Prediction.skip("budget-exceeded")
     except InvalidInput as exc:  # e.g. a quantity the API server's validation will refuse after admission
@@ -328,7 +336,7 @@ async def preview(request: web.Request) -> web.Response:
             source.state, wanted.obj, namespace=wanted.namespace, replicas=wanted.replicas,
             priority_class=wanted.priority_class, scheduler=config.scheduler,
             budget_seconds=app[SETTINGS_KEY].preview_budget_seconds)
-    except PredictionTimedOut:
+    except PredictionTimeout:
         metrics.observe_skipped_prediction(PREVIEW, "budget-exceeded")
         raise
     metrics.observe_prediction(PREVIEW, _outcomes(result), time.perf_counter() - started)

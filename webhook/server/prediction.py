@@ -2,7 +2,7 @@
 
 The predictor is CPU-bound pure Python. It runs in its own ``ThreadPoolExecutor`` so the event loop keeps
 answering health checks and priority-only admissions while a prediction is computed. Every call has a budget:
-when it passes, the caller gets ``PredictionTimedOut`` at once (a call still waiting for a worker is dropped;
+when it passes, the caller gets ``PredictionTimeout`` at once (a call still waiting for a worker is dropped;
 a running one stops at the predictor's ``deadline``, raising ``PredictionTimeout`` in its thread). At most
 ``workers - 1`` previews run at a time, so one worker always remains for admission predictions.
 
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from webhook.cluster.model import PREEMPT_NEVER, Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
-from webhook.errors import PreemptGuardError
+from webhook.errors import PredictionTimeout
 from webhook.preemption.predictor import (
     NOT_ELIGIBLE_NEVER,
     predict_pods,
@@ -31,7 +31,7 @@ from webhook.preemption.predictor import (
     simulate_pods,
 )
 from webhook.preemption.preview import build_preview, with_priority_class
-from webhook.preemption.results import UNSCHEDULABLE_OUTCOME, PredictionTimeout, PreemptionArgs, PreemptionResult
+from webhook.preemption.results import UNSCHEDULABLE_OUTCOME, PreemptionArgs, PreemptionResult
 from webhook.preemption.view import index_sync_is_cheap
 from webhook.preemption.workloads import expand_object
 
@@ -47,13 +47,6 @@ _MAX_ATTEMPTS = 3
 PREEMPTION_DISABLED_NOTE = (
     "preemption: disabled in the scheduler profile (scheduler.preemption: disabled), so the pod would stay Pending."
 )
-
-
-class PredictionTimedOut(PreemptGuardError):
-    """The prediction did not finish within its budget (HTTP 503 for /preview; admission allows instead)."""
-
-    http_status = 503
-    exit_code = 3
 
 
 @functools.lru_cache(maxsize=16)  # one per scheduler profile seen (configurations are immutable)
@@ -134,13 +127,13 @@ class PredictionService:
 
     async def run(self, compute: Callable[[float], _T], *, budget_seconds: float,
                   deadline: float | None = None) -> _T:
-        """``compute(deadline)`` in the pool; ``PredictionTimedOut`` when the budget passes first.
+        """``compute(deadline)`` in the pool; ``PredictionTimeout`` when the budget passes first.
 
         ``deadline`` (a ``time.monotonic()`` value) defaults to now + ``budget_seconds``.
         """
         deadline = deadline if deadline is not None else time.monotonic() + budget_seconds
         future = asyncio.get_running_loop().run_in_executor(self.executor, compute, deadline)
-        timed_out = PredictionTimedOut(f"the prediction did not finish within {budget_seconds:g} s")
+        timed_out = PredictionTimeout(f"the prediction did not finish within {budget_seconds:g} s")
         self.pooled += 1
         try:
             return await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
@@ -170,7 +163,7 @@ class PredictionService:
                 preview = None
             # The budget is as strict as in the pool (where wait_for enforces it): a late answer is no answer.
             if time.monotonic() > deadline:
-                raise PredictionTimedOut(f"the prediction did not finish within {budget_seconds:g} s")
+                raise PredictionTimeout(f"the prediction did not finish within {budget_seconds:g} s")
             if preview is not None:
                 return preview
         return await self.predict(state, obj, namespace=namespace, scheduler=scheduler,
@@ -200,7 +193,7 @@ class PredictionService:
         try:
             await asyncio.wait_for(self._preview_slots.acquire(), budget_seconds)
         except TimeoutError as exc:
-            raise PredictionTimedOut(
+            raise PredictionTimeout(
                 f"the prediction did not start within {budget_seconds:g} s: other previews are running") from exc
         try:
             return await self.predict(state, obj, namespace=namespace, scheduler=scheduler,

@@ -1,4 +1,4 @@
-"""Expand a Pod or a workload object into the pods it would create (contract §3)."""
+"""Expand a Pod or a workload object into the pods it would create (docs/interfaces.md §3)."""
 
 from __future__ import annotations
 

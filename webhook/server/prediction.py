@@ -20,19 +20,16 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import PREEMPT_NEVER, Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
 from webhook.errors import PredictionTimeout
-from webhook.preemption.predictor import (
-    NOT_ELIGIBLE_NEVER,
-    predict_pods,
-    replace_fields,
-    simulate_pods,
-)
-from webhook.preemption.preview import build_preview, with_priority_class
-from webhook.preemption.results import UNSCHEDULABLE_OUTCOME, PreemptionArgs, PreemptionResult
-from webhook.preemption.view import index_sync_is_cheap
+from webhook.preemption.dryrun import NOT_ELIGIBLE_NEVER
+from webhook.preemption.index import index_sync_is_cheap
+from webhook.preemption.preview import build_preview
+from webhook.preemption.results import Outcome, PreemptionArgs, PreemptionResult
+from webhook.preemption.simulate import predict_pods, simulate_pods, with_priority_class
 from webhook.preemption.workloads import expand_object
 
 log = logging.getLogger(__name__)
@@ -59,7 +56,7 @@ def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:
 
 def _as_pending(result: PreemptionResult, policy: str) -> PreemptionResult:
     """A replica simulated with preemption forbidden, reported with its real policy and why it stays Pending."""
-    if result.outcome != UNSCHEDULABLE_OUTCOME or policy == PREEMPT_NEVER:
+    if result.outcome != Outcome.UNSCHEDULABLE or policy == PREEMPT_NEVER:
         return result if result.preemption_policy == policy else replace_fields(result, preemption_policy=policy)
     message = result.message.replace(f"preemption: {NOT_ELIGIBLE_NEVER}", PREEMPTION_DISABLED_NOTE)
     return replace_fields(result, preemption_policy=policy, message=message, preemption_status="")

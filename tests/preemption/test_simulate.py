@@ -1,5 +1,5 @@
 """simulate.py: the fast predictor equals the slow reference on random small clusters (and its invariants hold),
-deadlines, one outcome per pod, pods bound by ``spec.nodeName``, and replicas."""
+deadlines, one outcome per pod, pods bound by ``spec.nodeName``, and a scheduler profile without preemption."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from webhook.cluster.convert import pod_from_dict
-from webhook.cluster.model import Pod, Resources
+from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod, Resources
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PredictionTimeout, PreemptGuardError
+from webhook.preemption.dryrun import NOT_ELIGIBLE_NEVER
 from webhook.preemption.preview import preview_object, preview_objects
 from webhook.preemption.results import Outcome, PreemptionArgs
-from webhook.preemption.simulate import predict_pods, replica_pods, simulate_pods
+from webhook.preemption.simulate import PREEMPTION_DISABLED, predict_pods, replica_pods, simulate_pods
 
 from .clusters import bound_item, cluster, node_item, pod_manifest
 from .reference import Reference, importance, reference_predict
@@ -164,6 +165,51 @@ def test_a_bound_pod_holds_its_place_for_the_next_replica() -> None:
     pods = [pod_manifest("a", cpu="1500m", nodeName="n2"), pod_manifest("b", cpu="1500m", nodeName="n2")]
     results = preview_objects(state, pods)
     assert [r["outcome"] for r in results["results"]] == [Outcome.FITS, Outcome.UNSCHEDULABLE]
+
+
+# ---- a scheduler profile without preemption ------------------------------------------------------------------
+
+def _stays_pending_as_if_never(state: ClusterState, pods: list[Pod], args: PreemptionArgs) -> list[Any]:
+    """What PreemptGuard reported for ``scheduler.preemption: disabled`` before the predictor composed it itself:
+    every pod simulated with preemptionPolicy Never, then its own policy restored and, for a pod that stays
+    Pending only because it may not preempt, the reason replaced by the profile's."""
+    never = [dataclasses.replace(pod, preemption_policy=PREEMPT_NEVER) for pod in pods]
+    reported = []
+    for result, pod in zip(simulate_pods(state, never, args), pods, strict=True):
+        policy = pod.preemption_policy or PREEMPT_LOWER_PRIORITY
+        if result.outcome != Outcome.UNSCHEDULABLE or policy == PREEMPT_NEVER:
+            reported.append(dataclasses.replace(result, preemption_policy=policy))
+        else:
+            message = result.message.replace(f"preemption: {NOT_ELIGIBLE_NEVER}", PREEMPTION_DISABLED)
+            reported.append(dataclasses.replace(result, preemption_policy=policy, message=message,
+                                                preemption_status=""))
+    return reported
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_preemption_disabled_equals_the_never_policy_with_the_profiles_reason(
+        scenario: tuple[ClusterState, list[Pod], dict[str, Any]]) -> None:
+    state, pods, options = scenario
+    args = PreemptionArgs(pdb_stop_at_first_violation=options["stop_at_first"], preemption_enabled=False)
+    disabled = simulate_pods(state, pods, args)
+    assert disabled == _stays_pending_as_if_never(state, pods, args)
+    assert all(not r.victims and r.outcome != Outcome.PREEMPTS for r in disabled)
+
+
+def test_preemption_disabled_composes_its_own_message() -> None:
+    state = cluster(node_item("n1", cpu="2") + bound_item("batch-1", "n1", cpu="1500m"))
+    args = PreemptionArgs(preemption_enabled=False)
+    (result,) = predict_pods(state, [pod_from_dict(pod_manifest(cpu="1"))], args=args)
+    assert (result.outcome, result.preemption_policy, result.preemption_status) == (
+        Outcome.UNSCHEDULABLE, PREEMPT_LOWER_PRIORITY, "")
+    assert result.message == ("0/1 nodes are available: 1 Insufficient cpu. preemption: disabled in the scheduler"
+                              " profile (scheduler.preemption: disabled), so the pod would stay Pending.")
+    never = pod_from_dict(pod_manifest(cpu="1", preemptionPolicy=PREEMPT_NEVER, priority=1000, cls=None))
+    (result,) = simulate_pods(state, [never], args)
+    assert result.preemption_status == "preemption: not eligible due to preemptionPolicy=Never."
+    (result,) = predict_pods(state, [pod_from_dict(pod_manifest(cpu="1"))])
+    assert result.outcome == Outcome.PREEMPTS
 
 
 def test_replicas_get_distinct_names_and_uids() -> None:

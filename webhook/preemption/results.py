@@ -34,12 +34,15 @@ class PreemptionArgs:
     PDB selector matches nothing, unlabeled pods match no PDB); True follows master after #141785.
     ``pdb_stop_at_first_violation``: newest util.go stops counting a victim at the first PDB that
     goes negative; False decrements every matching PDB like older releases.
+    ``preemption_enabled``: the scheduler profile runs DefaultPreemption's PostFilter (``scheduler.preemption``);
+    without it a pod that fits nowhere stays Pending and evicts nobody.
     """
 
     min_candidate_nodes_percentage: int = 10
     min_candidate_nodes_absolute: int = 100
     pdb_empty_selector_matches_all: bool = False
     pdb_stop_at_first_violation: bool = True
+    preemption_enabled: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_candidate_nodes_percentage <= 100:

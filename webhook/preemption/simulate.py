@@ -10,11 +10,11 @@ node in the ``ClusterView`` before the next replica is predicted; a replica that
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.cluster.copying import replace_fields
-from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, Pod
+from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PredictionTimeout
 from webhook.preemption.context import new_context
@@ -47,6 +47,9 @@ from webhook.priority.resolution import (
 )
 
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+PREEMPTION_DISABLED = (
+    "preemption: disabled in the scheduler profile (scheduler.preemption: disabled), so the pod would stay Pending."
+)
 
 
 def _victim_info(pod: Pod, candidate: Candidate) -> VictimInfo:
@@ -128,6 +131,9 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
         fit_error = nodes_available_message_from_counts(len(view.node_names), filtered.counts)
     else:
         fit_error = nodes_available_message(len(view.node_names), filtered.statuses.values())
+    if not args.preemption_enabled and pod.preemption_policy != PREEMPT_NEVER:
+        # No PostFilter in the scheduler profile: the pod stays Pending (a Never pod keeps its own reason below).
+        return pending_result(pod, policy, f"{fit_error} {PREEMPTION_DISABLED}{gaps}"), None
     post = preempt(ctx, filtered.statuses, filtered=filtered)
     if post.candidate is None:
         pending = pending_result(pod, policy, f"{fit_error} {post.message}{gaps}")
@@ -216,19 +222,16 @@ def resolve_each(state: ClusterState, pods: Sequence[Pod]) -> list[Pod | Preempt
     return entries
 
 
-Simulate = Callable[..., list[PreemptionResult]]
-
-
 def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionArgs | None = None,
-                 deadline: float | None = None, simulate: Simulate = simulate_pods) -> list[PreemptionResult]:
+                 deadline: float | None = None) -> list[PreemptionResult]:
     """Resolve each pod's priority, then simulate the admitted ones in order (``simulate_pods``).
 
     Each pod gets its own outcome: a pod the Priority plugin rejects is ``Rejected`` and takes no place in the
-    simulation of the others. ``simulate(state, admitted, args, deadline=...)`` runs the admitted pods in order.
+    simulation of the others.
     """
     entries = resolve_each(state, pods)
     admitted = [e for e in entries if isinstance(e, Pod)]
-    simulated = iter(simulate(state, admitted, args, deadline=deadline) if admitted else ())
+    simulated = iter(simulate_pods(state, admitted, args, deadline=deadline) if admitted else ())
     return [next(simulated) if isinstance(e, Pod) else e for e in entries]
 
 

@@ -6,8 +6,8 @@ when it passes, the caller gets ``PredictionTimeout`` at once (a call still wait
 a running one stops at the predictor's ``deadline``, raising ``PredictionTimeout`` in its thread). At most
 ``workers - 1`` previews run at a time, so one worker always remains for admission predictions.
 
-``compute_preview`` mirrors ``scheduler.preemption: disabled`` (the scheduler's PostFilter is off): pods
-that do not fit are reported ``Unschedulable`` (they stay Pending) and evict nobody.
+``compute_preview`` passes the scheduler profile to the predictor: with ``scheduler.preemption: disabled``
+(the scheduler's PostFilter is off) pods that do not fit are reported ``Unschedulable`` and evict nobody.
 """
 
 from __future__ import annotations
@@ -16,21 +16,16 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from webhook.cluster.copying import replace_fields
-from webhook.cluster.model import PREEMPT_NEVER, Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
 from webhook.errors import PredictionTimeout
-from webhook.preemption.dryrun import NOT_ELIGIBLE_NEVER
 from webhook.preemption.index import index_sync_is_cheap
-from webhook.preemption.preview import build_preview
-from webhook.preemption.results import Outcome, PreemptionArgs, PreemptionResult
-from webhook.preemption.simulate import predict_pods, simulate_pods, with_priority_class
-from webhook.preemption.workloads import expand_object
+from webhook.preemption.preview import preview_object
+from webhook.preemption.results import PreemptionArgs
 
 log = logging.getLogger(__name__)
 
@@ -41,57 +36,22 @@ _T = TypeVar("_T")
 _CONCURRENT_CHANGE_ERRORS = (RuntimeError, KeyError)
 _MAX_ATTEMPTS = 3
 
-PREEMPTION_DISABLED_NOTE = (
-    "preemption: disabled in the scheduler profile (scheduler.preemption: disabled), so the pod would stay Pending."
-)
-
 
 @functools.lru_cache(maxsize=16)  # one per scheduler profile seen (configurations are immutable)
 def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:
     return PreemptionArgs(
         min_candidate_nodes_percentage=scheduler.min_candidate_nodes_percentage,
         min_candidate_nodes_absolute=scheduler.min_candidate_nodes_absolute,
+        preemption_enabled=scheduler.preemption_enabled,
     )
-
-
-def _as_pending(result: PreemptionResult, policy: str) -> PreemptionResult:
-    """A replica simulated with preemption forbidden, reported with its real policy and why it stays Pending."""
-    if result.outcome != Outcome.UNSCHEDULABLE or policy == PREEMPT_NEVER:
-        return result if result.preemption_policy == policy else replace_fields(result, preemption_policy=policy)
-    message = result.message.replace(f"preemption: {NOT_ELIGIBLE_NEVER}", PREEMPTION_DISABLED_NOTE)
-    return replace_fields(result, preemption_policy=policy, message=message, preemption_status="")
-
-
-def simulate_without_preemption(state: ClusterState, resolved: Sequence[Pod], args: PreemptionArgs | None,
-                                *, deadline: float | None = None) -> list[PreemptionResult]:
-    """``simulate_pods`` for a scheduler whose PostFilter is off: each replica that does not fit stays Pending.
-
-    Implemented by simulating every resolved replica with ``preemptionPolicy: Never`` (the predictor's own
-    "may not preempt" path), then restoring the real policy and message in the results.
-    """
-    never = [pod if pod.preemption_policy == PREEMPT_NEVER else replace_fields(pod, preemption_policy=PREEMPT_NEVER)
-             for pod in resolved]
-    simulated = simulate_pods(state, never, args, deadline=deadline)
-    return [_as_pending(result, pod.preemption_policy or "") for result, pod in zip(simulated, resolved, strict=True)]
-
-
-def predict_without_preemption(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs,
-                               deadline: float | None = None) -> list[PreemptionResult]:
-    """``predict_pods`` with the scheduler's PostFilter off (rejected pods keep their own outcome)."""
-    return predict_pods(state, pods, args=args, deadline=deadline, simulate=simulate_without_preemption)
 
 
 def compute_preview(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None, replicas: int | None,
                     scheduler: SchedulerConfig, priority_class: str | None = None,
                     deadline: float | None = None) -> dict[str, Any]:
     """The PreemptionPreview for a Pod or workload object under the configured scheduler profile."""
-    pods = [with_priority_class(p, priority_class) for p in expand_object(obj, namespace=namespace, replicas=replicas)]
-    args = preemption_args(scheduler)
-    if scheduler.preemption_enabled:
-        results = predict_pods(state, pods, args=args, deadline=deadline)
-    else:
-        results = predict_without_preemption(state, pods, args, deadline)
-    return build_preview(results)
+    return preview_object(state, obj, namespace=namespace, replicas=replicas, priority_class=priority_class,
+                          args=preemption_args(scheduler), deadline=deadline)
 
 
 def run_consistently(state: ClusterState, compute: Callable[[], _T], deadline: float) -> _T:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from webhook.errors import InvalidInput
-from webhook.preemption.workloads import expand_object
+from webhook.preemption.workloads import expand_object, replica_name
 
 
 @pytest.mark.parametrize(("obj", "names"), [
@@ -35,3 +35,13 @@ def test_workload_labels_and_namespace_override() -> None:
     assert (pod.namespace, dict(pod.labels)) == ("y", {"app": "web"})
     with pytest.raises(InvalidInput, match="unsupported kind"):
         expand_object({"kind": "Service", "metadata": {"name": "s"}})
+
+
+
+
+def test_replica_names_are_statefulset_style_unless_alone() -> None:
+    assert [replica_name("web", i, 3) for i in range(3)] == ["web-0", "web-1", "web-2"]
+    assert replica_name("web", 0, 1) == "web"
+    pod = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {}}
+    assert [p.name for p in expand_object(pod, replicas=2)] == ["p-0", "p-1"]
+    assert [p.name for p in expand_object(pod)] == ["p"]

@@ -38,7 +38,7 @@ from webhook.preemption.results import (
 )
 from webhook.preemption.selectors import required_node_affinity_matches, tolerates
 from webhook.preemption.view import ClusterView
-from webhook.preemption.workloads import expand_object
+from webhook.preemption.workloads import expand_object, replica_name
 from webhook.priority.resolution import (
     SYSTEM_CRITICAL_PRIORITY,
     PriorityRejection,
@@ -191,10 +191,11 @@ def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs
 
 
 def replica_pods(pod: Pod, replicas: int) -> list[Pod]:
-    """N copies with distinct names (``<name>-<i>``); a single replica keeps the pod's own name."""
+    """N copies with distinct names and uids (``replica_name``); a single replica is the pod itself."""
     if replicas == 1:
         return [pod]
-    return [replace_fields(pod, name=f"{pod.name}-{i}", uid=f"{pod.uid}-{i}" if pod.uid else "")
+    return [replace_fields(pod, name=replica_name(pod.name, i, replicas),
+                           uid=replica_name(pod.uid, i, replicas) if pod.uid else "")
             for i in range(replicas)]
 
 

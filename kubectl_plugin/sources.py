@@ -148,7 +148,7 @@ def error_text(body: bytes) -> str:
 
 @dataclass(slots=True)
 class WebhookPreviewSource:
-    """``POST <url>/preview`` with a PreviewRequest (contract §3) per object."""
+    """``POST <url>/preview`` with a PreviewRequest (docs/interfaces.md §3) per object."""
 
     url: str
     token: str | None = None

@@ -32,6 +32,8 @@ class Usage(NamedTuple):
 
 
 NO_USAGE = Usage(0, 0, 0, 0)
+# ``Usage(...)`` runs a Python-level __new__; building the index makes seven per node, so ``build`` calls the tuple's.
+_new_usage = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -79,18 +81,22 @@ class NodeSummary:
             if started > latest.get(priority, 0):
                 latest[priority] = started
         levels = sorted(per_level)
-        cumulative = []
-        run = NO_USAGE
+        cumulative: list[Usage] = []
+        run_cpu = run_mem = run_eph = run_pods = 0
         for level in levels:
             acc = per_level[level]
-            run = Usage(run.milli_cpu + acc[CPU], run.memory + acc[MEMORY], run.ephemeral_storage + acc[EPHEMERAL],
-                        run.pods + acc[PODS])
-            cumulative.append(run)
+            run_cpu += acc[CPU]
+            run_mem += acc[MEMORY]
+            run_eph += acc[EPHEMERAL]
+            run_pods += acc[PODS]
+            cumulative.append(_new_usage(Usage, (run_cpu, run_mem, run_eph, run_pods)))
         alloc = node.allocatable
         count = len(ordered)
-        free = Usage(alloc.milli_cpu - cpu, alloc.memory - mem, alloc.ephemeral_storage - eph, alloc.pods - count)
-        return cls(node, ordered, Usage(cpu, mem, eph, count), levels, cumulative, has_scalar,
-                   [latest.get(level, 0) for level in levels], free)
+        used = _new_usage(Usage, (cpu, mem, eph, count))
+        free = _new_usage(Usage, (alloc.milli_cpu - cpu, alloc.memory - mem, alloc.ephemeral_storage - eph,
+                                  alloc.pods - count))
+        return cls(node, ordered, used, levels, cumulative, has_scalar, [latest.get(level, 0) for level in levels],
+                   free)
 
     def used_with(self, nominated: Sequence[Pod]) -> Usage:
         """What the node's pods and ``nominated`` (pods nominated to it, pass 1 of docs/preemption.md §6) request."""

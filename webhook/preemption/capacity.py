@@ -15,7 +15,7 @@ from webhook.preemption.filters import (
     Status,
     insufficient,
 )
-from webhook.preemption.index import OrderKey, StateIndex, free_order
+from webhook.preemption.index import StateIndex, free_order, order_key
 from webhook.preemption.summary import CPU, EPHEMERAL, MEMORY, PODS
 
 # (dimension, amount): what the pod needs free in one resource of ``Usage``.
@@ -58,18 +58,10 @@ def intersect(index: StateIndex, nodes: set[str], slices: list[list[str]]) -> se
     return found
 
 
-# A resource-status mask: which checks of NodeResourcesFit fail on a node.
-TOO_MANY_PODS_BIT = 1
-
-
-def short_bit(dim: int) -> int:
-    """The bit of "less free than requested" in ``dim`` (the pod-slot check is TOO_MANY_PODS_BIT)."""
-    return TOO_MANY_PODS_BIT if dim == PODS else 1 << (dim + 1)
-
-
-def over_allocatable_bit(dim: int) -> int:
-    """The bit of "the request exceeds the node's allocatable" in ``dim`` (not for pod slots)."""
-    return 1 << (dim + 4)
+# A resource-status mask: which checks of NodeResourcesFit fail on a node. Its bits, by dimension:
+# less free than requested (for PODS: too many pods), and the request exceeds allocatable (not for PODS).
+SHORT_BIT = {CPU: 1 << 1, MEMORY: 1 << 2, EPHEMERAL: 1 << 3, PODS: 1}
+OVER_ALLOCATABLE_BIT = {CPU: 1 << 4, MEMORY: 1 << 5, EPHEMERAL: 1 << 6}
 
 
 _MASK_STATUS: dict[int, Status] = {}
@@ -79,8 +71,8 @@ def mask_status(mask: int) -> Status:
     """The NodeResourcesFit status of a mask: its reasons; UU when a short resource exceeds allocatable."""
     status = _MASK_STATUS.get(mask)
     if status is None:
-        short = [bool(mask & short_bit(dim)) for dim in (PODS, CPU, MEMORY, EPHEMERAL)]
-        over = [bool(mask & over_allocatable_bit(dim)) for dim in (CPU, MEMORY, EPHEMERAL)]
+        short = [bool(mask & SHORT_BIT[dim]) for dim in (PODS, CPU, MEMORY, EPHEMERAL)]
+        over = [bool(mask & OVER_ALLOCATABLE_BIT[dim]) for dim in (CPU, MEMORY, EPHEMERAL)]
         reasons = tuple(reason for is_short, reason in zip(short, RESOURCE_REASONS, strict=True) if is_short)
         unresolvable = any(is_short and is_over for is_short, is_over in zip(short[1:], over, strict=True))
         status = _MASK_STATUS[mask] = Status(UNRESOLVABLE if unresolvable else UNSCHEDULABLE, reasons)
@@ -92,9 +84,9 @@ def resource_partition(index: StateIndex, universe: set[str], wants: list[Want],
     """``universe`` split by which resource checks fail (a ``mask_status`` mask per part)."""
     parts: dict[int, set[str]] = {0: universe} if universe else {}
     for dim, want in wants:
-        parts = _refine(parts, index.order(free_order(dim, level)).below(want), short_bit(dim))
+        parts = _refine(parts, index.order(free_order(dim, level)).below(want), SHORT_BIT[dim])
         if dim != PODS:
-            parts = _refine(parts, index.order(OrderKey("alloc", 0, dim)).below(want), over_allocatable_bit(dim))
+            parts = _refine(parts, index.order(order_key("alloc", 0, dim)).below(want), OVER_ALLOCATABLE_BIT[dim])
     return parts
 
 

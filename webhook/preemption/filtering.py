@@ -63,10 +63,12 @@ def node_fit_status(ctx: PredictionContext, name: str) -> Status:
     status = node_static_status(ctx, node)
     if not status.ok:
         return status
-    nominated = ctx.nominated_pods(name)
+    # The index's flag is read here, not in nominated_pods: this runs for every node a scan looks at.
+    nominated = ctx.nominated_pods(name) if view.index.has_nominated else []
     if ctx.resource_only and name not in view.touched:
         # Pass 1 (with nominated pods) is the stricter one for pure resource arithmetic.
-        used = view.index.summary(name).used_with(nominated)
+        summary = view.index.summary(name)
+        used = summary.used_with(nominated) if nominated else summary.used
         return resource_fit_status(ctx.pod.requests, node.allocatable, used.milli_cpu, used.memory,
                                    used.ephemeral_storage, used.pods, {})
     return status_with_nominated(ctx.pod, node_info(ctx, name), ctx.cycle, nominated)
@@ -95,20 +97,25 @@ def filter_nodes(ctx: PredictionContext) -> FilterOutcome:
         if status.ok:
             return FilterOutcome(nominated, {})
         statuses[nominated] = status
+    names = ctx.view.node_names
     if ctx.resource_only:
-        found = _scan(ctx, ctx.view.node_names[:QUICK_SCAN_NODES], statuses)
-        if found is not None or len(ctx.view.node_names) <= QUICK_SCAN_NODES:
+        found = _scan(ctx, names[:QUICK_SCAN_NODES], statuses)
+        if found is None and len(names) > QUICK_SCAN_NODES:
+            return _filter_bulk(ctx, statuses)
+        return FilterOutcome(found, statuses)
+    for start in range(0, len(names), DEADLINE_STRIDE):
+        if start:  # predict_pod checked the deadline just before the first stride
+            ctx.check_deadline()
+        found = _scan(ctx, names[start:start + DEADLINE_STRIDE], statuses)
+        if found is not None:
             return FilterOutcome(found, statuses)
-        return _filter_bulk(ctx, statuses)
-    return FilterOutcome(_scan(ctx, ctx.view.node_names, statuses), statuses)
+    return FilterOutcome(None, statuses)
 
 
 def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status]) -> str | None:
     """The first of ``names`` (not the nominated node, tried already) that fits; the others' statuses recorded."""
     skip = ctx.pod.nominated_node_name
-    for i, name in enumerate(names):
-        if not i % DEADLINE_STRIDE:
-            ctx.check_deadline()
+    for name in names:
         if name == skip:
             continue
         status = node_fit_status(ctx, name)

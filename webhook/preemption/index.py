@@ -9,6 +9,7 @@ next prediction, not a rebuild.
 from __future__ import annotations
 
 import bisect
+import functools
 import threading
 import weakref
 from collections import Counter
@@ -73,6 +74,12 @@ class OrderKey(NamedTuple):
     victims: int = 0
 
 
+@functools.lru_cache(maxsize=4096)
+def order_key(kind: str, priority: int = 0, dim: int = 0, victims: int = 0) -> OrderKey:
+    """``OrderKey(...)``, cached: every prediction asks for the same few keys (a NamedTuple's __new__ is slow)."""
+    return OrderKey(kind, priority, dim, victims)
+
+
 MIN_PRIORITY_ORDER = OrderKey("min")
 # Orderings that depend on a pod priority: dropped when no pod has that priority any more.
 PRIORITY_ORDERS = ("level", "top", "latest")
@@ -80,7 +87,7 @@ PRIORITY_ORDERS = ("level", "top", "latest")
 
 def free_order(dim: int, level: int | None = None) -> OrderKey:
     """The ordering by what is free in ``dim`` now (``level`` None) or once every pod <= ``level`` is gone."""
-    return OrderKey("free", 0, dim) if level is None else OrderKey("level", level, dim)
+    return order_key("free", 0, dim) if level is None else order_key("level", level, dim)
 
 
 def order_value(key: OrderKey, summary: NodeSummary) -> int:

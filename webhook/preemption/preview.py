@@ -20,7 +20,7 @@ def result_json(result: PreemptionResult) -> dict[str, Any]:
         "priority": result.priority,
         "priorityClassName": result.priority_class_name,
         "preemptionPolicy": result.preemption_policy,
-        "outcome": result.outcome.value,
+        "outcome": str(result.outcome),  # a plain str (the StrEnum's value): YAML and JSON writers take it
         "node": result.node,
         "victims": [{"namespace": v.namespace, "name": v.name, "node": v.node, "priority": v.priority,
                      "pdbViolation": v.pdb_violation} for v in result.victims],

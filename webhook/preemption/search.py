@@ -26,7 +26,7 @@ from webhook.preemption.capacity import (
 )
 from webhook.preemption.context import DEADLINE_STRIDE, PredictionContext
 from webhook.preemption.filters import Status
-from webhook.preemption.index import MIN_PRIORITY_ORDER, OrderKey, StateIndex, free_order
+from webhook.preemption.index import MIN_PRIORITY_ORDER, StateIndex, free_order, order_key
 from webhook.preemption.results import LOWEST_NEGATED_START, PRIORITY_SUM_OFFSET, CandidateScore
 from webhook.preemption.selection import BestCandidates, candidate_score
 from webhook.preemption.summary import PODS, NodeSummary, Usage
@@ -200,7 +200,7 @@ def _dry_run_by_latest_start(ctx: PredictionContext, group: set[str], level: int
     first (= bound order, read off the index), until a bound exceeds the best score."""
     if not group:
         return
-    order = ctx.view.index.order(OrderKey("latest", level))
+    order = ctx.view.index.order(order_key("latest", level))
     names, values = order.names, order.values
     summaries = ctx.view.index.summaries
     total = priority_sum_bound(level, count, lowest)
@@ -225,7 +225,7 @@ def _within_count(index: StateIndex, nodes: set[str], wants: list[Want], level: 
     """The ``nodes`` where removing ``count`` pods at or below ``level`` may make room: per resource,
     the ``count`` largest requests cover the shortfall, and ``count`` pods free enough slots."""
     slices = [index.order(free_order(PODS)).at_least(1 - count)]
-    slices += [index.order(OrderKey("top", level, dim, count)).at_least(want) for dim, want in wants if dim != PODS]
+    slices += [index.order(order_key("top", level, dim, count)).at_least(want) for dim, want in wants if dim != PODS]
     return intersect(index, nodes, slices)
 
 

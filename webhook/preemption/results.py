@@ -92,6 +92,10 @@ class CandidateScore(NamedTuple):
     negated_earliest_start: int
 
 
+# ``CandidateScore(...)`` runs the NamedTuple's Python-level __new__; code that makes one per dry run calls the
+# tuple's: ``new_score(CandidateScore, (...))``.
+new_score = tuple.__new__
+
 # The smallest ``negated_earliest_start`` possible: every start is at most START_NOW_NS.
 LOWEST_NEGATED_START = -START_NOW_NS
 

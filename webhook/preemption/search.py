@@ -27,7 +27,7 @@ from webhook.preemption.capacity import (
 from webhook.preemption.context import DEADLINE_STRIDE, PredictionContext
 from webhook.preemption.filters import Status
 from webhook.preemption.index import MIN_PRIORITY_ORDER, StateIndex, free_order, order_key
-from webhook.preemption.results import LOWEST_NEGATED_START, PRIORITY_SUM_OFFSET, CandidateScore
+from webhook.preemption.results import LOWEST_NEGATED_START, PRIORITY_SUM_OFFSET, CandidateScore, new_score
 from webhook.preemption.selection import BestCandidates, candidate_score
 from webhook.preemption.summary import PODS, NodeSummary, Usage
 from webhook.preemption.victims import NO_VICTIMS, DryRun, fits_after_freeing, select_victims_by_resources
@@ -87,8 +87,8 @@ def node_bound(summary: NodeSummary, requests: Resources, free: Usage, level_ind
     than the latest pod of that level."""
     top = summary.levels[level_index]
     count = minimum_victims(requests, free, summary, level_index)
-    score = CandidateScore(0, top, priority_sum_bound(top, count, summary.levels[0]), count,
-                           -summary.level_latest_start[level_index])
+    score = new_score(CandidateScore, (0, top, priority_sum_bound(top, count, summary.levels[0]), count,
+                                       -summary.level_latest_start[level_index]))
     return Bound(score, summary.node.name, levels_below, [] if nominated is None else nominated)
 
 
@@ -209,7 +209,7 @@ def _dry_run_by_latest_start(ctx: PredictionContext, group: set[str], level: int
         name = names[i]
         if name not in group:
             continue
-        if best.beats(CandidateScore(0, level, total, count, -values[i])):
+        if best.beats(new_score(CandidateScore, (0, level, total, count, -values[i]))):
             break
         candidate = select_victims_by_resources(ctx.pod, summaries[name], [], ctx.pdbs).candidate
         assert candidate is not None  # fit is monotone: the node failed with every pod, fits without them

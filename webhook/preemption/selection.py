@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.preemption.results import PRIORITY_SUM_OFFSET, Candidate, CandidateScore, start_key
+from webhook.preemption.results import PRIORITY_SUM_OFFSET, Candidate, CandidateScore, new_score, start_key
 
 
 def candidate_score(candidate: Candidate) -> CandidateScore:
@@ -20,7 +20,7 @@ def candidate_score(candidate: Candidate) -> CandidateScore:
     top = victims[0].effective_priority
     total = sum(v.effective_priority + PRIORITY_SUM_OFFSET for v in victims)
     earliest = min(start_key(v) for v in victims if v.effective_priority == top)
-    return CandidateScore(candidate.num_pdb_violations, top, total, len(victims), -earliest)
+    return new_score(CandidateScore, (candidate.num_pdb_violations, top, total, len(victims), -earliest))
 
 
 class BestCandidates:

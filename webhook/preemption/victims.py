@@ -115,12 +115,13 @@ def select_victims_on_node(pod: Pod, info: NodeInfo, cycle: CycleState, nominate
 
 def fits_after_freeing(requests: Resources, alloc: Resources, used: Usage, freed: Usage) -> bool:
     """NodeResourcesFit for a resource-only pod on a node using ``used`` once ``freed`` is gone."""
-    return (used.pods - freed.pods + 1 <= alloc.pods
-            and (requests.milli_cpu == 0 or requests.milli_cpu <= alloc.milli_cpu - used.milli_cpu + freed.milli_cpu)
-            and (requests.memory == 0 or requests.memory <= alloc.memory - used.memory + freed.memory)
+    used_cpu, used_mem, used_eph, used_pods = used
+    freed_cpu, freed_mem, freed_eph, freed_pods = freed
+    return (used_pods - freed_pods + 1 <= alloc.pods
+            and (requests.milli_cpu == 0 or requests.milli_cpu <= alloc.milli_cpu - used_cpu + freed_cpu)
+            and (requests.memory == 0 or requests.memory <= alloc.memory - used_mem + freed_mem)
             and (requests.ephemeral_storage == 0
-                 or requests.ephemeral_storage <= alloc.ephemeral_storage - used.ephemeral_storage
-                 + freed.ephemeral_storage))
+                 or requests.ephemeral_storage <= alloc.ephemeral_storage - used_eph + freed_eph))
 
 
 def select_victims_by_resources(pod: Pod, summary: NodeSummary, nominated: list[Pod], pdbs: PdbIndex, *,
@@ -136,11 +137,12 @@ def select_victims_by_resources(pod: Pod, summary: NodeSummary, nominated: list[
     freed = summary.cumulative[below - 1]
     req = pod.requests
     alloc = summary.node.allocatable
+    used_cpu, used_mem, used_eph, used_pods = used
+    freed_cpu, freed_mem, freed_eph, freed_pods = freed
     if not fits_after_freeing(req, alloc, used, freed):
-        return DryRunOutcome(None, resource_fit_status(
-            req, alloc, used.milli_cpu - freed.milli_cpu, used.memory - freed.memory,
-            used.ephemeral_storage - freed.ephemeral_storage, used.pods - freed.pods, {}))
-    first = len(summary.pods) - freed.pods
+        return DryRunOutcome(None, resource_fit_status(req, alloc, used_cpu - freed_cpu, used_mem - freed_mem,
+                                                       used_eph - freed_eph, used_pods - freed_pods, {}))
+    first = len(summary.pods) - freed_pods
     potential = summary.pods[first:]
     matches = summary.pdb_matches(pdbs)[first:]
     flags = classify_violations(matches, pdbs.budgets, stop_at_first=pdbs.stop_at_first) if any(matches) else None
@@ -148,10 +150,10 @@ def select_victims_by_resources(pod: Pod, summary: NodeSummary, nominated: list[
         [p for p, bad in zip(potential, flags, strict=True) if bad]
         + [p for p, bad in zip(potential, flags, strict=True) if not bad])
     # What stays free once the pod is placed and every potential victim is gone; reprieved pods take it back.
-    free_cpu = alloc.milli_cpu - used.milli_cpu + freed.milli_cpu - req.milli_cpu
-    free_mem = alloc.memory - used.memory + freed.memory - req.memory
-    free_eph = alloc.ephemeral_storage - used.ephemeral_storage + freed.ephemeral_storage - req.ephemeral_storage
-    free_pods = alloc.pods - used.pods + freed.pods - 1
+    free_cpu = alloc.milli_cpu - used_cpu + freed_cpu - req.milli_cpu
+    free_mem = alloc.memory - used_mem + freed_mem - req.memory
+    free_eph = alloc.ephemeral_storage - used_eph + freed_eph - req.ephemeral_storage
+    free_pods = alloc.pods - used_pods + freed_pods - 1
     check_cpu, check_mem, check_eph = req.milli_cpu > 0, req.memory > 0, req.ephemeral_storage > 0
     victims: list[Pod] = []
     for other in order:

@@ -68,9 +68,8 @@ def node_fit_status(ctx: PredictionContext, name: str) -> Status:
     if ctx.resource_only and name not in view.touched:
         # Pass 1 (with nominated pods) is the stricter one for pure resource arithmetic.
         summary = view.index.summary(name)
-        used = summary.used_with(nominated) if nominated else summary.used
-        return resource_fit_status(ctx.pod.requests, node.allocatable, used.milli_cpu, used.memory,
-                                   used.ephemeral_storage, used.pods, {})
+        cpu, mem, eph, count = summary.used_with(nominated) if nominated else summary.used
+        return resource_fit_status(ctx.pod.requests, node.allocatable, cpu, mem, eph, count, {})
     return status_with_nominated(ctx.pod, node_info(ctx, name), ctx.cycle, nominated)
 
 

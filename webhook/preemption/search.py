@@ -65,10 +65,11 @@ def score_floor(top: int, count: int, lowest: int) -> CandidateScore:
 
 def minimum_victims(requests: Resources, free: Usage, summary: NodeSummary, level_index: int) -> int:
     """Fewest pods at or below ``summary.levels[level_index]`` whose removal can cover every shortfall."""
-    count = 1 - free.pods if free.pods < 0 else 1
-    short_cpu = requests.milli_cpu - free.milli_cpu if requests.milli_cpu else 0
-    short_mem = requests.memory - free.memory if requests.memory else 0
-    short_eph = requests.ephemeral_storage - free.ephemeral_storage if requests.ephemeral_storage else 0
+    free_cpu, free_mem, free_eph, free_pods = free
+    count = 1 - free_pods if free_pods < 0 else 1
+    short_cpu = requests.milli_cpu - free_cpu if requests.milli_cpu else 0
+    short_mem = requests.memory - free_mem if requests.memory else 0
+    short_eph = requests.ephemeral_storage - free_eph if requests.ephemeral_storage else 0
     if short_cpu > 0 or short_mem > 0 or short_eph > 0:
         cpu_sums, mem_sums, eph_sums = summary.largest_first(level_index)
         if short_cpu > 0:
@@ -109,8 +110,9 @@ def _slow_node_bound(ctx: PredictionContext, name: str, statuses: dict[str, Stat
                                                      levels_below=below).status
         return None
     level_index = next(i for i in range(below) if fits_after_freeing(requests, alloc, used, summary.cumulative[i]))
-    free = Usage(alloc.milli_cpu - used.milli_cpu, alloc.memory - used.memory,
-                 alloc.ephemeral_storage - used.ephemeral_storage, alloc.pods - used.pods)
+    used_cpu, used_mem, used_eph, used_pods = used
+    free = (alloc.milli_cpu - used_cpu, alloc.memory - used_mem, alloc.ephemeral_storage - used_eph,
+            alloc.pods - used_pods)
     return node_bound(summary, requests, free, level_index, below, nominated)
 
 

@@ -34,8 +34,8 @@ from reference import reference_predict  # noqa: E402
 from webhook.cluster.model import Pod  # noqa: E402
 from webhook.cluster.reader import object_from_dict, pod_from_dict  # noqa: E402
 from webhook.cluster.snapshot import ClusterState  # noqa: E402
-from webhook.preemption.predictor import predict_preemption, resolve_priority  # noqa: E402
-from webhook.preemption.results import FITS, PREEMPTS, UNSCHEDULABLE_OUTCOME  # noqa: E402
+from webhook.preemption.results import Outcome  # noqa: E402
+from webhook.preemption.simulate import predict_preemption, resolve_priority  # noqa: E402
 
 
 def build_state(nodes: int, pods_per_node: int, seed: int) -> ClusterState:
@@ -62,7 +62,7 @@ def probe(kind: str, i: int, rng: random.Random) -> Pod:
                               "requests": {"cpu": f"{cpu}m", "memory": f"{mem}Mi"}}}]}})
 
 
-EXPECTED = {"fit": FITS, "preempt": PREEMPTS, "unplaceable": UNSCHEDULABLE_OUTCOME}
+EXPECTED = {"fit": Outcome.FITS, "preempt": Outcome.PREEMPTS, "unplaceable": Outcome.UNSCHEDULABLE}
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import yaml
 
 from webhook.errors import InvalidInput
-from webhook.preemption.workloads import WORKLOAD_KINDS, pod_template
+from webhook.preemption.workloads import WORKLOAD_KINDS, pod_template, replica_name
 
 JsonObject = dict[str, Any]
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -192,8 +192,8 @@ def with_priority_class(obj: Mapping[str, Any], priority_class: str | None) -> J
 
 # ---- pods for a dry-run create ----------------------------------------------------------------------
 def pod_manifests(obj: Mapping[str, Any], *, namespace: str | None, replicas: int | None) -> list[JsonObject]:
-    """The Pod objects ``obj`` stands for, in order, named as ``workloads.expand_object`` names them:
-    a Pod keeps its name (``<name>-<i>`` with ``replicas`` > 1), a workload's replicas are ``<name>-<i>``."""
+    """The Pod objects ``obj`` stands for, in order, named as ``workloads.expand_object`` names them
+    (``workloads.replica_name``)."""
     if is_list(obj):
         return [pod for item in obj.get("items") or []
                 for pod in pod_manifests(item, namespace=namespace, replicas=replicas)]
@@ -215,7 +215,7 @@ def pod_manifests(obj: Mapping[str, Any], *, namespace: str | None, replicas: in
         if generate_name:
             metadata["generateName"] = meta["generateName"]
         else:
-            metadata["name"] = base if count == 1 else f"{base}-{i}"
+            metadata["name"] = replica_name(base, i, count)
         metadata["namespace"] = ns
         pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
                      "spec": copy.deepcopy(template.get("spec") or {})})

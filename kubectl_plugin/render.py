@@ -13,11 +13,16 @@ from typing import Any, TextIO
 
 import yaml
 
+from webhook.preemption.results import Outcome
+
 OUTPUTS = ("table", "wide", "json", "yaml")
 NONE = "<none>"
 
 _RESET = "\033[0m"
-_COLOURS = {"Fits": "\033[32m", "Preempts": "\033[33m", "Unschedulable": "\033[31m", "Rejected": "\033[1;31m"}
+_COLOURS: dict[str, str] = {
+    Outcome.FITS: "\033[32m", Outcome.PREEMPTS: "\033[33m", Outcome.UNSCHEDULABLE: "\033[31m",
+    Outcome.REJECTED: "\033[1;31m",
+}
 _RED = "\033[31m"
 
 
@@ -178,7 +183,8 @@ def format_tables(preview: Mapping[str, Any], *, wide: bool, colour: bool = Fals
     if rows:
         lines += ["", *table(header, rows, colour=colour)]
     # The message explains every outcome; by default only those where the pod would not run.
-    notes = [r for r in results if r.get("message") and (wide or r.get("outcome") in ("Unschedulable", "Rejected"))]
+    pending = (Outcome.UNSCHEDULABLE, Outcome.REJECTED)
+    notes = [r for r in results if r.get("message") and (wide or r.get("outcome") in pending)]
     if notes:
         lines.append("")
         lines += [f"{r.get('pod')}: {r.get('message')}" for r in notes]

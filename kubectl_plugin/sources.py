@@ -26,6 +26,7 @@ from kubectl_plugin.render import Progress
 from webhook.cluster.loader import load_snapshot
 from webhook.errors import ClusterUnavailable, ConfigError, Forbidden, InvalidInput, PreemptGuardError, Unauthorized
 from webhook.preemption.preview import API_VERSION, KIND, preview_objects
+from webhook.preemption.results import Outcome
 from webhook.routes import PREVIEW_PATH
 
 if TYPE_CHECKING:  # aiohttp is imported where it is used: offline runs start faster without it
@@ -62,10 +63,10 @@ def summarize(results: Sequence[Mapping[str, Any]]) -> JsonObject:
     others = sum(int((r.get("otherTenantVictims") or {}).get("count") or 0) for r in results)
     summary: JsonObject = {
         "pods": len(results),
-        "fits": outcomes.count("Fits"),
-        "preempting": outcomes.count("Preempts"),
-        "unschedulable": outcomes.count("Unschedulable"),
-        "rejected": outcomes.count("Rejected"),
+        "fits": outcomes.count(Outcome.FITS),
+        "preempting": outcomes.count(Outcome.PREEMPTS),
+        "unschedulable": outcomes.count(Outcome.UNSCHEDULABLE),
+        "rejected": outcomes.count(Outcome.REJECTED),
         "victims": len(victims) + others,
         "pdbViolations": sum(int(r.get("pdbViolations") or 0) for r in results),
         "namespacesAffected": sorted({str(v.get("namespace")) for v in victims}),
@@ -94,7 +95,7 @@ def rejected_result(pod: Mapping[str, Any], message: str) -> JsonObject:
         "priority": None,
         "priorityClassName": spec.get("priorityClassName") or None,
         "preemptionPolicy": spec.get("preemptionPolicy") or "PreemptLowerPriority",
-        "outcome": "Rejected",
+        "outcome": Outcome.REJECTED.value,
         "node": None,
         "victims": [],
         "pdbViolations": 0,

@@ -51,3 +51,14 @@ class PolicyDenied(PreemptGuardError):
     """A guardrail or quota rule refused a pod."""
 
     http_status = 403
+
+
+class PredictionTimeout(PreemptGuardError):
+    """A prediction ran past its deadline or budget: nothing is returned (HTTP 503 for /preview; admission allows).
+
+    The predictor raises it from inside its node loops once ``time.monotonic()`` passes the ``deadline`` its caller
+    gave, so a caller enforcing a budget leaves no runaway computation behind.
+    """
+
+    http_status = 503
+    exit_code = 3

@@ -14,10 +14,10 @@ from webhook.admission.priority import RULE_PRIORITY
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.source import MemorySource
 from webhook.config import parse_config
-from webhook.errors import InvalidInput
+from webhook.errors import InvalidInput, PredictionTimeout
 from webhook.guardrails import PREDICTION_ANNOTATION
 from webhook.preemption.preview import build_preview
-from webhook.preemption.results import PREEMPTS, PredictionTimeout, PreemptionResult, VictimInfo
+from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
 
 HIGH = PriorityClass("high", 1000)
 QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "tiny", "namespace": "team-a"},
@@ -25,7 +25,7 @@ QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "tiny
 QUIET = {"apiVersion": "v1", "kind": "Namespace",
          "metadata": {"name": "quiet", "labels": {"preemptguard.io/mode": "off"}}}
 RESULT = PreemptionResult(pod="team-a/web", priority=1000, priority_class_name="high",
-                          preemption_policy="PreemptLowerPriority", outcome=PREEMPTS, node="n1",
+                          preemption_policy="PreemptLowerPriority", outcome=Outcome.PREEMPTS, node="n1",
                           victims=(VictimInfo("team-b", "v", "n1", 1, False, 30),))
 
 

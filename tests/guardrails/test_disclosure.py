@@ -17,12 +17,12 @@ from webhook.guardrails.disclosure import audience_of, redact_preview_document
 from webhook.guardrails.policy import AUDIT_PREDICTION
 from webhook.identity import UserInfo
 from webhook.preemption.preview import build_preview
-from webhook.preemption.results import PREEMPTS, PreemptionResult, VictimInfo
+from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
 
 OTHER_NAMES = ("bravo-secret-job", "charlie-hidden-db", "team-bravo", "team-charlie")
 RESULT = PreemptionResult(
     pod="team-alpha/web", priority=1000, priority_class_name="high", preemption_policy="PreemptLowerPriority",
-    outcome=PREEMPTS, node="node-7", pdb_violations=2, victims=(
+    outcome=Outcome.PREEMPTS, node="node-7", pdb_violations=2, victims=(
         VictimInfo("team-alpha", "alpha-batch", "node-7", 10, False, 30),
         VictimInfo("team-bravo", "bravo-secret-job", "node-7", 10, True, 30),
         VictimInfo("team-charlie", "charlie-hidden-db", "node-7", 50, True, 30),

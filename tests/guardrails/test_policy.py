@@ -14,14 +14,14 @@ from webhook.guardrails import MODE_LABEL, effective_mode, evaluate_guardrails, 
 from webhook.guardrails.policy import AUDIT_DECISION, AUDIT_PREDICTION, AUDIT_VIOLATIONS
 from webhook.identity import UserInfo
 from webhook.preemption.preview import build_preview
-from webhook.preemption.results import PREEMPTS, PreemptionResult, VictimInfo
+from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
 
 
 def victim(namespace: str, name: str, priority: int = 100, pdb: bool = False, node: str = "node-7") -> VictimInfo:
     return VictimInfo(namespace, name, node, priority, pdb, 30)
 
 
-def preview(*victims: VictimInfo, outcome: str = PREEMPTS, node: str | None = "node-7",
+def preview(*victims: VictimInfo, outcome: str = Outcome.PREEMPTS, node: str | None = "node-7",
             message: str = "") -> PreemptionResult:
     return PreemptionResult(pod="team-a/web-0", priority=1000, priority_class_name="high",
                             preemption_policy="PreemptLowerPriority", outcome=outcome, node=node, victims=victims,

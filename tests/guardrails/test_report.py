@@ -11,7 +11,7 @@ from webhook.cluster.model import Namespace
 from webhook.config import parse_config
 from webhook.guardrails import evaluate_guardrails, fit_warnings
 from webhook.identity import UserInfo
-from webhook.preemption.results import PREEMPTS, PreemptionResult, VictimInfo
+from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
 
 NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=253)
 VICTIM = st.fixed_dictionaries({
@@ -27,7 +27,7 @@ def _preview(victims: list[dict[str, Any]], node: str) -> PreemptionResult:
     typed = tuple(VictimInfo(v["namespace"], v["name"], v["node"], v["priority"], v["pdbViolation"], 30)
                   for v in victims)
     return PreemptionResult(pod="ns/p", priority=0, priority_class_name="", preemption_policy="PreemptLowerPriority",
-                            outcome=PREEMPTS, node=node, victims=typed,
+                            outcome=Outcome.PREEMPTS, node=node, victims=typed,
                             pdb_violations=sum(v.pdb_violation for v in typed))
 
 

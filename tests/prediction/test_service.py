@@ -13,8 +13,9 @@ import pytest
 from webhook.cluster.reader import object_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
+from webhook.errors import PredictionTimeout
 from webhook.prediction import service as prediction
-from webhook.prediction.service import PredictionService, PredictionTimedOut, predict_object, run_consistently
+from webhook.prediction.service import PredictionService, predict_object, run_consistently
 from webhook.preemption.preview import build_preview
 
 
@@ -113,10 +114,10 @@ async def test_a_slow_prediction_times_out_and_a_queued_one_is_dropped() -> None
         while not running.is_set():  # the only worker is busy
             await asyncio.sleep(0.001)
         started = time.monotonic()
-        with pytest.raises(PredictionTimedOut, match=r"did not finish within 0\.05 s"):
+        with pytest.raises(PredictionTimeout, match=r"did not finish within 0\.05 s"):
             await service.run(queued, budget_seconds=0.05)
         assert time.monotonic() - started < 1.0
-        with pytest.raises(PredictionTimedOut):
+        with pytest.raises(PredictionTimeout):
             await first
     finally:
         release.set()

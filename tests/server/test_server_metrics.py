@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webhook.preemption.results import PREEMPTS, PreemptionResult, VictimInfo
+from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
 from webhook.server.metrics import WebhookMetrics
 
 
@@ -21,7 +21,7 @@ def test_cached_children_count_per_label_values() -> None:
     metrics.observe_skipped_prediction("mutate_pods", "budget-exceeded")
     metrics.observe_guardrail("warned", "warn")
     metrics.observe_victims(PreemptionResult(
-        pod="team-a/p", priority=1, priority_class_name="", preemption_policy="", outcome=PREEMPTS, node="n",
+        pod="team-a/p", priority=1, priority_class_name="", preemption_policy="", outcome=Outcome.PREEMPTS, node="n",
         victims=(VictimInfo("team-b", "v1", "n", 0, False, 30), VictimInfo("team-b", "v2", "n", 0, False, 30))))
 
     assert sample(metrics, "preemptguard_http_requests_total", {"endpoint": "/mutate/pods", "code": "200"}) == 3

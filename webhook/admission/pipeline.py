@@ -23,7 +23,7 @@ from webhook.cluster.model import EMPTY_LABELS, Pod, PriorityClass
 from webhook.cluster.snapshot import ClusterState
 from webhook.cluster.source import ClusterSource
 from webhook.config import Config, GuardrailsConfig, QuotaConfig, SchedulerConfig
-from webhook.errors import PreemptGuardError
+from webhook.errors import PredictionTimeout, PreemptGuardError
 from webhook.guardrails import (
     PREDICTION_ANNOTATION,
     GuardrailDecision,
@@ -32,7 +32,7 @@ from webhook.guardrails import (
     evaluate_guardrails,
     prediction_skipped,
 )
-from webhook.preemption.results import PredictionTimeout, PreemptionResult
+from webhook.preemption.results import PreemptionResult
 from webhook.priority.quota import admit_pod_quota
 from webhook.priority.resolution import effective_classes
 

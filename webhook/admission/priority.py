@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 from webhook.admission.outcome import ALLOWED, AdmissionOutcome, forbidden, invalid
 from webhook.admission.pod import POD_KIND, PODS_RESOURCE, PodReview
+from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import Pod, PriorityClass
-from webhook.preemption.predictor import replace_fields  # TODO(merge): webhook.cluster.copying
 from webhook.priority.resolution import PriorityRejection, resolve_pod_priority
 from webhook.priority.validation import FieldError, invalid_message
 

@@ -39,7 +39,7 @@ from webhook.guardrails.report import (
     victims_breakdown,
 )
 from webhook.identity import UserInfo
-from webhook.preemption.results import PREEMPTS, PreemptionResult
+from webhook.preemption.results import Outcome, PreemptionResult
 
 MODE_LABEL = "preemptguard.io/mode"
 
@@ -196,7 +196,7 @@ def _victim_priority(policy: GuardrailsConfig, outcome: PreemptionResult, audien
 def evaluate_rules(policy: GuardrailsConfig, outcome: PreemptionResult, audience: Audience) -> tuple[Violation, ...]:
     """Every configured rule the predicted preemption breaks, in ``RULES`` order, worded for ``audience``
     (the requesting pod's tenant: victims of other tenants are counted, not named)."""
-    if outcome.outcome != PREEMPTS or not outcome.victims:
+    if outcome.outcome != Outcome.PREEMPTS or not outcome.victims:
         return ()
     found = [
         _cross_tenant(policy, outcome, audience) if policy.deny_cross_tenant_preemption else None,

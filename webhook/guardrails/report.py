@@ -20,7 +20,7 @@ from webhook.guardrails.disclosure import (
     redact_preview_document,
 )
 from webhook.preemption.preview import build_preview
-from webhook.preemption.results import PREEMPTS, UNSCHEDULABLE_OUTCOME, PreemptionResult, VictimInfo
+from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
 
 PREDICTION_ANNOTATION = "preemptguard.io/prediction"
 MAX_WARNING_LENGTH = 119  # "each under 120 characters"
@@ -120,10 +120,10 @@ def victim_line(victim_namespace: str, victim_name: str, priority: int, pdb_viol
 def prediction_warnings(outcome: PreemptionResult, audience: Audience) -> list[str]:
     """What the prediction says, most important first: the headline, then the victims ``audience`` may hear
     named (PDB violators first), then one line counting the victims of other tenants."""
-    if outcome.outcome == UNSCHEDULABLE_OUTCOME:
+    if outcome.outcome == Outcome.UNSCHEDULABLE:
         reason = f": {outcome.message}" if outcome.message else ""
         return [truncate(f"no node fits this pod even after preemption; it would stay Pending{reason}")]
-    if outcome.outcome != PREEMPTS or not outcome.victims:
+    if outcome.outcome != Outcome.PREEMPTS or not outcome.victims:
         return []
     named, hidden = audience.split(outcome.victims)
     named.sort(key=lambda v: not v.pdb_violation)  # stable: keeps upstream order

@@ -2,7 +2,7 @@
 
 The predictor is CPU-bound pure Python. It runs in its own ``ThreadPoolExecutor`` so the event loop keeps
 answering health checks and priority-only admissions while a prediction is computed. Every call has a budget:
-when it passes, the caller gets ``PredictionTimedOut`` at once (a call still waiting for a worker is dropped;
+when it passes, the caller gets ``PredictionTimeout`` at once (a call still waiting for a worker is dropped;
 a running one stops at the predictor's ``deadline``, raising ``PredictionTimeout`` in its thread). At most
 ``workers - 1`` previews run at a time, so one worker always remains for admission predictions.
 
@@ -16,23 +16,17 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from webhook.cluster.model import PREEMPT_NEVER, Pod
+from webhook.cluster.model import Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
-from webhook.preemption.predictor import (
-    NOT_ELIGIBLE_NEVER,
-    predict_pods,
-    replace_fields,
-    simulate_pods,
-)
-from webhook.preemption.preview import with_priority_class
-from webhook.preemption.results import UNSCHEDULABLE_OUTCOME, PredictionTimeout, PreemptionArgs, PreemptionResult
-from webhook.preemption.view import index_sync_is_cheap
-from webhook.preemption.workloads import expand_object
+from webhook.errors import PredictionTimeout
+from webhook.preemption.index import index_sync_is_cheap
+from webhook.preemption.results import PreemptionArgs, PreemptionResult
+from webhook.preemption.simulate import predict_objects, simulate_pods
 
 log = logging.getLogger(__name__)
 
@@ -43,58 +37,27 @@ _T = TypeVar("_T")
 _CONCURRENT_CHANGE_ERRORS = (RuntimeError, KeyError)
 _MAX_ATTEMPTS = 3
 
-PREEMPTION_DISABLED_NOTE = (
-    "preemption: disabled in the scheduler profile (scheduler.preemption: disabled), so the pod would stay Pending."
-)
-
-
-class PredictionTimedOut(PredictionTimeout):  # TODO(merge): webhook.errors.PredictionTimeout
-    """The prediction did not finish within its budget (HTTP 503 for /preview; admission allows instead)."""
-
-    http_status = 503
-    exit_code = 3
-
-
 @functools.lru_cache(maxsize=16)  # one per scheduler profile seen (configurations are immutable)
 def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:
     return PreemptionArgs(
         min_candidate_nodes_percentage=scheduler.min_candidate_nodes_percentage,
         min_candidate_nodes_absolute=scheduler.min_candidate_nodes_absolute,
+        preemption_enabled=scheduler.preemption_enabled,
     )
-
-
-def _as_pending(result: PreemptionResult, policy: str) -> PreemptionResult:
-    """A replica simulated with preemption forbidden, reported with its real policy and why it stays Pending."""
-    if result.outcome != UNSCHEDULABLE_OUTCOME or policy == PREEMPT_NEVER:
-        return result if result.preemption_policy == policy else replace_fields(result, preemption_policy=policy)
-    message = result.message.replace(f"preemption: {NOT_ELIGIBLE_NEVER}", PREEMPTION_DISABLED_NOTE)
-    return replace_fields(result, preemption_policy=policy, message=message, preemption_status="")
-
-
-def simulate_without_preemption(state: ClusterState, resolved: Sequence[Pod], args: PreemptionArgs | None,
-                                *, deadline: float | None = None) -> list[PreemptionResult]:
-    never = [pod if pod.preemption_policy == PREEMPT_NEVER else replace_fields(pod, preemption_policy=PREEMPT_NEVER)
-             for pod in resolved]
-    simulated = simulate_pods(state, never, args, deadline=deadline)
-    return [_as_pending(result, pod.preemption_policy or "") for result, pod in zip(simulated, resolved, strict=True)]
 
 
 def predict_admitted_pod(state: ClusterState, pod: Pod, scheduler: SchedulerConfig,
                          deadline: float | None) -> PreemptionResult:
     """The prediction for a pod the Priority plugin has already resolved (no second resolution)."""
-    args = preemption_args(scheduler)
-    simulate = simulate_pods if scheduler.preemption_enabled else simulate_without_preemption
-    return simulate(state, [pod], args, deadline=deadline)[0]
+    return simulate_pods(state, [pod], preemption_args(scheduler), deadline=deadline)[0]
 
 
 def predict_object(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None, replicas: int | None,
                    scheduler: SchedulerConfig, priority_class: str | None = None,
                    deadline: float | None = None) -> list[PreemptionResult]:
     """The results for a Pod or workload object (resolved like the Priority plugin) under the scheduler profile."""
-    pods = [with_priority_class(p, priority_class) for p in expand_object(obj, namespace=namespace, replicas=replicas)]
-    args = preemption_args(scheduler)
-    simulate = simulate_pods if scheduler.preemption_enabled else simulate_without_preemption
-    return predict_pods(state, pods, args=args, deadline=deadline, simulate=simulate)
+    return predict_objects(state, [obj], namespace=namespace, replicas=replicas, priority_class=priority_class,
+                           args=preemption_args(scheduler), deadline=deadline)
 
 
 def run_consistently(state: ClusterState, compute: Callable[[], _T], deadline: float) -> _T:
@@ -127,13 +90,13 @@ class PredictionService:
 
     async def run(self, compute: Callable[[float], _T], *, budget_seconds: float,
                   deadline: float | None = None) -> _T:
-        """``compute(deadline)`` in the pool; ``PredictionTimedOut`` when the budget passes first.
+        """``compute(deadline)`` in the pool; ``PredictionTimeout`` when the budget passes first.
 
         ``deadline`` (a ``time.monotonic()`` value) defaults to now + ``budget_seconds``.
         """
         deadline = deadline if deadline is not None else time.monotonic() + budget_seconds
         future = asyncio.get_running_loop().run_in_executor(self.executor, compute, deadline)
-        timed_out = PredictionTimedOut(f"the prediction did not finish within {budget_seconds:g} s")
+        timed_out = PredictionTimeout(f"the prediction did not finish within {budget_seconds:g} s")
         self.pooled += 1
         try:
             return await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
@@ -163,7 +126,7 @@ class PredictionService:
                 result = None
             # The budget is as strict as in the pool (where wait_for enforces it): a late answer is no answer.
             if time.monotonic() > deadline:
-                raise PredictionTimedOut(f"the prediction did not finish within {budget_seconds:g} s")
+                raise PredictionTimeout(f"the prediction did not finish within {budget_seconds:g} s")
             if result is not None:
                 return result
 
@@ -187,7 +150,7 @@ class PredictionService:
         try:
             await asyncio.wait_for(self._preview_slots.acquire(), budget_seconds)
         except TimeoutError as exc:
-            raise PredictionTimedOut(
+            raise PredictionTimeout(
                 f"the prediction did not start within {budget_seconds:g} s: other previews are running") from exc
 
         def compute(deadline: float) -> list[PreemptionResult]:

@@ -70,23 +70,10 @@ def insufficient(resource: str) -> str:
     return f"Insufficient {resource}"
 
 
-# ---- node-only filters (do not depend on other pods) -------------------------------------------
+# ---- NodeUnschedulable (the other node-only filters: filtering.node_static_status) ---------------
 
 def tolerates_unschedulable(pod: Pod) -> bool:
     return tolerates(pod.tolerations, UNSCHEDULABLE_TAINT)
-
-
-def static_node_status(pod: Pod, node: Node) -> Status:
-    """NodeUnschedulable, NodeName, TaintToleration and NodeAffinity: all UU when they fail."""
-    if node.unschedulable and not tolerates_unschedulable(pod):
-        return Status(UNRESOLVABLE, (ERR_NODE_UNSCHEDULABLE,))
-    if pod.node_name and pod.node_name != node.name:
-        return Status(UNRESOLVABLE, (ERR_NODE_NAME,))
-    if first_untolerated_taint(node.taints, pod.tolerations) is not None:
-        return Status(UNRESOLVABLE, (ERR_TAINTS,))
-    if not required_node_affinity_matches(pod, node):
-        return Status(UNRESOLVABLE, (ERR_NODE_AFFINITY,))
-    return OK
 
 
 # ---- NodePorts -----------------------------------------------------------------------------------

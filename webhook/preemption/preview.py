@@ -1,22 +1,14 @@
-"""The ``PreemptionPreview`` document (contract §4) and the entry point for /preview and the plugin."""
+"""The ``PreemptionPreview`` document (docs/interfaces.md §4): the JSON edge of the predictor for /preview and
+the plugin."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from webhook.cluster.model import Pod
 from webhook.cluster.snapshot import ClusterState
-from webhook.preemption.predictor import predict_pods, replace_fields
-from webhook.preemption.results import (
-    FITS,
-    PREEMPTS,
-    REJECTED,
-    UNSCHEDULABLE_OUTCOME,
-    PreemptionArgs,
-    PreemptionResult,
-)
-from webhook.preemption.workloads import expand_object
+from webhook.preemption.results import Outcome, PreemptionArgs, PreemptionResult
+from webhook.preemption.simulate import predict_objects
 
 API_VERSION = "preemptguard.io/v1alpha1"
 KIND = "PreemptionPreview"
@@ -28,7 +20,7 @@ def result_json(result: PreemptionResult) -> dict[str, Any]:
         "priority": result.priority,
         "priorityClassName": result.priority_class_name,
         "preemptionPolicy": result.preemption_policy,
-        "outcome": result.outcome,
+        "outcome": str(result.outcome),  # a plain str (the StrEnum's value): YAML and JSON writers take it
         "node": result.node,
         "victims": [{"namespace": v.namespace, "name": v.name, "node": v.node, "priority": v.priority,
                      "pdbViolation": v.pdb_violation} for v in result.victims],
@@ -49,10 +41,10 @@ def build_preview(results: Sequence[PreemptionResult]) -> dict[str, Any]:
         "results": [result_json(r) for r in results],
         "summary": {
             "pods": len(results),
-            "fits": outcomes.count(FITS),
-            "preempting": outcomes.count(PREEMPTS),
-            "unschedulable": outcomes.count(UNSCHEDULABLE_OUTCOME),
-            "rejected": outcomes.count(REJECTED),
+            "fits": outcomes.count(Outcome.FITS),
+            "preempting": outcomes.count(Outcome.PREEMPTS),
+            "unschedulable": outcomes.count(Outcome.UNSCHEDULABLE),
+            "rejected": outcomes.count(Outcome.REJECTED),
             "victims": sum(len(r.victims) for r in results),
             "pdbViolations": sum(r.pdb_violations for r in results),
             "namespacesAffected": sorted({v.namespace for r in results for v in r.victims}),
@@ -60,23 +52,12 @@ def build_preview(results: Sequence[PreemptionResult]) -> dict[str, Any]:
     }
 
 
-def with_priority_class(pod: Pod, priority_class: str | None) -> Pod:
-    """The pod as if it asked for ``priority_class`` (its own spec.priority/preemptionPolicy are dropped)."""
-    if not priority_class:
-        return pod
-    return replace_fields(pod, priority_class_name=priority_class, priority=None, preemption_policy=None)
-
-
 def preview_objects(state: ClusterState, objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None,
                     replicas: int | None = None, priority_class: str | None = None,
                     args: PreemptionArgs | None = None, deadline: float | None = None) -> dict[str, Any]:
-    """Expand every object (Pod, workload or List) into pods and simulate them all in order.
-
-    ``deadline`` (``time.monotonic()`` value): past it the simulation raises ``PredictionTimeout``.
-    """
-    pods = [with_priority_class(p, priority_class)
-            for obj in objects for p in expand_object(obj, namespace=namespace, replicas=replicas)]
-    return build_preview(predict_pods(state, pods, args=args, deadline=deadline))
+    """The PreemptionPreview of ``predict_objects``: every object expanded into pods, all simulated in order."""
+    return build_preview(predict_objects(state, objects, namespace=namespace, replicas=replicas,
+                                         priority_class=priority_class, args=args, deadline=deadline))
 
 
 def preview_object(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None = None,
@@ -88,5 +69,5 @@ def preview_object(state: ClusterState, obj: Mapping[str, Any], *, namespace: st
 
 
 def preview_exit_code(preview: Mapping[str, Any]) -> int:
-    """Plugin exit status (contract §5): 0 when every pod fits without evicting anyone, else 1."""
-    return 0 if all(r["outcome"] == FITS for r in preview["results"]) else 1
+    """Plugin exit status (docs/interfaces.md §5): 0 when every pod fits without evicting anyone, else 1."""
+    return 0 if all(r["outcome"] == Outcome.FITS for r in preview["results"]) else 1

@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import NamedTuple
 
 from webhook.cluster.model import Pod
-from webhook.errors import ConfigError, PreemptGuardError
+from webhook.errors import ConfigError
 
-FITS = "Fits"
-PREEMPTS = "Preempts"
-UNSCHEDULABLE_OUTCOME = "Unschedulable"
-REJECTED = "Rejected"
+
+class Outcome(StrEnum):
+    """What happens to one pod (docs/interfaces.md §4, ``results[].outcome``): the one set of outcome constants."""
+
+    FITS = "Fits"
+    PREEMPTS = "Preempts"
+    UNSCHEDULABLE = "Unschedulable"
+    REJECTED = "Rejected"
+
 
 # A pod with no status.startTime counts as started "now": later than every started pod.
 START_NOW_NS = 2**63
 # pickOneNodeForPreemption adds MaxInt32+1 per victim so every term of the sum is non-negative.
 PRIORITY_SUM_OFFSET = 2**31
 DEFAULT_GRACE_PERIOD_SECONDS = 30
-
-
-class PredictionTimeout(PreemptGuardError):
-    """A prediction ran past the ``deadline`` its caller gave (``time.monotonic()`` value); nothing is returned."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +34,15 @@ class PreemptionArgs:
     PDB selector matches nothing, unlabeled pods match no PDB); True follows master after #141785.
     ``pdb_stop_at_first_violation``: newest util.go stops counting a victim at the first PDB that
     goes negative; False decrements every matching PDB like older releases.
+    ``preemption_enabled``: the scheduler profile runs DefaultPreemption's PostFilter (``scheduler.preemption``);
+    without it a pod that fits nowhere stays Pending and evicts nobody.
     """
 
     min_candidate_nodes_percentage: int = 10
     min_candidate_nodes_absolute: int = 100
     pdb_empty_selector_matches_all: bool = False
     pdb_stop_at_first_violation: bool = True
+    preemption_enabled: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_candidate_nodes_percentage <= 100:
@@ -72,7 +78,26 @@ class Candidate:
     num_pdb_violations: int
 
 
-ScoreTuple = tuple[int, int, int, int, int]
+class CandidateScore(NamedTuple):
+    """``pickOneNodeForPreemption``'s criteria in order (docs/preemption.md §9): smaller is better, field by field.
+
+    pkg/scheduler/framework/preemption/preemption.go (pickOneNodeForPreemption).
+    """
+
+    pdb_violations: int
+    top_priority: int  # the highest victim priority
+    priority_sum: int  # Σ(priority + 2^31) over the victims
+    victim_count: int
+    # Minus the earliest start among the highest-priority victims: upstream prefers the node where it is latest.
+    negated_earliest_start: int
+
+
+# ``CandidateScore(...)`` runs the NamedTuple's Python-level __new__; code that makes one per dry run calls the
+# tuple's: ``new_score(CandidateScore, (...))``.
+new_score = tuple.__new__
+
+# The smallest ``negated_earliest_start`` possible: every start is at most START_NOW_NS.
+LOWEST_NEGATED_START = -START_NOW_NS
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +112,13 @@ class VictimInfo:
 
 @dataclass(frozen=True, slots=True)
 class PreemptionResult:
-    """The prediction for one replica (contract §4, one entry of ``results``)."""
+    """The prediction for one replica (docs/interfaces.md §4, one entry of ``results``)."""
 
     pod: str
     priority: int | None
     priority_class_name: str
     preemption_policy: str
-    outcome: str
+    outcome: Outcome
     node: str | None = None
     victims: tuple[VictimInfo, ...] = ()
     pdb_violations: int = 0
@@ -103,5 +128,5 @@ class PreemptionResult:
     message: str = ""
     # The PostFilter status message upstream would record ("preemption: ..."), "" when it would not run.
     preemption_status: str = ""
-    # Node -> (victims, violations) of every candidate, for tests and the dry-run view.
+    # More candidates than upstream's sample (docs/preemption.md §5): upstream may choose a different node.
     sampled: bool = False

@@ -1,4 +1,4 @@
-"""Expand a Pod or a workload object into the pods it would create (contract §3)."""
+"""Expand a Pod or a workload object into the pods it would create (docs/interfaces.md §3)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,11 @@ def pod_template(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], int]:
     raise InvalidInput(f"unsupported kind {kind!r}: expected Pod, List or one of {', '.join(WORKLOAD_KINDS)}")
 
 
+def replica_name(name: str, index: int, count: int) -> str:
+    """The name of replica ``index`` of ``count``: ``<name>-<index>`` (StatefulSet style), ``name`` when alone."""
+    return name if count == 1 else f"{name}-{index}"
+
+
 def _job_pods(spec: Mapping[str, Any], where: str) -> int:
     """Pods a Job runs at once: parallelism (default 1), capped by completions when set."""
     parallelism = _count(spec.get("parallelism"), f"{where}.parallelism", 1)
@@ -52,8 +57,8 @@ def _job_pods(spec: Mapping[str, Any], where: str) -> int:
 def expand_object(obj: Mapping[str, Any], *, namespace: str | None = None, replicas: int | None = None) -> list[Pod]:
     """The pods to predict, in order: a Pod (``replicas`` copies), each replica of a workload, or a List's items.
 
-    ``namespace`` wins over the object's own namespace, which wins over ``default``. Replica names are
-    ``<name>-<i>`` (StatefulSet style) when there is more than one.
+    ``namespace`` wins over the object's own namespace, which wins over ``default``. Replicas are named by
+    ``replica_name``.
     """
     if not isinstance(obj, Mapping):
         raise InvalidInput("expected a Kubernetes object")
@@ -79,8 +84,7 @@ def expand_object(obj: Mapping[str, Any], *, namespace: str | None = None, repli
             "status": obj.get("status") if kind == "Pod" else None}
     pods = []
     for i in range(count):
-        pod_name = name if count == 1 else f"{name}-{i}"
-        metadata = {**tmeta, "name": pod_name, "namespace": ns}
+        metadata = {**tmeta, "name": replica_name(name, i, count), "namespace": ns}
         metadata.pop("generateName", None)
         pods.append(pod_from_dict({**base, "metadata": metadata}))
     return pods

@@ -30,8 +30,15 @@ from webhook.admission.review import (
 )
 from webhook.cluster.source import ClusterSource
 from webhook.config import LiveConfig
-from webhook.errors import BodyTooLarge, ClusterUnavailable, Forbidden, InvalidInput, PreemptGuardError
-from webhook.prediction.service import PredictionService, PredictionTimedOut
+from webhook.errors import (
+    BodyTooLarge,
+    ClusterUnavailable,
+    Forbidden,
+    InvalidInput,
+    PredictionTimeout,
+    PreemptGuardError,
+)
+from webhook.prediction.service import PredictionService
 from webhook.preemption.preview import build_preview
 from webhook.server.auth import Authenticator, NamespaceVisibility, redact_preview, victim_namespaces
 from webhook.server.limits import LIMITS_KEY
@@ -211,7 +218,7 @@ async def preview(request: web.Request) -> web.Response:
             source.state, wanted.obj, namespace=wanted.namespace, replicas=wanted.replicas,
             priority_class=wanted.priority_class, scheduler=app[CONFIG_KEY].current.scheduler,
             budget_seconds=app[SETTINGS_KEY].preview_budget_seconds)
-    except PredictionTimedOut:
+    except PredictionTimeout:
         metrics.observe_skipped_prediction(PREVIEW, "budget-exceeded")
         raise
     metrics.observe_prediction(PREVIEW, [r.outcome for r in results], time.perf_counter() - started)

@@ -1,4 +1,5 @@
-"""Every case of tests/vectors/preemption.yaml, table-driven, through the predictor's steps."""
+"""Every case of tests/vectors/preemption.yaml, table-driven, through the steps of the PostFilter (dryrun.py) and
+whole predictions (simulate.py)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from webhook.preemption.predictor import (
-    DryRun,
+from webhook.preemption.context import new_context
+from webhook.preemption.dryrun import (
     dry_run_preemption,
-    filter_nodes,
-    new_context,
     nodes_where_preemption_might_help,
     pod_eligible_to_preempt_others,
-    predict_pod,
     preempt,
 )
-from webhook.preemption.results import FITS, PREEMPTS, PreemptionResult
+from webhook.preemption.filtering import filter_nodes
+from webhook.preemption.results import Outcome, PreemptionResult
+from webhook.preemption.simulate import predict_pod
+from webhook.preemption.victims import DryRun
 from webhook.preemption.view import ClusterView
 
 from .vector_adapter import build_pod, build_state, case_args, load_vectors, status_overrides
@@ -65,14 +66,14 @@ def _run_full(case: dict[str, Any]) -> None:
     result: PreemptionResult
     result, _ = predict_pod(ClusterView(state), build_pod(case["preemptor"]), args)
     if expected.get("fits_without_preemption"):
-        assert result.outcome == FITS
+        assert result.outcome == Outcome.FITS
         return
     if expected["preempts"]:
-        assert result.outcome == PREEMPTS, result.message
+        assert result.outcome == Outcome.PREEMPTS, result.message
         _check_choice(result.node, result.tied_nodes, [v.name for v in result.victims], result.pdb_violations,
                       expected)
     else:
-        assert result.outcome not in (PREEMPTS, FITS)
+        assert result.outcome not in (Outcome.PREEMPTS, Outcome.FITS)
         assert result.node is None and not result.victims
         if "message" in expected:
             assert result.preemption_status == expected["message"]
@@ -161,7 +162,7 @@ def test_pdb_empty_selector_released_semantics_picks_node1() -> None:
     case = next(c for c in CASES if c["name"] == "derived_pdb_empty_selector_semantics")
     result, _ = predict_pod(ClusterView(build_state(case)), build_pod(case["preemptor"]),
                             case_args(case, DEFAULTS))
-    assert result.outcome == PREEMPTS
+    assert result.outcome == Outcome.PREEMPTS
     assert result.node == "node1"
     assert [v.name for v in result.victims] == ["v1"]
     assert result.pdb_violations == 0

@@ -1,19 +1,17 @@
-"""Property tests: the fast predictor equals the slow reference on random small clusters, and invariants."""
+"""Test support for the predictor: hypothesis strategies for random small clusters and informer events, and the
+fast predictor's result in the shape of ``reference.reference_predict``."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.cluster.model import Namespace, Pod, PodDisruptionBudget
+from webhook.cluster.model import EMPTY_LABELS, Namespace, Node, Pod, PodDisruptionBudget, Resources
 from webhook.cluster.reader import label_selector, node_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
-from webhook.preemption.predictor import simulate_pods
-from webhook.preemption.results import PREEMPTS, PreemptionArgs, PreemptionResult
-
-from .reference import Reference, importance, reference_predict
+from webhook.preemption.results import PreemptionResult
 
 NAMESPACES = ("default", "other")
 APPS = ("a", "b")
@@ -191,45 +189,52 @@ def as_dict(result: PreemptionResult) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios())
-def test_fast_predictor_equals_reference(scenario: tuple[ClusterState, list[Pod], dict[str, Any]]) -> None:
-    state, pods, options = scenario
-    version = state.version
-    args = PreemptionArgs(pdb_empty_selector_matches_all=options["empty_selector_matches_all"],
-                          pdb_stop_at_first_violation=options["stop_at_first"])
-    fast = [as_dict(r) for r in simulate_pods(state, pods, args)]
-    slow = reference_predict(state, pods, **options)
-    assert fast == slow
-    assert state.version == version  # the shared state is never mutated
+@st.composite
+def changes(draw: st.DrawFn, state: ClusterState) -> list[tuple[str, Any]]:
+    """A few informer events on the state: ("upsert", object) or ("delete", kind, key)."""
+    nodes = sorted(state.nodes)
+    events: list[tuple[str, Any]] = []
+    for i in range(draw(st.integers(1, 6))):
+        what = draw(st.sampled_from(["pod", "pod", "pod", "delete-pod", "node", "delete-node", "pdb", "nominated"]))
+        pods = sorted(state.pods)
+        if what == "pod" and nodes:
+            events.append(("upsert", pod_from_dict(draw(pod_dicts(f"c{i}", nodes, bound=True)))))
+        elif what == "pod" and pods:
+            events.append(("upsert", dataclasses.replace(state.pods[draw(st.sampled_from(pods))], labels=EMPTY_LABELS)))
+        elif what == "delete-pod" and pods:
+            events.append(("delete", "Pod", draw(st.sampled_from(pods))))
+        elif what == "node" and nodes:
+            node = state.nodes[draw(st.sampled_from(nodes))]
+            alloc = node.allocatable
+            cpu = draw(st.sampled_from([500, 1000, 3000]))
+            events.append(("upsert", dataclasses.replace(
+                node, allocatable=Resources(milli_cpu=cpu, memory=alloc.memory, pods=alloc.pods),
+                unschedulable=draw(st.booleans()) and not node.unschedulable)))
+        elif what == "delete-node" and len(nodes) > 1:
+            events.append(("delete", "Node", draw(st.sampled_from(nodes))))
+        elif what == "pdb":
+            pdbs = [p for per_ns in state.pdbs_by_namespace.values() for p in per_ns.values()]
+            if pdbs:
+                pdb = draw(st.sampled_from(pdbs))
+                events.append(("upsert", dataclasses.replace(pdb, disruptions_allowed=draw(st.integers(0, 2)))))
+        elif what == "nominated" and nodes:
+            events.append(("upsert", pod_from_dict(draw(pod_dicts(f"m{i}", nodes, bound=False)))))
+    return events
 
-    first = simulate_pods(state, pods[:1], args)[0]
-    if first.outcome != PREEMPTS:
-        return
-    assert first.node is not None
-    pod = pods[0]
-    assert all(v.priority < pod.effective_priority for v in first.victims)
-    ref = Reference(state, **options)
-    victim_keys = {f"{v.namespace}/{v.name}" for v in first.victims}
-    without = {k: v for k, v in ref.world.items() if k not in victim_keys}
-    assert ref.filter(pod, first.node, without, ref.world) is None, "removing the victims must make the pod fit"
-    # No victim could have been reprieved: replay the greedy order (PDB-violating group first, each by
-    # importance). Each victim must fail to fit with exactly the pods reprieved before it; for pods without
-    # required pod affinity (monotone in the pods present) that also means it fails with all of them.
-    node = first.node
-    lower = sorted((p for p, n in ref.world.values() if n == node and p.effective_priority < pod.effective_priority),
-                   key=importance)
-    flags = ref.pdb_flags(lower)
-    world = {k: v for k, v in ref.world.items() if k not in {p.key for p in lower}}
-    for group in (True, False):
-        for candidate, bad in zip(lower, flags, strict=True):
-            if bad != group:
-                continue
-            trial = {**world, candidate.key: (candidate, node)}
-            fits = ref.filter(pod, node, trial, ref.world) is None
-            assert fits != (candidate.key in victim_keys), f"{candidate.key}: reprieve disagrees with the victims"
-            if fits:
-                world = trial
-            elif not pod.pod_affinity:
-                back = {**without, candidate.key: (candidate, node)}
-                assert ref.filter(pod, node, back, ref.world) is not None, f"victim {candidate.key} could be reprieved"
+
+def apply_events(state: ClusterState, events: list[tuple[str, Any]]) -> None:
+    for event in events:
+        if event[0] == "upsert":
+            state.upsert(event[1])
+        else:
+            state.delete(event[1], event[2])
+
+
+def ladder_cluster(nodes: int) -> ClusterState:
+    """``nodes`` nodes of 1000m cpu, each full but for one low-priority pod (900m, 899m, ... cpu)."""
+    state = ClusterState()
+    for i in range(nodes):
+        state.upsert(Node(f"n{i:03d}", allocatable=Resources(milli_cpu=1000, memory=1000, pods=10)))
+        state.upsert(Pod(f"low{i}", "default", node_name=f"n{i:03d}", priority=0,
+                         requests=Resources(milli_cpu=900 - i, memory=100)))
+    return state

@@ -1,0 +1,96 @@
+"""index.py: the incrementally synced index equals a fresh build, and the bulk (set algebra) paths equal the
+reference after informer-like changes.
+
+The random clusters of support.scenarios are small, so the predictor would handle them with its one-by-one scan;
+here the scan is switched off (every node goes through the capacity orderings) and the victim-count orderings are
+cut short, so every branch of the fast path meets the reference. Between two predictions the state changes like
+an informer would change it (pods modified, moved, deleted, nodes and PDBs replaced), so the per-node refresh of
+the cached index is checked against a fresh build too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from unittest import mock
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from webhook.cluster.model import Pod
+from webhook.cluster.snapshot import ClusterState
+from webhook.preemption import filtering, search
+from webhook.preemption.index import StateIndex, index_sync_is_cheap, state_index
+from webhook.preemption.results import PreemptionArgs
+from webhook.preemption.simulate import simulate_pods
+
+from .reference import reference_predict
+from .support import apply_events, as_dict, changes, ladder_cluster, scenarios
+
+
+def assert_index_matches_fresh(state: ClusterState) -> None:
+    """The incrementally synced index holds what a build from scratch holds."""
+    cached = state_index(state)
+    with cached.lock:
+        cached.sync()
+    fresh = StateIndex(state)
+    fresh.sync()
+    assert cached.node_names == fresh.node_names == sorted(state.nodes)
+    assert cached.summaries.keys() == fresh.summaries.keys()
+    for name, summary in fresh.summaries.items():
+        mine = cached.summaries[name]
+        assert ([p.key for p in mine.pods], mine.free, mine.levels, mine.cumulative, mine.level_latest_start) == (
+            [p.key for p in summary.pods], summary.free, summary.levels, summary.cumulative,
+            summary.level_latest_start)
+    assert cached.static_groups == fresh.static_groups
+    assert +cached.level_nodes == +fresh.level_nodes
+    assert sorted(p.key for p in cached.anti_affinity_pods) == sorted(p.key for p in fresh.anti_affinity_pods)
+    assert cached.nominated_nodes == fresh.nominated_nodes
+    for key, order in list(cached._orders.items()):
+        rebuilt = fresh.order(key)
+        assert sorted(zip(order.values, order.names, strict=True)) == sorted(
+            zip(rebuilt.values, rebuilt.names, strict=True)), key
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_bulk_paths_equal_reference_across_informer_events(data: st.DataObject) -> None:
+    state, pods, options = data.draw(scenarios())
+    args = PreemptionArgs(pdb_empty_selector_matches_all=options["empty_selector_matches_all"],
+                          pdb_stop_at_first_violation=options["stop_at_first"])
+    max_count = data.draw(st.sampled_from([1, 2, search.MAX_COUNT_ORDER]))
+    with mock.patch.object(filtering, "QUICK_SCAN_NODES", 0), mock.patch.object(search, "MAX_COUNT_ORDER", max_count):
+        for _ in range(data.draw(st.integers(1, 3))):
+            fast = [as_dict(r) for r in simulate_pods(state, pods, args)]
+            assert fast == reference_predict(state, pods, **options)
+            apply_events(state, data.draw(changes(state)))
+            assert_index_matches_fresh(state)
+        fast = [as_dict(r) for r in simulate_pods(state, pods, args)]
+        assert fast == reference_predict(state, pods, **options)
+
+
+def test_state_reports_the_node_names_changed_since_a_version() -> None:
+    state = ladder_cluster(3)
+    mark = state.settled_version
+    assert state.nodes_changed_since(mark) == set()
+    moved = dataclasses.replace(state.pods["default/low0"], node_name="n002")
+    state.upsert(moved)  # leaves n000, lands on n002
+    state.upsert(Pod("pending", "default", nominated_node_name="n001"))
+    assert state.nodes_changed_since(mark) == {"n000", "n001", "n002"}
+    assert state.settled_version == state.version
+    later = state.settled_version
+    state.delete("Node", "n001")
+    assert state.nodes_changed_since(later) == {"n001"}
+    assert state.node_versions["n001"] == state.version
+
+
+def test_index_sync_is_cheap_only_for_a_built_index_and_few_changed_nodes() -> None:
+    state = ladder_cluster(100)
+    assert not index_sync_is_cheap(state)  # never built: the first sync is a rebuild
+    simulate_pods(state, [Pod("new", "default", priority=10)])
+    assert index_sync_is_cheap(state)
+    state.upsert(dataclasses.replace(state.pods["default/low1"], priority=1))
+    assert index_sync_is_cheap(state)
+    for i in range(70):
+        state.upsert(dataclasses.replace(state.pods[f"default/low{i}"], priority=2))
+    assert not index_sync_is_cheap(state)
+    assert not index_sync_is_cheap(state, max_nodes=69) and index_sync_is_cheap(state, max_nodes=70)

@@ -1,0 +1,325 @@
+"""Incremental indexes of one ClusterState for the predictor: per-node summaries and capacity orderings.
+
+Derived indexes (sorted node names, static node groups, per-node importance-ordered pods with priority-level
+prefix sums, nodes ordered by free capacity) live in one ``StateIndex`` per ClusterState and are refreshed per
+node from ``ClusterState.nodes_changed_since``: an informer event on one pod costs O(pods on its node) at the
+next prediction, not a rebuild.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from webhook.cluster.model import Node, Pod, Taint
+from webhook.cluster.snapshot import ClusterState
+from webhook.preemption.pdb import PdbIndex
+from webhook.preemption.results import PreemptionArgs
+from webhook.preemption.summary import NO_PODS_LEVEL, NodeSummary
+
+
+class SortedNames:
+    """Node names ordered by (integer value, name), so "value >= x" is one slice (bisect, no Python loop)."""
+
+    __slots__ = ("names", "values")
+
+    def __init__(self, pairs: Iterable[tuple[int, str]]) -> None:
+        ordered = sorted(pairs)
+        self.values = [v for v, _ in ordered]
+        self.names = [n for _, n in ordered]
+
+    def _position(self, value: int, name: str) -> int:
+        values = self.values
+        return bisect.bisect_left(self.names, name, bisect.bisect_left(values, value),
+                                  bisect.bisect_right(values, value))
+
+    def add(self, value: int, name: str) -> None:
+        i = self._position(value, name)
+        self.values.insert(i, value)
+        self.names.insert(i, name)
+
+    def discard(self, value: int, name: str) -> None:
+        i = self._position(value, name)
+        if i < len(self.names) and self.names[i] == name and self.values[i] == value:
+            del self.values[i]
+            del self.names[i]
+
+    def at_least(self, value: int) -> list[str]:
+        return self.names[bisect.bisect_left(self.values, value):]
+
+    def below(self, value: int) -> list[str]:
+        return self.names[:bisect.bisect_left(self.values, value)]
+
+
+class OrderKey(NamedTuple):
+    """Which value a capacity ordering sorts the nodes by.
+
+    ``kind`` is one of:
+      "free"    what is free now in ``dim``
+      "level"   what is free in ``dim`` once every pod with priority <= ``priority`` is gone
+      "top"     what is free in ``dim`` once the ``victims`` pods with priority <= ``priority`` largest in it are gone
+      "latest"  the latest start among the node's pods of priority exactly ``priority`` (-1 without any)
+      "alloc"   allocatable in ``dim``
+      "min"     the node's lowest pod priority
+    """
+
+    kind: str
+    priority: int = 0
+    dim: int = 0
+    victims: int = 0
+
+
+@functools.lru_cache(maxsize=4096)
+def order_key(kind: str, priority: int = 0, dim: int = 0, victims: int = 0) -> OrderKey:
+    """``OrderKey(...)``, cached: every prediction asks for the same few keys (a NamedTuple's __new__ is slow)."""
+    return OrderKey(kind, priority, dim, victims)
+
+
+MIN_PRIORITY_ORDER = OrderKey("min")
+# Orderings that depend on a pod priority: dropped when no pod has that priority any more.
+PRIORITY_ORDERS = ("level", "top", "latest")
+
+
+def free_order(dim: int, level: int | None = None) -> OrderKey:
+    """The ordering by what is free in ``dim`` now (``level`` None) or once every pod <= ``level`` is gone."""
+    return order_key("free", 0, dim) if level is None else order_key("level", level, dim)
+
+
+def order_value(key: OrderKey, summary: NodeSummary) -> int:
+    kind, level, dim, k = key
+    if kind == "free":
+        return summary.free[dim]
+    if kind == "level":
+        return summary.free[dim] + summary.freed_at_or_below(level)[dim]
+    if kind == "top":
+        at = bisect.bisect_right(summary.levels, level) - 1
+        if at < 0:
+            return summary.free[dim]
+        sums = summary.largest_first(at)[dim]
+        return summary.free[dim] + sums[min(k, len(sums)) - 1]
+    if kind == "latest":
+        at = bisect.bisect_left(summary.levels, level)
+        return summary.level_latest_start[at] if at < len(summary.levels) and summary.levels[at] == level else -1
+    if kind == "alloc":
+        alloc = summary.node.allocatable
+        return (alloc.milli_cpu, alloc.memory, alloc.ephemeral_storage, alloc.pods)[dim]
+    return summary.levels[0] if summary.levels else NO_PODS_LEVEL
+
+
+# "top" orderings (victim counts) built together per priority and resource.
+TOP_ORDERS = 4
+
+# Above this share of changed nodes a sync rebuilds everything instead of patching per node.
+REBUILD_FRACTION = 4
+
+StaticGroupKey = tuple[bool, tuple[Taint, ...]]  # (unschedulable, taints): what the node-only filters read
+
+
+class StateIndex:
+    """Derived views of one ClusterState, refreshed per changed node (``ClusterState.nodes_changed_since``).
+
+    Use it under ``lock``: predictions in worker threads share it (``ClusterView`` takes the lock).
+    """
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.lock = threading.RLock()
+        self.version = -1
+        self.node_names: list[str] = []
+        self.summaries: dict[str, NodeSummary] = {}
+        # Nodes grouped by what the static (pod-independent) filters look at when the pod has no node constraints.
+        self.static_groups: dict[StaticGroupKey, set[str]] = {}
+        self.level_nodes: Counter[int] = Counter()
+        self._orders: dict[OrderKey, SortedNames] = {}
+        self._anti_by_name: dict[str, list[Pod]] = {}
+        self._anti_flat: list[Pod] | None = []
+        self.has_nominated = False
+        self.nominated_nodes: frozenset[str] = frozenset()
+        self._pdbs_version = -1
+        self._pdb_indexes: dict[tuple[bool, bool], PdbIndex] = {}
+
+    # ---- synchronisation ------------------------------------------------------------------------
+    def sync(self) -> None:
+        """Bring the index up to the state's current version (O(pods on the changed nodes))."""
+        state = self.state
+        # Changes up to settled_version are complete; a write in progress (stamped later) may be seen half
+        # done now, and is refreshed again at the next sync, since the log is read from self.version on.
+        version = state.settled_version
+        if version == self.version:
+            return
+        changed = state.nodes_changed_since(self.version) if self.version >= 0 else None
+        if changed is None or len(changed) * REBUILD_FRACTION > max(64, len(self.summaries)):
+            self._rebuild()
+        else:
+            for name in changed:
+                self._refresh(name)
+        nominated = frozenset(state.nominated_by_node)
+        self.nominated_nodes = nominated
+        self.has_nominated = bool(nominated)
+        if state.pdbs_version != self._pdbs_version:
+            self._pdbs_version = state.pdbs_version
+            self._pdb_indexes.clear()
+        self.version = version
+
+    def _build_summary(self, name: str, node: Node) -> NodeSummary:
+        return NodeSummary.build(node, list(self.state.pods_by_node.get(name, {}).values()))
+
+    def _rebuild(self) -> None:
+        state = self.state
+        self._orders.clear()
+        self.summaries = {}
+        self.static_groups = {}
+        self.level_nodes = Counter()
+        for name in list(state.nodes):
+            node = state.nodes.get(name)
+            if node is not None:
+                self._add_summary(name, self._build_summary(name, node))
+        self.node_names = sorted(self.summaries)
+        self._anti_by_name = {}
+        for name in set(state.pods_by_node) | set(state.nominated_by_node):
+            self._refresh_anti_affinity(name)
+        self._anti_flat = None
+
+    def _refresh(self, name: str) -> None:
+        old = self.summaries.get(name)
+        node = self.state.nodes.get(name)
+        if node is None:
+            if old is not None:
+                self._remove_summary(name, old)
+                del self.node_names[bisect.bisect_left(self.node_names, name)]
+        elif old is None:
+            self._add_summary(name, self._build_summary(name, node))
+            bisect.insort(self.node_names, name)
+        else:
+            self._replace_summary(name, old, self._build_summary(name, node))
+        self._refresh_anti_affinity(name)
+
+    def _add_summary(self, name: str, summary: NodeSummary) -> None:
+        self.summaries[name] = summary
+        node = summary.node
+        self.static_groups.setdefault((node.unschedulable, node.taints), set()).add(name)
+        self.level_nodes.update(summary.levels)
+        for key, order in self._orders.items():
+            order.add(order_value(key, summary), name)
+
+    def _remove_summary(self, name: str, summary: NodeSummary) -> None:
+        del self.summaries[name]
+        self._forget_static_and_levels(name, summary)
+        for key, order in self._orders.items():
+            order.discard(order_value(key, summary), name)
+
+    def _replace_summary(self, name: str, old: NodeSummary, new: NodeSummary) -> None:
+        """A changed node: only the orderings whose value for it moved are touched."""
+        self.summaries[name] = new
+        self.level_nodes.update(new.levels)  # first: a level the node keeps never drops to zero on the way
+        self._forget_static_and_levels(name, old)
+        node = new.node
+        self.static_groups.setdefault((node.unschedulable, node.taints), set()).add(name)
+        for key, order in self._orders.items():
+            before, after = order_value(key, old), order_value(key, new)
+            if before != after:
+                order.discard(before, name)
+                order.add(after, name)
+
+    def _forget_static_and_levels(self, name: str, summary: NodeSummary) -> None:
+        group_key = (summary.node.unschedulable, summary.node.taints)
+        group = self.static_groups[group_key]
+        group.discard(name)
+        if not group:
+            del self.static_groups[group_key]
+        self.level_nodes.subtract(summary.levels)
+        for level in summary.levels:
+            if self.level_nodes[level] <= 0:
+                del self.level_nodes[level]
+                # Orderings of a priority no pod has any more: dropped (rebuilt if it comes back).
+                for key in [k for k in self._orders if k.kind in PRIORITY_ORDERS and k.priority == level]:
+                    del self._orders[key]
+
+    def _refresh_anti_affinity(self, name: str) -> None:
+        state = self.state
+        found = [p for p in state.pods_by_node.get(name, {}).values() if p.pod_anti_affinity]
+        found += [p for p in state.nominated_by_node.get(name, {}).values() if p.pod_anti_affinity]
+        if found or name in self._anti_by_name:
+            if found:
+                self._anti_by_name[name] = found
+            else:
+                del self._anti_by_name[name]
+            self._anti_flat = None
+
+    # ---- reads ----------------------------------------------------------------------------------
+    @property
+    def anti_affinity_pods(self) -> list[Pod]:
+        """Bound and nominated pods with required anti-affinity terms."""
+        if self._anti_flat is None:
+            self._anti_flat = [p for pods in self._anti_by_name.values() for p in pods]
+        return self._anti_flat
+
+    def order(self, key: OrderKey) -> SortedNames:
+        """Node names ordered by one value (built on first use, then kept up to date per changed node).
+
+        The "top" orderings of one priority and resource are built together for k = 1..TOP_ORDERS, so a
+        pod needing a larger victim count later does not pay a build in its prediction.
+        """
+        found = self._orders.get(key)
+        if found is None:
+            counts = range(1, TOP_ORDERS + 1) if key.kind == "top" and key.victims <= TOP_ORDERS else (key.victims,)
+            for count in counts:
+                sibling = key._replace(victims=count)
+                self._orders[sibling] = SortedNames((order_value(sibling, s), name)
+                                                    for name, s in self.summaries.items())
+            found = self._orders[key]
+        return found
+
+    def levels_below(self, priority: int) -> list[int]:
+        """Distinct priorities of bound pods lower than ``priority``, ascending."""
+        return sorted(level for level in self.level_nodes if level < priority)
+
+    def pdb_index(self, args: PreemptionArgs) -> PdbIndex:
+        """Every PDB (namespace, name order) with cached pod matches; status may lag, as upstream's lister."""
+        flags = (args.pdb_empty_selector_matches_all, args.pdb_stop_at_first_violation)
+        found = self._pdb_indexes.get(flags)
+        if found is None:
+            pdbs = sorted((p for per_ns in list(self.state.pdbs_by_namespace.values()) for p in list(per_ns.values())),
+                          key=lambda p: (p.namespace, p.name))
+            found = PdbIndex(pdbs, empty_matches_all=flags[0], stop_at_first=flags[1])
+            self._pdb_indexes[flags] = found
+        return found
+
+    def summary(self, name: str) -> NodeSummary:
+        return self.summaries[name]
+
+
+_INDEXES: weakref.WeakKeyDictionary[ClusterState, StateIndex] = weakref.WeakKeyDictionary()
+_INDEXES_LOCK = threading.Lock()
+
+
+def state_index(state: ClusterState) -> StateIndex:
+    """The state's index (one per ClusterState, created on first use); call ``sync`` under its lock."""
+    index = _INDEXES.get(state)
+    if index is None:
+        with _INDEXES_LOCK:
+            index = _INDEXES.get(state)
+            if index is None:
+                index = StateIndex(state)
+                _INDEXES[state] = index
+    return index
+
+
+def index_sync_is_cheap(state: ClusterState, max_nodes: int = 64) -> bool:
+    """Whether the state's index exists and catching up refreshes at most ``max_nodes`` nodes (no rebuild).
+
+    The server runs a prediction on its event loop only then: a rebuild (first use, or after a relist)
+    takes hundreds of milliseconds at 5,000 nodes and must happen in a worker thread.
+    """
+    index = _INDEXES.get(state)
+    if index is None or index.version < 0:
+        return False
+    if state.settled_version == index.version:
+        return True
+    changed = state.nodes_changed_since(index.version)
+    return changed is not None and len(changed) <= max_nodes

@@ -1,0 +1,273 @@
+"""Branch and bound over the potential nodes of a resource-only pod: the best candidate without dry-running them all.
+
+Every node gets a lower bound of its ``CandidateScore`` (docs/preemption.md §9) from its summary and the
+capacity orderings; nodes are dry-run exactly (``select_victims_by_resources``) in bound order until a
+bound exceeds the best exact score, so the best node and every node tying with it are found. The answer
+equals upstream's DryRunPreemption over every potential node followed by pickOneNodeForPreemption
+(pkg/scheduler/framework/preemption/preemption.go (DryRunPreemption, pickOneNodeForPreemption)).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Collection, Iterable
+from typing import NamedTuple
+
+from webhook.cluster.model import Pod, Resources
+from webhook.preemption.capacity import (
+    Want,
+    intersect,
+    mask_status,
+    nodes_with_room,
+    resource_partition,
+    subset,
+    wanted_resources,
+)
+from webhook.preemption.context import DEADLINE_STRIDE, PredictionContext
+from webhook.preemption.filters import Status
+from webhook.preemption.index import MIN_PRIORITY_ORDER, StateIndex, free_order, order_key
+from webhook.preemption.results import LOWEST_NEGATED_START, PRIORITY_SUM_OFFSET, CandidateScore, new_score
+from webhook.preemption.selection import BestCandidates, candidate_score
+from webhook.preemption.summary import PODS, NodeSummary, Usage
+from webhook.preemption.victims import NO_VICTIMS, DryRun, fits_after_freeing, select_victims_by_resources
+
+# Victim-count bounds up to this many are found with the capacity orderings; larger ones node by node.
+MAX_COUNT_ORDER = 4
+# Exact dry runs between two deadline checks.
+DRY_RUNS_PER_DEADLINE_CHECK = 64
+
+
+class Bound(NamedTuple):
+    """No candidate on ``node`` can score lower than ``score``."""
+
+    score: CandidateScore
+    node: str
+    # How many of the node's priority levels are below the pod's (None: the exact dry run counts them).
+    levels_below: int | None
+    nominated: list[Pod]  # the pods nominated to the node that count in pass 1
+
+
+def bound_order(bound: Bound) -> tuple[CandidateScore, str]:
+    return bound.score, bound.node
+
+
+def priority_sum_bound(top: int, count: int, lowest: int) -> int:
+    """The smallest Σ(priority + 2^31) of ``count`` victims, the highest at ``top``, none below ``lowest``."""
+    return top + PRIORITY_SUM_OFFSET + (count - 1) * (lowest + PRIORITY_SUM_OFFSET)
+
+
+def score_floor(top: int, count: int, lowest: int) -> CandidateScore:
+    """The lowest score of any node without PDB violations whose victims number ``count`` or more, the highest
+    at ``top``, none below ``lowest``."""
+    return CandidateScore(0, top, priority_sum_bound(top, count, lowest), count, LOWEST_NEGATED_START)
+
+
+def minimum_victims(requests: Resources, free: Usage, summary: NodeSummary, level_index: int) -> int:
+    """Fewest pods at or below ``summary.levels[level_index]`` whose removal can cover every shortfall."""
+    free_cpu, free_mem, free_eph, free_pods = free
+    count = 1 - free_pods if free_pods < 0 else 1
+    short_cpu = requests.milli_cpu - free_cpu if requests.milli_cpu else 0
+    short_mem = requests.memory - free_mem if requests.memory else 0
+    short_eph = requests.ephemeral_storage - free_eph if requests.ephemeral_storage else 0
+    if short_cpu > 0 or short_mem > 0 or short_eph > 0:
+        cpu_sums, mem_sums, eph_sums = summary.largest_first(level_index)
+        if short_cpu > 0:
+            count = max(count, bisect.bisect_left(cpu_sums, short_cpu) + 1)
+        if short_mem > 0:
+            count = max(count, bisect.bisect_left(mem_sums, short_mem) + 1)
+        if short_eph > 0:
+            count = max(count, bisect.bisect_left(eph_sums, short_eph) + 1)
+    return count
+
+
+def node_bound(summary: NodeSummary, requests: Resources, free: Usage, level_index: int,
+               levels_below: int | None = None, nominated: list[Pod] | None = None) -> Bound:
+    """The bound of a node whose lowest level making room is ``levels[level_index]``: that level is its top victim
+    priority at least, its victims number at least ``minimum_victims``, and its top victims started no later
+    than the latest pod of that level."""
+    top = summary.levels[level_index]
+    count = minimum_victims(requests, free, summary, level_index)
+    score = new_score(CandidateScore, (0, top, priority_sum_bound(top, count, summary.levels[0]), count,
+                                       -summary.level_latest_start[level_index]))
+    return Bound(score, summary.node.name, levels_below, [] if nominated is None else nominated)
+
+
+def _slow_node_bound(ctx: PredictionContext, name: str, statuses: dict[str, Status]) -> Bound | None:
+    """The bound of one node that has nominated pods or simulated changes; None (and its status) when the node
+    is no candidate."""
+    summary = ctx.view.summary(name)
+    below = summary.lower_priority_count(ctx.priority)
+    if below == 0:
+        statuses[name] = NO_VICTIMS
+        return None
+    nominated = ctx.nominated_pods(name)
+    used = summary.used_with(nominated)
+    requests = ctx.pod.requests
+    alloc = summary.node.allocatable
+    if not fits_after_freeing(requests, alloc, used, summary.cumulative[below - 1]):
+        statuses[name] = select_victims_by_resources(ctx.pod, summary, nominated, ctx.pdbs,
+                                                     levels_below=below).status
+        return None
+    level_index = next(i for i in range(below) if fits_after_freeing(requests, alloc, used, summary.cumulative[i]))
+    used_cpu, used_mem, used_eph, used_pods = used
+    free = (alloc.milli_cpu - used_cpu, alloc.memory - used_mem, alloc.ephemeral_storage - used_eph,
+            alloc.pods - used_pods)
+    return node_bound(summary, requests, free, level_index, below, nominated)
+
+
+def _plain_bounds(ctx: PredictionContext, names: Iterable[str], level: int) -> list[Bound]:
+    """The bounds of nodes without nominated pods or simulated changes whose lowest level making room is
+    ``level``."""
+    requests = ctx.pod.requests
+    summaries = ctx.view.index.summaries
+    bounds: list[Bound] = []
+    for i, name in enumerate(names):
+        if not i % DEADLINE_STRIDE:
+            ctx.check_deadline()
+        summary = summaries[name]
+        level_index = max(bisect.bisect_right(summary.levels, level) - 1, 0)
+        bounds.append(node_bound(summary, requests, summary.free, level_index))
+    return bounds
+
+
+def bounded_dry_run(ctx: PredictionContext, potential: Collection[str]) -> DryRun:
+    """``dry_run_preemption`` for a resource-only pod by branch and bound over the bounds of the nodes.
+
+    With fit monotone in the pods removed, a node's bound follows from the lowest priority level whose removal
+    (with every level below) makes room (``node_bound``). The cluster's priority levels are visited in
+    ascending order; the nodes that first make room at a level come from the capacity orderings of the index
+    (set algebra, no per-node loop), and only they get a bound.
+    """
+    view = ctx.view
+    index = view.index
+    wanted: set[str] | frozenset[str] = potential if isinstance(potential, (set, frozenset)) else set(potential)
+    slow = view.touched | index.nominated_nodes
+    plain: set[str] = set(wanted) if not slow else set(wanted - slow)
+    if not index.summaries.keys() >= plain:
+        plain &= index.summaries.keys()
+    statuses: dict[str, Status] = {}
+    slow_bounds = [b for b in (_slow_node_bound(ctx, name, statuses) for name in sorted(wanted & slow))
+                   if b is not None]
+    levels = index.levels_below(ctx.priority)
+    wants = wanted_resources(ctx.pod)
+    has_lower = subset(index, plain, index.order(MIN_PRIORITY_ORDER).below(ctx.priority)) if levels else set()
+    candidates_plain = nodes_with_room(index, has_lower, wants, levels[-1]) if levels else set()
+    candidate_count = len(candidates_plain) + len(slow_bounds)
+    if not candidate_count:
+        counts = _plain_dry_run_statuses(ctx, plain, has_lower, wants, levels, statuses)
+        return DryRun([], statuses, 0, counts=counts)
+    pending = sorted(slow_bounds, key=bound_order)
+    lowest = min(index.level_nodes, default=-PRIORITY_SUM_OFFSET)
+    second = min((level for level in index.level_nodes if level > lowest), default=lowest)
+    best = BestCandidates()
+    seen: set[str] = set()
+    for position, level in enumerate(levels):
+        if best.score is not None and best.score.pdb_violations == 0 and best.score.top_priority < level:
+            break  # every bound from here on starts with (0, level), worse than the best
+        fitting = candidates_plain if position == len(levels) - 1 else nodes_with_room(index, has_lower, wants, level)
+        remaining = fitting - seen
+        seen |= fitting
+        slow_batch = []
+        while pending and pending[0].score.top_priority <= level:
+            slow_batch.append(pending.pop(0))
+        _dry_run_batch(ctx, slow_batch, best)
+        count = 0
+        while remaining:
+            count += 1
+            if count > MAX_COUNT_ORDER:
+                _dry_run_batch(ctx, _plain_bounds(ctx, remaining, level), best)
+                break
+            # The nodes whose victim-count bound is exactly ``count``; their bound differs only in the lowest
+            # pod priority of the node (a term of the priority sum) and the latest start at ``level``.
+            batch = _within_count(index, remaining, wants, level, count)
+            remaining -= batch
+            group = batch if count == 1 else batch.intersection(index.order(MIN_PRIORITY_ORDER).below(lowest + 1))
+            _dry_run_by_latest_start(ctx, group, level, count, lowest, best)
+            rest = batch - group
+            if rest and not best.beats(score_floor(level, count, second)):
+                _dry_run_batch(ctx, _plain_bounds(ctx, rest, level), best)
+            # Every node left at this level has at least count + 1 victims, and at least its top one at ``level``.
+            if best.beats(score_floor(level, count + 1, lowest)):
+                break
+    _dry_run_batch(ctx, pending, best)
+    picked = best.pick()
+    chosen, tied = picked if picked is not None else (None, ())
+    return DryRun(best.candidates, statuses, candidate_count, chosen, tied)
+
+
+def _dry_run_by_latest_start(ctx: PredictionContext, group: set[str], level: int, count: int, lowest: int,
+                             best: BestCandidates) -> None:
+    """Exact dry runs of ``group``, nodes whose bounds differ only in the latest start at ``level``, latest start
+    first (= bound order, read off the index), until a bound exceeds the best score."""
+    if not group:
+        return
+    order = ctx.view.index.order(order_key("latest", level))
+    names, values = order.names, order.values
+    summaries = ctx.view.index.summaries
+    total = priority_sum_bound(level, count, lowest)
+    left = len(group)
+    for i in range(len(names) - 1, -1, -1):
+        name = names[i]
+        if name not in group:
+            continue
+        if best.beats(new_score(CandidateScore, (0, level, total, count, -values[i]))):
+            break
+        candidate = select_victims_by_resources(ctx.pod, summaries[name], [], ctx.pdbs).candidate
+        assert candidate is not None  # fit is monotone: the node failed with every pod, fits without them
+        best.offer(candidate)
+        left -= 1
+        if not left:
+            break
+        if not left % DRY_RUNS_PER_DEADLINE_CHECK:
+            ctx.check_deadline()
+
+
+def _within_count(index: StateIndex, nodes: set[str], wants: list[Want], level: int, count: int) -> set[str]:
+    """The ``nodes`` where removing ``count`` pods at or below ``level`` may make room: per resource,
+    the ``count`` largest requests cover the shortfall, and ``count`` pods free enough slots."""
+    slices = [index.order(free_order(PODS)).at_least(1 - count)]
+    slices += [index.order(order_key("top", level, dim, count)).at_least(want) for dim, want in wants if dim != PODS]
+    return intersect(index, nodes, slices)
+
+
+def _dry_run_batch(ctx: PredictionContext, batch: list[Bound], best: BestCandidates) -> None:
+    """Exact dry runs of the nodes of one batch whose bound does not exceed the best score, in bound order."""
+    if not batch:
+        return
+    view = ctx.view
+    if best.score is None:
+        # Dry-run the most promising node first, then only the nodes whose bound can match it, in order.
+        first = min(batch, key=bound_order)
+        candidate = select_victims_by_resources(ctx.pod, view.summary(first.node), first.nominated, ctx.pdbs,
+                                                levels_below=first.levels_below).candidate
+        assert candidate is not None
+        limit = candidate_score(candidate)
+    else:
+        limit = best.score
+    ordered = sorted((b for b in batch if b.score <= limit), key=bound_order)
+    for i, bound in enumerate(ordered):
+        if not i % DRY_RUNS_PER_DEADLINE_CHECK:
+            ctx.check_deadline()
+        if best.beats(bound.score):
+            break
+        candidate = select_victims_by_resources(ctx.pod, view.summary(bound.node), bound.nominated, ctx.pdbs,
+                                                levels_below=bound.levels_below).candidate
+        assert candidate is not None  # fit is monotone: the node failed with every pod, fits without them
+        best.offer(candidate)
+
+
+def _plain_dry_run_statuses(ctx: PredictionContext, plain: set[str], has_lower: set[str], wants: list[Want],
+                            levels: list[int], statuses: dict[str, Status]) -> Counter[Status]:
+    """Why each plain potential node is no candidate (no lower-priority pod, or still no room without
+    them), written to ``statuses``; returns how many nodes have each status, the other nodes' included."""
+    counts = Counter(statuses.values())
+    no_victims = plain - has_lower
+    statuses.update(dict.fromkeys(no_victims, NO_VICTIMS))
+    counts[NO_VICTIMS] += len(no_victims)
+    if has_lower:
+        for mask, part in resource_partition(ctx.view.index, has_lower, wants, levels[-1]).items():
+            status = mask_status(mask)
+            statuses.update(dict.fromkeys(part, status))
+            counts[status] += len(part)
+    return counts

@@ -1,0 +1,261 @@
+"""The predictor's entry points: one replica (``predict_pod``), pods in order (``simulate_pods``), and the
+Priority admission plugin's resolution in front of them (``predict_pods``, ``predict_objects``).
+
+Per replica (docs/preemption.md §2): Filter (filtering.py) and, when the pod fits nowhere, DefaultPreemption's
+PostFilter (dryrun.py). Fits: the pod's own nominated node if it passes, else the first passing node by name
+(which node the default scoring would pick is out of scope). Each replica that fits or preempts is bound to its
+node in the ``ClusterView`` before the next replica is predicted; a replica that stays pending changes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from webhook.cluster.copying import replace_fields
+from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod
+from webhook.cluster.snapshot import ClusterState
+from webhook.errors import PredictionTimeout
+from webhook.preemption.context import new_context
+from webhook.preemption.dryrun import nodes_available_message, nodes_available_message_from_counts, preempt
+from webhook.preemption.filtering import filter_nodes
+from webhook.preemption.filters import (
+    ERR_NODE_AFFINITY,
+    ERR_NODE_PORTS,
+    NodeInfo,
+    host_ports_conflict,
+    resource_fit_status,
+)
+from webhook.preemption.index import state_index
+from webhook.preemption.results import (
+    DEFAULT_GRACE_PERIOD_SECONDS,
+    Candidate,
+    Outcome,
+    PreemptionArgs,
+    PreemptionResult,
+    VictimInfo,
+)
+from webhook.preemption.selectors import required_node_affinity_matches, tolerates
+from webhook.preemption.view import ClusterView
+from webhook.preemption.workloads import expand_object, replica_name
+from webhook.priority.resolution import (
+    SYSTEM_CRITICAL_PRIORITY,
+    PriorityRejection,
+    effective_classes,
+    resolve_pod_priority,
+)
+
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+PREEMPTION_DISABLED = (
+    "preemption: disabled in the scheduler profile (scheduler.preemption: disabled), so the pod would stay Pending."
+)
+
+
+def _victim_info(pod: Pod, candidate: Candidate) -> VictimInfo:
+    grace = pod.termination_grace_period_seconds
+    return VictimInfo(pod.namespace, pod.name, candidate.node, pod.effective_priority, pod.key in candidate.violating,
+                      DEFAULT_GRACE_PERIOD_SECONDS if grace is None else grace)
+
+
+def _gap_note(pod: Pod) -> str:
+    return f" Not modelled (the prediction ignores it): {'; '.join(pod.unmodeled)}." if pod.unmodeled else ""
+
+
+def kubelet_admission_failure(view: ClusterView, pod: Pod) -> str | None:
+    """Why the kubelet of ``pod.node_name`` would refuse the pod (its ``generalFilter``), or None when it admits it.
+
+    The kubelet checks the node name, node selector and required node affinity, host ports, resources and
+    NoExecute taints; it ignores cordons, NoSchedule taints, inter-pod affinity and topology spread.
+    """
+    name = pod.node_name
+    if name not in view.state.nodes:
+        return f"node {name} does not exist"
+    node = view.node(name)
+    if not required_node_affinity_matches(pod, node):
+        return ERR_NODE_AFFINITY.replace("node(s)", "the node")
+    for taint in node.taints:
+        if taint.effect == "NoExecute" and not tolerates(pod.tolerations, taint):
+            return f"the pod does not tolerate the node's NoExecute taint {taint.key}"
+    info = NodeInfo.build(node, view.pods_on(name))
+    if pod.host_ports and host_ports_conflict(pod.host_ports, (hp for p in info.pods.values() for hp in p.host_ports)):
+        return ERR_NODE_PORTS.replace("node(s)", "the node")
+    used = info.requested
+    status = resource_fit_status(pod.requests, node.allocatable, used.milli_cpu, used.memory,
+                                 used.ephemeral_storage, used.pod_count, used.scalar)
+    return None if status.ok else ", ".join(status.reasons)
+
+
+def pending_result(pod: Pod, policy: str, message: str = "") -> PreemptionResult:
+    """The result of a replica that stays Pending (``Unschedulable``)."""
+    return PreemptionResult(pod=pod.key, priority=pod.effective_priority, priority_class_name=pod.priority_class_name,
+                            preemption_policy=policy, outcome=Outcome.UNSCHEDULABLE, message=message)
+
+
+def predict_bound_pod(view: ClusterView, pod: Pod, policy: str, gaps: str) -> PreemptionResult:
+    """A pod that sets ``spec.nodeName``: the scheduler never handles it, so nothing is preempted for it."""
+    failure = kubelet_admission_failure(view, pod)
+    if failure is None:
+        return replace_fields(pending_result(pod, policy), outcome=Outcome.FITS, node=pod.node_name,
+                              message=f"spec.nodeName binds the pod to node {pod.node_name}, where it fits;"
+                                      f" the scheduler does not handle it and preempts nothing." + gaps)
+    message = (f"spec.nodeName binds the pod to node {pod.node_name}, so the scheduler never handles it and never"
+               f" preempts for it; the kubelet will reject it: {failure}.")
+    if pod.effective_priority >= SYSTEM_CRITICAL_PRIORITY and pod.node_name in view.state.nodes:
+        message += (" As a critical pod (system priority), the kubelet may instead evict pods on that node itself"
+                    " to admit it.")
+    return pending_result(pod, policy, message + gaps)
+
+
+def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
+                deadline: float | None = None) -> tuple[PreemptionResult, Candidate | None]:
+    """One replica whose ``spec.priority`` is already resolved, and the candidate whose victims it evicts.
+
+    Does not change ``view``.
+    """
+    policy = pod.preemption_policy or PREEMPT_LOWER_PRIORITY
+    gaps = _gap_note(pod)
+    if not view.node_names:
+        return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None
+    if pod.node_name:
+        return predict_bound_pod(view, pod, policy, gaps), None
+    ctx = new_context(view, pod, args, deadline=deadline)
+    ctx.check_deadline()
+    filtered = filter_nodes(ctx)
+    if filtered.fit_node is not None:
+        return PreemptionResult(pod=pod.key, priority=pod.effective_priority,
+                                priority_class_name=pod.priority_class_name, preemption_policy=policy,
+                                outcome=Outcome.FITS, node=filtered.fit_node,
+                                message=f"fits on node {filtered.fit_node} without preemption." + gaps), None
+    if filtered.counts is not None:
+        fit_error = nodes_available_message_from_counts(len(view.node_names), filtered.counts)
+    else:
+        fit_error = nodes_available_message(len(view.node_names), filtered.statuses.values())
+    if not args.preemption_enabled and pod.preemption_policy != PREEMPT_NEVER:
+        # No PostFilter in the scheduler profile: the pod stays Pending (a Never pod keeps its own reason below).
+        return pending_result(pod, policy, f"{fit_error} {PREEMPTION_DISABLED}{gaps}"), None
+    post = preempt(ctx, filtered.statuses, filtered=filtered)
+    if post.candidate is None:
+        pending = pending_result(pod, policy, f"{fit_error} {post.message}{gaps}")
+        return replace_fields(pending, preemption_status=post.message), None
+    candidate = post.candidate
+    victims = tuple(_victim_info(v, candidate) for v in candidate.victims)
+    num_candidates = args.num_candidates(post.potential_count)
+    sampled = post.candidate_count > num_candidates
+    notes = [f"{fit_error} Preemption would nominate node {candidate.node} and evict {len(victims)} pod(s)"
+             f" ({candidate.num_pdb_violations} PDB violation(s))."]
+    if len(post.tied) > 1:
+        notes.append(f"{len(post.tied)} nodes tie on every upstream criterion; upstream picks one at random,"
+                     " PreemptGuard shows the first by name.")
+    if sampled:
+        notes.append(f"{post.candidate_count} candidate nodes exceed the {num_candidates} that upstream samples"
+                     f" from {post.potential_count} potential nodes; upstream may choose a different node.")
+    return replace_fields(
+        pending_result(pod, policy), outcome=Outcome.PREEMPTS, node=candidate.node, victims=victims,
+        pdb_violations=candidate.num_pdb_violations, candidate_nodes=post.candidate_count, tied_nodes=post.tied,
+        expected_delay_seconds=max(v.grace_period_seconds for v in victims),
+        message=" ".join(notes) + gaps, sampled=sampled,
+    ), candidate
+
+
+def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs | None = None, *,
+                  deadline: float | None = None) -> list[PreemptionResult]:
+    """Predict each pod in order, applying each placement and eviction before the next (never mutating ``state``).
+
+    The pods' priorities are already resolved. ``deadline`` (a ``time.monotonic()`` value): past it,
+    ``PredictionTimeout`` is raised from inside the node loops, so a caller enforcing a time budget leaves no
+    runaway computation behind.
+    """
+    args = args or PreemptionArgs()
+    index = state_index(state)
+    timeout = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+    if not index.lock.acquire(timeout=timeout):
+        raise PredictionTimeout("the preemption prediction exceeded its deadline waiting for another prediction")
+    try:
+        view = ClusterView(state)
+        results = []
+        last = len(pods) - 1
+        for i, pod in enumerate(pods):
+            result, candidate = predict_pod(view, pod, args, deadline=deadline)
+            results.append(result)
+            if i == last:
+                break  # nothing reads the view after the last replica: skip applying its placement
+            if candidate is not None:
+                for victim in candidate.victims:
+                    view.evict(victim)
+            if result.node is not None:
+                view.bind(pod, result.node)
+        return results
+    finally:
+        index.lock.release()
+
+
+def replica_pods(pod: Pod, replicas: int) -> list[Pod]:
+    """N copies with distinct names and uids (``replica_name``); a single replica is the pod itself."""
+    if replicas == 1:
+        return [pod]
+    return [replace_fields(pod, name=replica_name(pod.name, i, replicas),
+                           uid=replica_name(pod.uid, i, replicas) if pod.uid else "")
+            for i in range(replicas)]
+
+
+def resolve_priority(state: ClusterState, pod: Pod) -> Pod:
+    """The pod as the Priority admission plugin would store it; raises ``PriorityRejection``."""
+    resolved = resolve_pod_priority(pod.priority_class_name, pod.priority, pod.preemption_policy,
+                                    effective_classes(state))
+    if (resolved.priority == pod.priority and resolved.preemption_policy == pod.preemption_policy
+            and resolved.priority_class_name == pod.priority_class_name):
+        return pod
+    return replace_fields(pod, priority=resolved.priority, preemption_policy=resolved.preemption_policy,
+                          priority_class_name=resolved.priority_class_name)
+
+
+def resolve_each(state: ClusterState, pods: Sequence[Pod]) -> list[Pod | PreemptionResult]:
+    """Each pod as the Priority plugin would store it, or its own ``Rejected`` result."""
+    entries: list[Pod | PreemptionResult] = []
+    for pod in pods:
+        try:
+            entries.append(resolve_priority(state, pod))
+        except PriorityRejection as exc:
+            entries.append(PreemptionResult(pod=pod.key, priority=None, priority_class_name=pod.priority_class_name,
+                                            preemption_policy=pod.preemption_policy or PREEMPT_LOWER_PRIORITY,
+                                            outcome=Outcome.REJECTED, message=str(exc)))
+    return entries
+
+
+def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionArgs | None = None,
+                 deadline: float | None = None) -> list[PreemptionResult]:
+    """Resolve each pod's priority, then simulate the admitted ones in order (``simulate_pods``).
+
+    Each pod gets its own outcome: a pod the Priority plugin rejects is ``Rejected`` and takes no place in the
+    simulation of the others.
+    """
+    entries = resolve_each(state, pods)
+    admitted = [e for e in entries if isinstance(e, Pod)]
+    simulated = iter(simulate_pods(state, admitted, args, deadline=deadline) if admitted else ())
+    return [next(simulated) if isinstance(e, Pod) else e for e in entries]
+
+
+def predict_preemption(state: ClusterState, pod: Pod, *, replicas: int = 1, args: PreemptionArgs | None = None,
+                       deadline: float | None = None) -> list[PreemptionResult]:
+    """``predict_pods`` for ``replicas`` copies of ``pod`` (``replica_pods``)."""
+    return predict_pods(state, replica_pods(pod, replicas), args=args, deadline=deadline)
+
+
+def with_priority_class(pod: Pod, priority_class: str | None) -> Pod:
+    """The pod as if it asked for ``priority_class`` (its own spec.priority/preemptionPolicy are dropped)."""
+    if not priority_class:
+        return pod
+    return replace_fields(pod, priority_class_name=priority_class, priority=None, preemption_policy=None)
+
+
+def predict_objects(state: ClusterState, objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None,
+                    replicas: int | None = None, priority_class: str | None = None,
+                    args: PreemptionArgs | None = None, deadline: float | None = None) -> list[PreemptionResult]:
+    """Expand every object (Pod, workload or List) into pods (``expand_object``) and predict them all in order.
+
+    ``deadline`` (``time.monotonic()`` value): past it the simulation raises ``PredictionTimeout``.
+    """
+    pods = [with_priority_class(p, priority_class)
+            for obj in objects for p in expand_object(obj, namespace=namespace, replicas=replicas)]
+    return predict_pods(state, pods, args=args, deadline=deadline)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from webhook.cluster.convert import pod_from_dict
 
 from webhook.cluster.loader import parse_documents
+from webhook.cluster.reader import pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.preview import preview_object
 from webhook.preemption.results import Outcome

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from webhook.cluster.convert import pod_from_dict
-
+from webhook.cluster.reader import pod_from_dict
 from webhook.preemption.results import Candidate
 from webhook.preemption.selection import pick_preemption_node
 

@@ -10,9 +10,9 @@ from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from webhook.cluster.convert import pod_from_dict
 
 from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod, Resources
+from webhook.cluster.reader import pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PredictionTimeout, PreemptGuardError
 from webhook.preemption.dryrun import NOT_ELIGIBLE_NEVER

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from webhook.cluster.convert import pod_from_dict
-
+from webhook.cluster.reader import pod_from_dict
 from webhook.preemption.filters import ERROR, CycleState, NodeInfo
 from webhook.preemption.pdb import PdbIndex
 from webhook.preemption.victims import select_victims_on_node

@@ -5,19 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.cluster.jsonfields import json_object
 from webhook.cluster.model import Pod
 from webhook.cluster.reader import pod_from_dict
 from webhook.errors import InvalidInput
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob")
-
-
-def _mapping(value: object, what: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidInput(f"{what}: expected an object")
-    return value
 
 
 def _count(value: object, what: str, default: int) -> int:
@@ -31,14 +24,15 @@ def _count(value: object, what: str, default: int) -> int:
 def pod_template(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], int]:
     """The pod template of a workload and its default replica count."""
     kind = obj.get("kind")
-    spec = _mapping(obj.get("spec"), "spec")
+    spec = json_object(obj.get("spec"), "spec")
     if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
-        return _mapping(spec.get("template"), "spec.template"), _count(spec.get("replicas"), "spec.replicas", 1)
+        return json_object(spec.get("template"), "spec.template"), _count(spec.get("replicas"), "spec.replicas", 1)
     if kind == "Job":
-        return _mapping(spec.get("template"), "spec.template"), _job_pods(spec, "spec")
+        return json_object(spec.get("template"), "spec.template"), _job_pods(spec, "spec")
     if kind == "CronJob":
-        job = _mapping(_mapping(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec.jobTemplate.spec")
-        return _mapping(job.get("template"), "spec.jobTemplate.spec.template"), _job_pods(job, "spec.jobTemplate.spec")
+        job = json_object(json_object(spec.get("jobTemplate"), "spec.jobTemplate").get("spec"), "spec.jobTemplate.spec")
+        template = json_object(job.get("template"), "spec.jobTemplate.spec.template")
+        return template, _job_pods(job, "spec.jobTemplate.spec")
     raise InvalidInput(f"unsupported kind {kind!r}: expected Pod, List or one of {', '.join(WORKLOAD_KINDS)}")
 
 
@@ -68,7 +62,7 @@ def expand_object(obj: Mapping[str, Any], *, namespace: str | None = None, repli
         if not isinstance(items, list):
             raise InvalidInput("items: expected a list")
         return [pod for item in items for pod in expand_object(item, namespace=namespace, replicas=replicas)]
-    meta = _mapping(obj.get("metadata"), "metadata")
+    meta = json_object(obj.get("metadata"), "metadata")
     name = str(meta.get("name") or meta.get("generateName") or "pod").rstrip("-")
     ns = namespace or meta.get("namespace") or "default"
     if kind == "Pod":
@@ -79,7 +73,7 @@ def expand_object(obj: Mapping[str, Any], *, namespace: str | None = None, repli
     count = count if replicas is None else replicas
     if count < 0:
         raise InvalidInput("replicas must not be negative")
-    tmeta = _mapping(template.get("metadata"), "template.metadata")
+    tmeta = json_object(template.get("metadata"), "template.metadata")
     base = {"apiVersion": "v1", "kind": "Pod", "spec": template.get("spec") or {},
             "status": obj.get("status") if kind == "Pod" else None}
     pods = []

@@ -23,6 +23,7 @@ from webhook.cluster.source import SnapshotSource
 from webhook.config import DEFAULT_CONFIG, Config, load_config
 from webhook.errors import InvalidInput
 from webhook.guardrails import PREDICTION_ANNOTATION
+from webhook.preemption.results import Outcome
 from webhook.preemption.workloads import WORKLOAD_KINDS, pod_template
 from webhook.routes import MUTATE_PODS_PATH
 from webhook.server.settings import ServerSettings
@@ -121,7 +122,7 @@ def read_patch(response: Mapping[str, Any]) -> Patched:
 
 
 def _prediction_note(prediction: Mapping[str, Any] | None) -> str:
-    if prediction is None or prediction.get("outcome") != "Fits":
+    if prediction is None or prediction.get("outcome") != Outcome.FITS:
         return ""
     return f"; fits on {prediction.get('node')} without preemption"
 

@@ -23,16 +23,10 @@ from kubectl_plugin.inputs import (
     with_priority_class,
 )
 from kubectl_plugin.render import Progress, colour_wanted, format_tables, render
-from kubectl_plugin.sources import (
-    ApiAnswer,
-    ClusterPreviewSource,
-    KubeCluster,
-    WebhookPreviewSource,
-    combine_previews,
-    kubeconfig_paths,
-    parse_warning_headers,
-    summarize,
-)
+from kubectl_plugin.sources.document import combine_previews, summarize
+from kubectl_plugin.sources.dry_run import ClusterPreviewSource
+from kubectl_plugin.sources.kube_api import ApiAnswer, KubeCluster, kubeconfig_paths, parse_warning_headers
+from kubectl_plugin.sources.webhook_url import WebhookPreviewSource
 from webhook.cluster.loader import load_snapshot
 from webhook.errors import ClusterUnavailable, ConfigError, Forbidden, InvalidInput, Unauthorized
 from webhook.preemption.preview import preview_objects

@@ -1,0 +1,78 @@
+"""What every source answers: a ``PreemptionPreview`` (docs/interfaces.md §4) and its warnings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kubectl_plugin.inputs import JsonObject
+from kubectl_plugin.render import Progress
+from webhook.errors import InvalidInput
+from webhook.preemption.preview import API_VERSION, KIND
+from webhook.preemption.results import Outcome
+
+
+@dataclass(slots=True)
+class PreviewAnswer:
+    """A ``PreemptionPreview`` and the warnings that came with it (API server ``Warning`` headers)."""
+
+    preview: JsonObject
+    warnings: list[str] = field(default_factory=list)
+
+
+class PreviewSource(Protocol):
+    async def preview(self, objects: Sequence[JsonObject], *, namespace: str | None, replicas: int | None,
+                      progress: Progress) -> PreviewAnswer: ...
+
+
+# ---- the PreemptionPreview document -----------------------------------------------------------------
+def summarize(results: Sequence[Mapping[str, Any]]) -> JsonObject:
+    """The ``summary`` of a PreemptionPreview (the same fields ``preview.build_preview`` fills)."""
+    outcomes = [r.get("outcome") for r in results]
+    victims = [v for r in results for v in r.get("victims") or []]
+    # Victims of other tenants the webhook counted without naming them (docs/interfaces.md §7).
+    others = sum(int((r.get("otherTenantVictims") or {}).get("count") or 0) for r in results)
+    summary: JsonObject = {
+        "pods": len(results),
+        "fits": outcomes.count(Outcome.FITS),
+        "preempting": outcomes.count(Outcome.PREEMPTS),
+        "unschedulable": outcomes.count(Outcome.UNSCHEDULABLE),
+        "rejected": outcomes.count(Outcome.REJECTED),
+        "victims": len(victims) + others,
+        "pdbViolations": sum(int(r.get("pdbViolations") or 0) for r in results),
+        "namespacesAffected": sorted({str(v.get("namespace")) for v in victims}),
+    }
+    if others:
+        summary["otherTenantVictims"] = others
+    return summary
+
+
+def combine_previews(results: Sequence[Mapping[str, Any]]) -> JsonObject:
+    return {"apiVersion": API_VERSION, "kind": KIND, "results": list(results), "summary": summarize(results)}
+
+
+def check_preview(document: object, where: str) -> JsonObject:
+    if not isinstance(document, dict) or document.get("kind") != KIND or not isinstance(document.get("results"), list):
+        raise InvalidInput(f"{where} did not return a {KIND}")
+    return document
+
+
+def rejected_result(pod: Mapping[str, Any], message: str) -> JsonObject:
+    """A ``Rejected`` result for a pod the API server refused (admission or validation)."""
+    meta: Mapping[str, Any] = pod.get("metadata") or {}
+    spec: Mapping[str, Any] = pod.get("spec") or {}
+    return {
+        "pod": f"{meta.get('namespace') or 'default'}/{meta.get('name') or meta.get('generateName') or ''}",
+        "priority": None,
+        "priorityClassName": spec.get("priorityClassName") or None,
+        "preemptionPolicy": spec.get("preemptionPolicy") or "PreemptLowerPriority",
+        "outcome": Outcome.REJECTED.value,
+        "node": None,
+        "victims": [],
+        "pdbViolations": 0,
+        "candidateNodes": 0,
+        "tiedNodes": [],
+        "expectedDelaySeconds": 0,
+        "message": message,
+    }

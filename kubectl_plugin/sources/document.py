@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from kubectl_plugin.inputs import JsonObject
 from kubectl_plugin.render import Progress
 from webhook.errors import InvalidInput
-from webhook.preemption.preview import API_VERSION, KIND
+from webhook.preemption.preview import KIND
 from webhook.preemption.results import Outcome
 
 
@@ -27,31 +27,6 @@ class PreviewSource(Protocol):
 
 
 # ---- the PreemptionPreview document -----------------------------------------------------------------
-def summarize(results: Sequence[Mapping[str, Any]]) -> JsonObject:
-    """The ``summary`` of a PreemptionPreview (the same fields ``preview.build_preview`` fills)."""
-    outcomes = [r.get("outcome") for r in results]
-    victims = [v for r in results for v in r.get("victims") or []]
-    # Victims of other tenants the webhook counted without naming them (docs/interfaces.md §7).
-    others = sum(int((r.get("otherTenantVictims") or {}).get("count") or 0) for r in results)
-    summary: JsonObject = {
-        "pods": len(results),
-        "fits": outcomes.count(Outcome.FITS),
-        "preempting": outcomes.count(Outcome.PREEMPTS),
-        "unschedulable": outcomes.count(Outcome.UNSCHEDULABLE),
-        "rejected": outcomes.count(Outcome.REJECTED),
-        "victims": len(victims) + others,
-        "pdbViolations": sum(int(r.get("pdbViolations") or 0) for r in results),
-        "namespacesAffected": sorted({str(v.get("namespace")) for v in victims}),
-    }
-    if others:
-        summary["otherTenantVictims"] = others
-    return summary
-
-
-def combine_previews(results: Sequence[Mapping[str, Any]]) -> JsonObject:
-    return {"apiVersion": API_VERSION, "kind": KIND, "results": list(results), "summary": summarize(results)}
-
-
 def check_preview(document: object, where: str) -> JsonObject:
     if not isinstance(document, dict) or document.get("kind") != KIND or not isinstance(document.get("results"), list):
         raise InvalidInput(f"{where} did not return a {KIND}")

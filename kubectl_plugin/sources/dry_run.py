@@ -17,9 +17,10 @@ from typing import Any
 
 from kubectl_plugin.inputs import PREDICTION_ANNOTATION, JsonObject, flatten, pod_manifests
 from kubectl_plugin.render import Progress
-from kubectl_plugin.sources.document import PreviewAnswer, combine_previews, rejected_result
+from kubectl_plugin.sources.document import PreviewAnswer, rejected_result
 from kubectl_plugin.sources.kube_api import ApiAnswer, KubeCluster
 from webhook.errors import ClusterUnavailable, Forbidden, InvalidInput, PreemptGuardError
+from webhook.preemption.preview import preview_document
 
 SEQUENTIAL_NOTE = ("dry run: predicted against the cluster as it is, without the earlier replicas' placement "
                    "(a dry-run create changes nothing); use --webhook-url for an in-order simulation")
@@ -53,7 +54,7 @@ class ClusterPreviewSource:
             self.results.append(result)
             progress.advance()
         progress.finish()
-        return PreviewAnswer(combine_previews(self.results), _unique(self.warnings))
+        return PreviewAnswer(preview_document(self.results), _unique(self.warnings))
 
     async def dry_run_pod(self, pod: JsonObject) -> JsonObject:
         namespace = pod["metadata"]["namespace"]

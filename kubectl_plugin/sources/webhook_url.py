@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 from kubectl_plugin.inputs import JsonObject, flatten
 from kubectl_plugin.render import Progress
-from kubectl_plugin.sources.document import PreviewAnswer, check_preview, combine_previews
+from kubectl_plugin.sources.document import PreviewAnswer, check_preview
 from kubectl_plugin.sources.http import REQUEST_TIMEOUT_SECONDS, describe, error_text
 from webhook.errors import ClusterUnavailable, ConfigError, Forbidden, InvalidInput, Unauthorized
+from webhook.preemption.preview import preview_document
 from webhook.routes import PREVIEW_PATH
 
 if TYPE_CHECKING:  # aiohttp is imported where it is used: offline runs start faster without it
@@ -56,6 +57,7 @@ class WebhookPreviewSource:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS)
         results: list[JsonObject] = []
+        redacted: set[str] = set()
         async with aiohttp.ClientSession(timeout=timeout, headers=headers,
                                          connector=aiohttp.TCPConnector(ssl=context)) as session:
             items = flatten(objects)
@@ -67,10 +69,15 @@ class WebhookPreviewSource:
                 if replicas is not None:
                     request["replicas"] = replicas
                 document = await self._post(session, request)
-                results += check_preview(document, self.endpoint)["results"]
+                answer = check_preview(document, self.endpoint)
+                results += answer["results"]
+                redacted.update(answer.get("redactedNamespaces") or [])
                 progress.advance()
             progress.finish()
-        return PreviewAnswer(combine_previews(results))
+        preview = preview_document(results)
+        if redacted:  # the namespaces /preview redacted victims in, as one answer lists them
+            preview["redactedNamespaces"] = sorted(redacted)
+        return PreviewAnswer(preview)
 
     async def _post(self, session: aiohttp.ClientSession, request: JsonObject) -> object:
         import aiohttp

@@ -14,6 +14,7 @@ from typing import Any
 
 from webhook.cluster.model import Namespace
 from webhook.config import DisclosureMode
+from webhook.preemption.preview import summarize
 from webhook.preemption.results import PreemptionResult, VictimInfo
 
 OTHER_TENANTS_KEY = "otherTenantVictims"
@@ -105,9 +106,4 @@ def redact_preview_document(document: Mapping[str, Any], results: list[Preemptio
         return dict(document)
     entries = [_redacted_result(entry, result, audience)
                for entry, result in zip(document["results"], results, strict=True)]
-    named = sorted({v.namespace for r in results for v in audience.split(r.victims)[0]})
-    hidden = sum(len(audience.split(r.victims)[1]) for r in results)
-    summary = {**document["summary"], "namespacesAffected": named}
-    if hidden:
-        summary[OTHER_TENANTS_KEY] = hidden
-    return {**document, "results": entries, "summary": summary}
+    return {**document, "results": entries, "summary": summarize(entries)}

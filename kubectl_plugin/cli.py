@@ -34,6 +34,7 @@ from kubectl_plugin.sources import (
     SnapshotPreviewSource,
     WebhookPreviewSource,
 )
+from kubectl_plugin.sources.http import DEFAULT_REQUEST_TIMEOUT, RequestTimeout
 from webhook.errors import PreemptGuardError
 from webhook.preemption.preview import preview_exit_code
 from webhook.version import package_version
@@ -138,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="Do not verify the --webhook-url certificate (insecure).")
     add("--kubeconfig", metavar="PATH", help="Path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config).")
     add("--context", metavar="NAME", help="The kubeconfig context to use.")
+    add("--request-timeout", default=DEFAULT_REQUEST_TIMEOUT, metavar="DURATION",
+        help="How long to wait for each request to the API server or to PreemptGuard before giving up: whole "
+             "seconds, or a number with a unit (1s, 2m, 3h); 0 waits as long as it takes.")
     add("-o", "--output", choices=OUTPUTS, default="table", metavar="FORMAT",
         help="Output format: table, wide, json or yaml (json and yaml print the PreemptionPreview).")
     add("--version", action="version", version=f"{PROG} {package_version()}",
@@ -169,6 +173,10 @@ def validate_args(args: argparse.Namespace) -> None:
                                              ("--insecure-skip-tls-verify", args.insecure_skip_tls_verify)) if value]
     if webhook_only and not args.webhook_url:
         raise UsageError(f"{webhook_only[0]} applies to --webhook-url")
+    try:
+        args.request_timeout = RequestTimeout.parse(args.request_timeout)
+    except ValueError as exc:
+        raise UsageError(f"--request-timeout {args.request_timeout}: {exc}") from exc
 
 
 def needs_cluster(args: argparse.Namespace) -> bool:
@@ -196,7 +204,8 @@ def make_source(args: argparse.Namespace, cluster: KubeCluster | None) -> Previe
     if args.webhook_url:
         return WebhookPreviewSource(args.webhook_url, token=args.token,
                                     certificate_authority=args.certificate_authority,
-                                    insecure_skip_tls_verify=args.insecure_skip_tls_verify)
+                                    insecure_skip_tls_verify=args.insecure_skip_tls_verify,
+                                    timeout=args.request_timeout)
     assert cluster is not None
     return ClusterPreviewSource(cluster)
 
@@ -207,8 +216,8 @@ async def run(args: argparse.Namespace, streams: Streams, environ: Mapping[str, 
     replicas = args.replicas
     if not args.target:
         objects, replicas = await gather_objects(args, streams, None)
-    cluster = await KubeCluster.connect(kubeconfig=args.kubeconfig, context=args.context, environ=environ) \
-        if needs_cluster(args) else None
+    cluster = await KubeCluster.connect(kubeconfig=args.kubeconfig, context=args.context, environ=environ,
+                                        timeout=args.request_timeout) if needs_cluster(args) else None
     try:
         if objects is None:
             objects, replicas = await gather_objects(args, streams, cluster)

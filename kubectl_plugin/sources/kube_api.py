@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kubectl_plugin.inputs import JsonObject, WorkloadRef
-from kubectl_plugin.sources.http import REQUEST_TIMEOUT_SECONDS, describe, error_text
+from kubectl_plugin.sources.http import DEFAULT_TIMEOUT, RequestTimeout, describe, error_text
 from webhook.errors import ClusterUnavailable, ConfigError, Forbidden, InvalidInput, Unauthorized
 
 _WARNING_RE = re.compile(r'\s*(\d{3})\s+(\S+)\s+"((?:[^"\\]|\\.)*)"(?:\s+"[^"]*")?\s*(?:,|$)')
@@ -77,14 +77,17 @@ class KubeCluster:
     """The API server of a kubeconfig context, through kubernetes-asyncio's ApiClient (TLS, tokens, token files,
     client certificates and exec credential plugins handled by its kubeconfig loader)."""
 
-    def __init__(self, api_client: Any, namespace: str, server: str) -> None:
+    def __init__(self, api_client: Any, namespace: str, server: str,
+                 timeout: RequestTimeout = DEFAULT_TIMEOUT) -> None:
         self.api_client = api_client
         self.namespace = namespace
         self.server = server
+        self.timeout = timeout
 
     @classmethod
     async def connect(cls, *, kubeconfig: str | None, context: str | None,
-                      environ: Mapping[str, str] | None = None) -> KubeCluster:
+                      environ: Mapping[str, str] | None = None,
+                      timeout: RequestTimeout = DEFAULT_TIMEOUT) -> KubeCluster:
         from kubernetes_asyncio import client as k8s_client
         from kubernetes_asyncio.config import ConfigException
         from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
@@ -110,7 +113,7 @@ class KubeCluster:
             raise ConfigError(f"cannot load kubeconfig {', '.join(paths)}: {describe(exc)}") from exc
         current = loader.current_context or {}
         namespace = (current.get("context") or {}).get("namespace") or "default"
-        return cls(k8s_client.ApiClient(configuration=configuration), namespace, str(configuration.host))
+        return cls(k8s_client.ApiClient(configuration=configuration), namespace, str(configuration.host), timeout)
 
     async def close(self) -> None:
         await self.api_client.close()
@@ -122,10 +125,10 @@ class KubeCluster:
 
         try:
             response: aiohttp.ClientResponse = await self.api_client.call_api(
-                path, method, query_params=list(query), body=body,
+                path, method, query_params=[*query, *self.timeout.query()], body=body,
                 header_params={"Accept": "application/json", "Content-Type": "application/json"},
                 auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS))
+                _request_timeout=self.timeout.client_timeout())
             try:
                 raw = await response.read()
             finally:
@@ -134,7 +137,8 @@ class KubeCluster:
             raise ClusterUnavailable(f"cannot verify the API server certificate of {self.server}: "
                                      f"{exc.certificate_error}") from exc
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise ClusterUnavailable(f"cannot reach the API server {self.server}: {describe(exc)}") from exc
+            raise ClusterUnavailable(
+                f"cannot reach the API server {self.server}: {describe(exc, self.timeout)}") from exc
         answer = ApiAnswer(response.status, raw, parse_warning_headers(response.headers.getall("Warning", [])))
         if answer.status == 401:
             raise Unauthorized("You must be logged in to the server (Unauthorized)")

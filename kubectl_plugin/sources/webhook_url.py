@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from kubectl_plugin.inputs import JsonObject, flatten
 from kubectl_plugin.render import Progress
 from kubectl_plugin.sources.document import PreviewAnswer, check_preview
-from kubectl_plugin.sources.http import REQUEST_TIMEOUT_SECONDS, describe, error_text
+from kubectl_plugin.sources.http import DEFAULT_TIMEOUT, RequestTimeout, describe, error_text
 from webhook.errors import ClusterUnavailable, ConfigError, Forbidden, InvalidInput, Unauthorized
 from webhook.preemption.preview import preview_document
 from webhook.routes import PREVIEW_PATH
@@ -42,6 +42,7 @@ class WebhookPreviewSource:
     token: str | None = None
     certificate_authority: str | None = None
     insecure_skip_tls_verify: bool = False
+    timeout: RequestTimeout = DEFAULT_TIMEOUT
 
     @property
     def endpoint(self) -> str:
@@ -55,10 +56,9 @@ class WebhookPreviewSource:
         context = client_ssl_context(certificate_authority=self.certificate_authority,
                                      insecure=self.insecure_skip_tls_verify)
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS)
         results: list[JsonObject] = []
         redacted: set[str] = set()
-        async with aiohttp.ClientSession(timeout=timeout, headers=headers,
+        async with aiohttp.ClientSession(timeout=self.timeout.client_timeout(), headers=headers,
                                          connector=aiohttp.TCPConnector(ssl=context)) as session:
             items = flatten(objects)
             progress.start(len(items), "asking PreemptGuard")
@@ -91,7 +91,8 @@ class WebhookPreviewSource:
                 f"cannot verify the certificate of {self.endpoint}: {exc.certificate_error}; pass "
                 "--certificate-authority FILE (or --insecure-skip-tls-verify)") from exc
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise ClusterUnavailable(f"cannot reach PreemptGuard at {self.endpoint}: {describe(exc)}") from exc
+            raise ClusterUnavailable(
+                f"cannot reach PreemptGuard at {self.endpoint}: {describe(exc, self.timeout)}") from exc
         if status == 401:
             raise Unauthorized(f"{self.endpoint}: HTTP 401 Unauthorized: {error_text(body)} (check --token)")
         if status == 403:

@@ -25,7 +25,7 @@ from kubectl_plugin.inputs import (
     scale_up_object,
     with_priority_class,
 )
-from kubectl_plugin.render import OUTPUTS, Progress, colour_wanted, render
+from kubectl_plugin.render import OUTPUTS, Progress, colour_wanted, render, render_aside
 from kubectl_plugin.sources import (
     SEQUENTIAL_NOTE,
     ClusterPreviewSource,
@@ -79,7 +79,7 @@ EXAMPLES = """\
 USAGE = """\
   kubectl preempt-preview (-f FILENAME | TYPE/NAME) [-n NAMESPACE] [--replicas N] [--priority-class NAME]
       [--snapshot FILE | --webhook-url URL [--token TOKEN] [--certificate-authority FILE]
-      [--insecure-skip-tls-verify]] [--kubeconfig PATH] [--context NAME] [-o table|wide|json|yaml] [options]"""
+      [--insecure-skip-tls-verify]] [--kubeconfig PATH] [--context NAME] [-o table|wide|json|yaml|name] [options]"""
 
 
 class UsageError(PreemptGuardError):
@@ -143,7 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="How long to wait for each request to the API server or to PreemptGuard before giving up: whole "
              "seconds, or a number with a unit (1s, 2m, 3h); 0 waits as long as it takes.")
     add("-o", "--output", choices=OUTPUTS, default="table", metavar="FORMAT",
-        help="Output format: table, wide, json or yaml (json and yaml print the PreemptionPreview).")
+        help="Output format: table, wide, json, yaml or name (json and yaml print the PreemptionPreview; name "
+             "prints pod/NAME for each pod, as kubectl create -o name does).")
+    add("--no-headers", action="store_true",
+        help="With table or wide output, print the rows without headers; the messages and the summary line go to "
+             "stderr.")
     add("--version", action="version", version=f"{PROG} {package_version()}",
         help="Print the PreemptGuard version and exit.")
     add("-h", "--help", action="help", help="help for preempt-preview")
@@ -231,7 +235,9 @@ async def run(args: argparse.Namespace, streams: Streams, environ: Mapping[str, 
         streams.stderr.write(f"Warning: {warning}\n")
     if isinstance(source, ClusterPreviewSource) and len(answer.preview["results"]) > 1:
         streams.stderr.write(f"Note: {SEQUENTIAL_NOTE}.\n")
-    streams.stdout.write(render(answer.preview, args.output, colour=colour_wanted(streams.stdout, environ)))
+    streams.stdout.write(render(answer.preview, args.output, colour=colour_wanted(streams.stdout, environ),
+                                no_headers=args.no_headers))
+    streams.stderr.write(render_aside(answer.preview, args.output, no_headers=args.no_headers))
     return preview_exit_code(answer.preview)
 
 

@@ -150,6 +150,11 @@ async def test_existing_pod_name_is_previewed_under_a_generated_name(
     assert result["pod"].startswith(f"team-b/{pod['metadata']['name']}-")
     sent = api.reviews[-1]["request"]["object"]
     assert "nodeName" not in sent["spec"] and "status" not in sent
+    # -o name prints the name the API server generated, as kubectl create -o name would.
+    named = await preview(kubectl, kubeconfig, f"pod/{pod['metadata']['name']}", "-n", "team-b", "-o", "name")
+    assert named.returncode == run.returncode
+    assert named.stdout == f"pod/{api.reviews[-1]['request']['object']['metadata']['name']}\n"
+    assert named.stdout.startswith(f"pod/{pod['metadata']['name']}-")
 
 
 async def test_missing_webhook_is_an_error(kubectl: Kubectl, tmp_path: Path) -> None:

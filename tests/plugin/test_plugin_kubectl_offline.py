@@ -92,6 +92,47 @@ def test_wide_output_adds_priorities_candidates_and_tied_nodes(kubectl: Kubectl)
     assert f"{result['pod']}: {result['message']}" in lines
 
 
+def test_name_output_is_one_pod_line_per_pod_and_keeps_the_exit_status(kubectl: Kubectl) -> None:
+    """kubectl create --dry-run=client -o name prints pod/NAME: here one line per previewed pod, rejected or not."""
+    deployment, rejected, fits = (str(EXAMPLES / f"pods/{n}.yaml")
+                                  for n in ("14-deployment-high", "04-unknown-class", "08-small-fits"))
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", deployment, "-f", rejected, "-o", "name")
+    assert (run.returncode, run.stderr) == (1, "")
+    assert run.stdout.splitlines() == [f"pod/recommendations-{i}" for i in range(4)] + ["pod/vip-api"]
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", fits, "-o", "name")
+    assert (run.returncode, run.stdout, run.stderr) == (0, "pod/checkout-debug\n", "")
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", deployment, "--replicas", "0", "-o", "name")
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize("output", ["table", "wide"])
+def test_no_headers_prints_the_rows_alone_and_the_summary_on_stderr(kubectl: Kubectl, output: str) -> None:
+    """As kubectl get a,b --no-headers: the rows of both tables, no header and no blank line between them; the
+    messages and the summary line, which are not rows, go to stderr (where kubectl says "No resources found")."""
+    files = ("-f", str(EXAMPLES / "pods/14-deployment-high.yaml"), "-f", str(EXAMPLES / "pods/04-unknown-class.yaml"))
+    full = kubectl.run("preempt-preview", *OFFLINE, *files, "-o", output)
+    bare = kubectl.run("preempt-preview", *OFFLINE, *files, "-o", output, "--no-headers")
+    assert bare.returncode == full.returncode == 1
+    blocks = full.stdout.split("\n\n")  # pods, victims, messages, summary
+    assert len(blocks) == 4
+    pods, victims = blocks[0].splitlines()[1:], blocks[1].splitlines()[1:]
+    assert [line.split() for line in bare.stdout.splitlines()] == [line.split() for line in pods + victims]
+    assert len(bare.stdout.splitlines()) == 9 and "" not in bare.stdout.splitlines()
+    assert bare.stderr == blocks[2] + "\n" + blocks[3]
+    assert bare.stderr.splitlines()[-1].startswith("5 pods: 0 fit, 4 preempt, 0 unschedulable, 1 rejected")
+    # Widths come from the rows alone: the POD column is as wide as its longest name, plus three spaces.
+    assert bare.stdout.splitlines()[0].startswith("team-a/recommendations-0   high   Preempts")
+    # Other outputs ignore --no-headers, as kubectl's do.
+    as_json = kubectl.run("preempt-preview", *OFFLINE, *files, "-o", "json", "--no-headers")
+    assert json.loads(as_json.stdout)["summary"]["pods"] == 5 and as_json.stderr == ""
+
+
+def test_no_headers_with_nothing_to_preview(kubectl: Kubectl) -> None:
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", str(EXAMPLES / "pods/14-deployment-high.yaml"),
+                      "--replicas", "0", "--no-headers")
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "No pods to preview.\n")
+
+
 def test_yaml_output_is_the_preview(kubectl: Kubectl) -> None:
     path = EXAMPLES / "pods/09-preempts-batch.yaml"
     run = kubectl.run("preempt-preview", *OFFLINE, "-f", str(path), "-o", "yaml")

@@ -16,7 +16,6 @@ import yaml
 
 from webhook.preemption.results import Outcome
 
-OUTPUTS = ("table", "wide", "json", "yaml", "name")
 TABLES = ("table", "wide")
 NONE = "<none>"
 NOTHING = "No pods to preview.\n"

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from kubectl_plugin.completion import print_completions
 from kubectl_plugin.inputs import (
     JsonObject,
     check_namespace_flag,
@@ -24,8 +25,9 @@ from kubectl_plugin.inputs import (
     scale_up_object,
     with_priority_class,
 )
-from kubectl_plugin.options import EXIT_ERROR, PROG, UsageError, build_parser
+from kubectl_plugin.options import EXIT_ERROR, PROG, SHELLS, UsageError, build_parser
 from kubectl_plugin.render import Progress, colour_wanted, render, render_aside
+from kubectl_plugin.shells import SCRIPTS
 from kubectl_plugin.sources.document import PreviewSource
 from kubectl_plugin.sources.dry_run import SEQUENTIAL_NOTE, ClusterPreviewSource
 from kubectl_plugin.sources.http import RequestTimeout
@@ -127,12 +129,33 @@ def one_line(message: object) -> str:
     return " ".join(str(message).split())
 
 
+def print_completion_script(words: Sequence[str], stdout: TextIO) -> int:
+    """``completion bash|zsh``, with kubectl's errors for a missing or unknown shell."""
+    if words[:1] in (["-h"], ["--help"]):
+        stdout.write(f"Print the shell completion script for kubectl-preempt_preview run directly.\n\n"
+                     f"Usage:\n  {PROG} completion {'|'.join(SHELLS)}\n")
+        return 0
+    if not words:
+        raise UsageError(f"Shell not specified: {PROG} completion {'|'.join(SHELLS)}")
+    if len(words) > 1:
+        raise UsageError(f"Too many arguments. Expected only the shell type: {PROG} completion {'|'.join(SHELLS)}")
+    if words[0] not in SCRIPTS:
+        raise UsageError(f'Unsupported shell type "{words[0]}": expected {" or ".join(SHELLS)}')
+    stdout.write(SCRIPTS[words[0]])
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     streams = Streams(sys.stdin, sys.stdout, sys.stderr)
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] in (["__complete"], ["__completeNoDesc"]):  # Cobra's hidden completion commands
+        return print_completions(words[1:], descriptions=words[0] == "__complete")
     # Libraries log their own failures; the one error line below says it all.
     logging.getLogger().addHandler(logging.NullHandler())
     try:
-        args = build_parser().parse_args(argv)
+        if words[:1] == ["completion"]:
+            return print_completion_script(words[1:], streams.stdout)
+        args = build_parser().parse_args(words)
         validate_args(args)
         return asyncio.run(run(args, streams, os.environ))
     except PreemptGuardError as exc:

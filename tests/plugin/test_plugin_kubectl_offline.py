@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -10,7 +12,18 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLUSTER, EXAMPLES, PLUGIN, POD_FILES, Kubectl, Run, expected_outcome, expected_results, results_of
+from conftest import (
+    CLUSTER,
+    EXAMPLES,
+    PLUGIN,
+    POD_FILES,
+    ROOT,
+    Kubectl,
+    Run,
+    expected_outcome,
+    expected_results,
+    results_of,
+)
 
 OFFLINE = ("--snapshot", str(CLUSTER))
 EXIT_FOR = {"Fits": 0, "Preempts": 1, "Unschedulable": 1, "Rejected": 1}
@@ -302,3 +315,26 @@ def test_a_pod_with_node_name_is_never_preempted_for(kubectl: Kubectl) -> None:
     (result,) = preview["results"]
     assert (result["outcome"], result["node"], result["victims"]) == ("Unschedulable", None, [])
     assert "kubelet will reject it" in result["message"] and run.returncode == 1
+
+
+# ---- the README shows real output ------------------------------------------------------------------------
+def readme_offline_runs() -> list[tuple[list[str], str, str]]:
+    """(arguments, stream, output) of every ``$ kubectl preempt-preview --snapshot ...`` in the README, with
+    ``2>/dev/null`` (stdout shown) or ``>/dev/null`` (stderr shown) at the end."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    runs = []
+    for block in re.findall(r"^```\w*\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
+        for command, output in re.findall(r"^\$ (kubectl preempt-preview --snapshot .*?)\n((?:(?!\$ ).*\n)*)",
+                                          block.replace("\\\n", " "), re.MULTILINE):
+            words = shlex.split(command)
+            stream = {"2>/dev/null": "stdout", ">/dev/null": "stderr"}.get(words[-1], "stdout")
+            runs.append(([w for w in words[2:] if not w.endswith("/dev/null")], stream, output))
+    return runs
+
+
+def test_the_readme_shows_real_output(kubectl: Kubectl) -> None:
+    runs = readme_offline_runs()
+    assert len(runs) >= 4, runs
+    for args, stream, output in runs:
+        run = kubectl.run("preempt-preview", *args)
+        assert getattr(run, stream) == output, args

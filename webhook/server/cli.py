@@ -1,4 +1,4 @@
-"""``preempt-guard``: ``serve`` the admission webhook, manage its ``certs``, or run the ``demo``.
+"""``preempt-guard``: ``serve`` the admission webhook, manage its ``certs``, run the ``demo``, or ``verify``.
 
 Errors end the process with one line on stderr and the exit code of the ``PreemptGuardError`` tree.
 """
@@ -84,12 +84,19 @@ def build_parser(with_certs: bool = False) -> argparse.ArgumentParser:
     if with_certs:
         # Imported only when asked for, so the server runs without the certs tooling.
         certs_command().add_arguments(certs)
+    verify_command().add_arguments(commands.add_parser(
+        "verify", help="hold the prediction against a real kube-scheduler on a snapshot"))
     return parser
 
 
 def certs_command() -> ModuleType:
     """``webhook.certs.command`` (``add_arguments(parser)``, ``run(args) -> int``), imported on demand."""
     return importlib.import_module("webhook.certs.command")
+
+
+def verify_command() -> ModuleType:
+    """``webhook.verify.command`` (``add_arguments(parser)``, ``run(args) -> int``)."""
+    return importlib.import_module("webhook.verify.command")
 
 
 def demo_command() -> ModuleType:
@@ -194,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command == "certs":
             return int(certs_command().run(args))
+        if args.command == "verify":
+            return int(verify_command().run(args))
         if args.command == "demo":
             configure_logging("warning")
             code = int(demo_command().run(args))

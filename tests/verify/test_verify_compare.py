@@ -63,7 +63,7 @@ def test_why_names_the_victims_that_differ() -> None:
 
 def test_why_names_the_outcomes_and_the_node() -> None:
     assert compare(Predicted(UNSCHEDULABLE), Observed(PREEMPTS, "n4", ("b/a",))).why == (
-        "predicted Unschedulable, the scheduler: Preempts on n4.")
+        "predicted Unschedulable, observed Preempts on n4.")
 
 
 def test_a_tie_says_which_node_upstream_picked() -> None:

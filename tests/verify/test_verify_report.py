@@ -72,7 +72,7 @@ def test_table_lists_every_pod_says_why_and_sums_up() -> None:
                                 "AGREE"]
     assert lines[1].split() == ["s1", "team-a/web-0", "Preempts", "n1", "1", "Preempts", "n1", "1", "yes"]
     assert lines[2].split()[-1] == "NO" and lines[3].split()[-1] == "error"
-    assert "s3 team-a/api: predicted Fits, the scheduler: Unschedulable." in lines
+    assert "s3 team-a/api: predicted Fits, observed Unschedulable." in lines
     assert "s4 team-a/slow: not observed: no decision within 5s" in lines
     assert lines[-1] == "kube-scheduler v1.37.2: 1/3 pods agree (1 disagree, 1 not observed, 0 tied)"
 

@@ -76,7 +76,7 @@ def compare(predicted: Predicted, observed: Observed) -> Comparison:
         return Comparison(False, f"not observed: {observed.message}".rstrip(": "), Verdict.UNOBSERVED)
     if predicted.outcome != observed.outcome:
         where = f" on {observed.node}" if observed.node else ""
-        why = f"predicted {predicted.outcome}, the scheduler: {observed.outcome}{where}."
+        why = f"predicted {predicted.outcome}, observed {observed.outcome}{where}."
         if PREEMPTS in (predicted.outcome, observed.outcome) and predicted.sampled:
             return Comparison(False, why + _sampling_note(predicted), Verdict.OUTCOME_DIFFERS, SAMPLING)
         return Comparison(False, why, Verdict.OUTCOME_DIFFERS)

@@ -31,6 +31,7 @@ __all__ = [
     "expand_object",
     "load_config",
     "predict",
+    "predict_in_order",
     "state_from_objects",
 ]
 
@@ -66,12 +67,17 @@ def state_from_objects(objects: Sequence[Mapping[str, Any]], source: str) -> Clu
 
 def predict(state: ClusterState, pod: Mapping[str, Any], scheduler: SchedulerConfig) -> Prediction:
     """The prediction for one raw Pod object on ``state`` under the scheduler profile (contract §6)."""
-    pods = expand_object(pod)
+    return predict_in_order(state, [pod], scheduler)[0]
+
+
+def predict_in_order(state: ClusterState, pods: Sequence[Mapping[str, Any]],
+                     scheduler: SchedulerConfig) -> list[Prediction]:
+    """PreemptGuard's in-order simulation of raw Pod objects (each placement and eviction applied before the
+    next), as ``/preview`` and the plugin answer it."""
+    expanded = [p for pod in pods for p in expand_object(pod)]
     simulate = simulate_pods if scheduler.preemption_enabled else simulate_without_preemption
-    result = predict_pods(state, pods, args=preemption_args(scheduler), simulate=simulate)[0]
-    entry = result_json(result)
-    return Prediction(
-        pod=result.pod, outcome=result.outcome, node=result.node,
-        victims=tuple(f"{v.namespace}/{v.name}" for v in result.victims), tied_nodes=tuple(result.tied_nodes),
-        candidate_nodes=result.candidate_nodes, sampled=result.sampled, message=result.message, preview=entry,
-    )
+    results = predict_pods(state, expanded, args=preemption_args(scheduler), simulate=simulate)
+    return [Prediction(pod=r.pod, outcome=r.outcome, node=r.node,
+                       victims=tuple(f"{v.namespace}/{v.name}" for v in r.victims), tied_nodes=tuple(r.tied_nodes),
+                       candidate_nodes=r.candidate_nodes, sampled=r.sampled, message=r.message,
+                       preview=result_json(r)) for r in results]

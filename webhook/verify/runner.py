@@ -19,6 +19,9 @@ from webhook.verify.loader import empty_cluster, load_cluster, read_back, read_o
 from webhook.verify.observe import Observation, observe_pod, settle
 from webhook.verify.scenarios import Scenario, read_pods
 
+# Loading waits for the scheduler to have the snapshot; --timeout bounds each scheduling decision.
+LOAD_TIMEOUT_SECONDS = 30.0
+
 
 @dataclass(frozen=True, slots=True)
 class VerifyResult:
@@ -57,7 +60,7 @@ def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerCo
     if not manifests:
         return [_failed(scenario, "-", f"no pod in {', '.join(map(str, scenario.pod_files))}")]
     try:
-        load_cluster(plane, objects, timeout=timeout)
+        load_cluster(plane, objects, timeout=max(timeout, LOAD_TIMEOUT_SECONDS))
     except PreemptGuardError as exc:
         return [_failed(scenario, _pod_key(m), f"the snapshot did not load: {exc}") for m in manifests]
     results = []

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from bench.scenariogen import write_scenarios  # noqa: E402
+from bench.scenariogen import features, generate_scenario, scenario_name, write_scenarios  # noqa: E402
 from webhook.config import DEFAULT_CONFIG, load_config  # noqa: E402
 from webhook.verify.compare import ERROR  # noqa: E402
 from webhook.verify.controlplane import kube_bin_dir, kubernetes_version  # noqa: E402
@@ -65,6 +65,23 @@ def keep(scenario_dir: Path, results: Sequence[VerifyResult], keep_dir: Path) ->
         readme.write(f"- `{scenario_dir.name}`: {describe(results)}\n")
 
 
+def print_coverage(seed: int, start: int, n: int, by_scenario: dict[str, list[VerifyResult]]) -> None:
+    """Per feature: the scenarios that used it, how many of them preempted, how many agreed."""
+    used: Counter[str] = Counter()
+    preempting: Counter[str] = Counter()
+    agreeing: Counter[str] = Counter()
+    for index in range(start, start + n):
+        results = by_scenario.get(scenario_name(seed, index), [])
+        for feature in features(*generate_scenario(seed, index)):
+            used[feature] += 1
+            preempting[feature] += any(r.observed.outcome == "Preempts" for r in results)
+            agreeing[feature] += all(r.comparison.agree for r in results)
+    width = max(map(len, used), default=0)
+    print(f"{'feature':<{width}}   scenarios   preempting   agree")
+    for feature in sorted(used):
+        print(f"{feature:<{width}}   {used[feature]:>9}   {preempting[feature]:>10}   {agreeing[feature]:>5}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=200, help="scenarios (default 200)")
@@ -74,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", metavar="FILE", help="PreemptGuard configuration (scheduler.*)")
     parser.add_argument("--timeout", type=float, default=30.0, help="longest wait for one decision (default 30)")
     parser.add_argument("--keep", metavar="DIR", help="where disagreements go (default bench/disagreements/seed-S)")
+    parser.add_argument("--coverage", action="store_true", help="print how many scenarios used each feature")
     parser.add_argument("--quiet", action="store_true", help="no progress line per scenario on stderr")
     args = parser.parse_args(argv)
     bin_dir = kube_bin_dir(args.kube_bin)
@@ -110,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"kube-scheduler {version}; seed {args.seed}; {len(results)} pods observed: "
           + ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
           + f"; {elapsed:.0f}s")
+    if args.coverage:
+        print_coverage(args.seed, args.start, args.n, by_scenario)
     if disagreements:
         print(f"{len(disagreements)} disagreement(s) kept for replay in {keep_dir}: {' '.join(disagreements)}")
         print(f"replay: preempt-guard verify --scenarios {keep_dir}")

@@ -6,15 +6,19 @@ and ``<name>/pod.yaml`` for ``preempt-guard verify --scenarios``.
 
 Features drawn per scenario: cpu/memory/pod-count and an extended resource (``example.com/gpu``); taints and
 tolerations; node selectors and required node affinity; cordoned nodes; PDBs with 0 or 1 disruptions allowed;
-several priorities, equal priorities with different start times, ``preemptionPolicy: Never``; a pending pod
+several priorities, equal priorities with different start times, ``preemptionPolicy: Never``; identical nodes
+running identical pods (full ties, which upstream breaks at random); a pending pod
 nominated to a node; terminating pods (some already preempted); host ports; Deployments of 2-3 replicas;
-required pod affinity and anti-affinity; topology spread. Start times are distinct on purpose: upstream sorts
-victims with an unstable sort, so two equal pods (priority and start time) have no defined order there.
+required pod affinity and anti-affinity; topology spread. Start times are distinct on one node on purpose:
+upstream sorts a node's victims with an unstable sort, so two equal pods (priority and start time) on one node
+have no defined order there.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -91,7 +95,7 @@ def _existing_pods(rng: random.Random, nodes: list[dict[str, Any]], starts: set[
     pods: list[dict[str, Any]] = []
     for node in nodes:
         alloc = node["status"]["allocatable"]
-        budget = _milli(alloc["cpu"]) * rng.uniform(0.55, 1.0)
+        budget = _milli(alloc["cpu"]) * rng.uniform(0.7, 1.0)
         slots = int(alloc["pods"])
         gpus = int(alloc.get(GPU, "0"))
         used = 0
@@ -114,9 +118,14 @@ def _existing_pods(rng: random.Random, nodes: list[dict[str, Any]], starts: set[
             spec: dict[str, Any] = {"nodeName": node["metadata"]["name"], **_pod_priority(pc),
                                     "containers": [_container(cpu, rng.choice(["256Mi", "512Mi", "1Gi"]), extra, port)],
                                     "tolerations": tolerations, "terminationGracePeriodSeconds": rng.choice([30, 60])}
-            if rng.random() < 0.08:
+            if rng.random() < 0.05:  # a sidecar: its requests count for the whole life of the pod
+                sidecar = _container("250m", "128Mi")
+                sidecar.update(name="sidecar", restartPolicy="Always")
+                spec["initContainers"] = [sidecar]
+            if rng.random() < 0.12:  # an existing pod that keeps others of an app (maybe the incoming one's) away
                 spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}}
+                    {"labelSelector": {"matchLabels": {"app": rng.choice([app, *APPS])}},
+                     "topologyKey": "kubernetes.io/hostname"}]}}
             status: dict[str, Any] = {"phase": "Running", "startTime": _time(start),
                                       "conditions": [{"type": "PodScheduled", "status": "True"}]}
             meta: dict[str, Any] = {"name": name, "namespace": rng.choice(NAMESPACES),
@@ -134,6 +143,26 @@ def _existing_pods(rng: random.Random, nodes: list[dict[str, Any]], starts: set[
                                                             " priority pod"})
             pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status})
     return pods
+
+
+def _twins(rng: random.Random, count: int, starts: set[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Identical nodes running identical pods (the same start times too): preemption ties on every upstream
+    criterion, and upstream picks among the tied nodes at random."""
+    first = _node(rng, 0)
+    first["spec"].pop("unschedulable", None)
+    pods = _existing_pods(rng, [first], starts)
+    nodes, clones = [first], []
+    for i in range(1, count):
+        node = copy.deepcopy(first)
+        name = f"node-{i}"
+        node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+        nodes.append(node)
+        for pod in pods:
+            clone = copy.deepcopy(pod)
+            clone["metadata"]["name"] = f"{pod['metadata']['name']}-{i}"
+            clone["spec"]["nodeName"] = name
+            clones.append(clone)
+    return nodes, pods + clones
 
 
 def _pdbs(rng: random.Random, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -166,41 +195,117 @@ def _nominated(rng: random.Random, nodes: list[dict[str, Any]]) -> list[dict[str
                         "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}]
 
 
-def _incoming_spec(rng: random.Random, app: str) -> dict[str, Any]:
-    pc = _weighted(rng, (("high", 40), ("top", 15), ("mid", 15), ("polite", 10), ("low", 5), (None, 10),
-                         ("gold", 2)))
-    cpu = _weighted(rng, (("500m", 15), ("1", 20), ("1500m", 15), ("2", 20), ("3", 12), ("4", 10), ("12", 3)))
+def _incoming_containers(rng: random.Random, spec: dict[str, Any]) -> dict[str, str] | None:
+    """Containers (sometimes with init containers and a sidecar, limits only, or pod-level requests)."""
+    cpu = _weighted(rng, (("500m", 10), ("1", 25), ("1500m", 20), ("2", 25), ("3", 10), ("4", 7), ("12", 3)))
+    memory = rng.choice(["512Mi", "1Gi", "2Gi"])
     extra = {GPU: rng.choice(["1", "2"])} if rng.random() < 0.15 else None
-    port = 8080 if rng.random() < 0.06 else None
-    spec: dict[str, Any] = {"containers": [_container(cpu, rng.choice(["512Mi", "1Gi", "2Gi"]), extra, port)]}
+    main = _container(cpu, memory, extra, 8080 if rng.random() < 0.06 else None)
+    roll = rng.random()
+    if roll < 0.1:  # limits only: API defaulting makes them the requests
+        main["resources"] = {"limits": {**main["resources"]["requests"]}}
+    elif roll < 0.15:  # pod-level requests (PodLevelResources) instead of the container's
+        spec["resources"] = {"requests": {"cpu": cpu, "memory": memory}}
+        main["resources"].pop("requests")
+        if not main["resources"]:
+            main.pop("resources")
+    spec["containers"] = [main]
+    if rng.random() < 0.15:
+        init = _container(rng.choice(["1", "2", "3"]), "256Mi")
+        init["name"] = "init"
+        sidecar = _container(rng.choice(["250m", "500m"]), "128Mi")
+        sidecar.update(name="sidecar", restartPolicy="Always")
+        spec["initContainers"] = rng.sample([init, sidecar], 2) if rng.random() < 0.5 else [init]
+    return extra
+
+
+def _incoming_tolerations(rng: random.Random, gpu: bool) -> list[dict[str, Any]]:
+    tolerations: list[dict[str, Any]] = []
+    if gpu or rng.random() < 0.3:
+        tolerations.append({"key": "dedicated", "operator": "Equal", "effect": "NoSchedule",
+                            "value": "gpu" if gpu else rng.choice(["gpu", "batch"])})
+    if rng.random() < 0.05:
+        tolerations.append({"operator": "Exists"})  # tolerates every taint
+    if rng.random() < 0.05:
+        tolerations.append({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"})
+    return tolerations
+
+
+def _node_affinity(rng: random.Random) -> dict[str, Any]:
+    roll = rng.random()
+    if roll < 0.6:
+        requirement = {"key": "topology.kubernetes.io/zone", "operator": "In",
+                       "values": rng.sample(ZONES, rng.choice([1, 2]))}
+    elif roll < 0.75:
+        requirement = {"key": "pool", "operator": rng.choice(["NotIn", "DoesNotExist"]), "values": ["batch"]}
+        if requirement["operator"] == "DoesNotExist":
+            requirement.pop("values")
+    else:
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In",
+                                 "values": [f"node-{i}" for i in rng.sample(range(7), 3)]}]}
+        return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    terms = [{"matchExpressions": [requirement]}]
+    if rng.random() < 0.2:  # terms are ORed
+        terms.append({"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]})
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+
+
+def _pod_term(rng: random.Random, app: str, topology: str) -> dict[str, Any]:
+    term: dict[str, Any] = {"labelSelector": {"matchLabels": {"app": rng.choice([app, app, *APPS])}},
+                            "topologyKey": topology}
+    roll = rng.random()
+    if roll < 0.1:  # the API server merges these into the selector on create (MatchLabelKeysInPodAffinity, GA)
+        term["labelSelector"] = {"matchLabels": {"tier": rng.choice(["frontend", "backend", "incoming"])}}
+        term["matchLabelKeys" if rng.random() < 0.6 else "mismatchLabelKeys"] = ["app"]
+    elif roll < 0.2:
+        term["namespaceSelector"] = {"matchLabels": {"team": rng.choice(NAMESPACES)}}
+    elif roll < 0.3:
+        term["namespaces"] = rng.sample(NAMESPACES, 2)
+    return term
+
+
+def _spread(rng: random.Random, app: str) -> dict[str, Any]:
+    constraint: dict[str, Any] = {"maxSkew": rng.choice([1, 1, 2]), "whenUnsatisfiable": "DoNotSchedule",
+                                  "topologyKey": rng.choice(["topology.kubernetes.io/zone", "kubernetes.io/hostname"]),
+                                  "labelSelector": {"matchLabels": {"app": app}}}
+    if rng.random() < 0.15:
+        constraint["minDomains"] = rng.choice([2, 3, 4])
+    if rng.random() < 0.15:
+        constraint["nodeAffinityPolicy"] = "Ignore"
+    if rng.random() < 0.15:
+        constraint["nodeTaintsPolicy"] = "Honor"
+    if rng.random() < 0.15:
+        constraint["labelSelector"] = {"matchLabels": {"tier": "incoming"}}
+        constraint["matchLabelKeys"] = ["app"]
+    return constraint
+
+
+def _incoming_spec(rng: random.Random, app: str) -> dict[str, Any]:
+    pc = _weighted(rng, (("high", 45), ("top", 20), ("mid", 10), ("polite", 8), ("low", 4), (None, 8),
+                         ("gold", 2)))
+    spec: dict[str, Any] = {}
+    gpu = _incoming_containers(rng, spec) is not None
     if pc is not None:
         spec["priorityClassName"] = pc
-    if extra or rng.random() < 0.3:
-        spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "gpu" if extra else
-                                rng.choice(["gpu", "batch"]), "effect": "NoSchedule"}]
+    tolerations = _incoming_tolerations(rng, gpu)
+    if tolerations:
+        spec["tolerations"] = tolerations
     if rng.random() < 0.2:
-        spec["nodeSelector"] = {"pool": "gpu" if extra else rng.choice(POOLS)}
+        spec["nodeSelector"] = {"pool": "gpu" if gpu else rng.choice(POOLS)}
     affinity: dict[str, Any] = {}
     if rng.random() < 0.2:
-        zones = rng.sample(ZONES, rng.choice([1, 2]))
-        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": zones}]}]}}
-    if rng.random() < 0.2:
+        affinity["nodeAffinity"] = _node_affinity(rng)
+    if rng.random() < 0.25:
+        topology = rng.choice(["kubernetes.io/hostname", "kubernetes.io/hostname", "topology.kubernetes.io/zone"])
         affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {"app": rng.choice([app, app, *APPS])}},
-             "topologyKey": rng.choice(["kubernetes.io/hostname", "kubernetes.io/hostname",
-                                        "topology.kubernetes.io/zone"])}]}
-    if rng.random() < 0.1:
+            _pod_term(rng, app, topology)]}
+    if rng.random() < 0.12:
         affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {"app": rng.choice(APPS)}}, "topologyKey": "topology.kubernetes.io/zone",
-             "namespaces": list(NAMESPACES)}]}
+            _pod_term(rng, rng.choice(APPS), rng.choice(["topology.kubernetes.io/zone", "kubernetes.io/hostname"]))]}
     if affinity:
         spec["affinity"] = affinity
-    if rng.random() < 0.15:
-        spec["topologySpreadConstraints"] = [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule",
-                                              "topologyKey": rng.choice(["topology.kubernetes.io/zone",
-                                                                         "kubernetes.io/hostname"]),
-                                              "labelSelector": {"matchLabels": {"app": app}}}]
+    if rng.random() < 0.2:
+        spec["topologySpreadConstraints"] = [_spread(rng, app)]
     return spec
 
 
@@ -225,11 +330,53 @@ def generate_scenario(seed: int, index: int) -> tuple[list[dict[str, Any]], dict
                 "value": value, "preemptionPolicy": policy} for name, value, policy in CLASSES]
     namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"team": ns}}}
                   for ns in NAMESPACES]
-    nodes = [_node(rng, i) for i in range(rng.randint(2, 7))]
     starts: set[int] = set()
-    pods = _existing_pods(rng, nodes, starts) + _nominated(rng, nodes)
+    if rng.random() < 0.2:
+        nodes, pods = _twins(rng, rng.randint(2, 5), starts)
+    else:
+        nodes = [_node(rng, i) for i in range(rng.randint(2, 7))]
+        pods = _existing_pods(rng, nodes, starts)
+    pods += _nominated(rng, nodes)
     objects = [*classes, *namespaces, *nodes, *pods, *_pdbs(rng, pods)]
     return objects, _incoming(rng)
+
+
+def _spec_of(pod: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = pod["spec"]["template"]["spec"] if pod["kind"] == "Deployment" else pod["spec"]
+    return spec
+
+
+def features(objects: list[dict[str, Any]], pod: dict[str, Any]) -> set[str]:
+    """The predictor features one scenario exercises (for the bench's coverage table)."""
+    spec = _spec_of(pod)
+    text = json.dumps(spec)
+    nodes = [o for o in objects if o["kind"] == "Node"]
+    existing = [o for o in objects if o["kind"] == "Pod"]
+    checks = {
+        "extended resources": GPU in text,
+        "pod count limit": any(int(n["status"]["allocatable"]["pods"]) < 110 for n in nodes),
+        "init containers/sidecars": "initContainers" in text,
+        "limits only or pod-level requests": "resources" in spec or any(
+            "requests" not in c.get("resources", {}) for c in spec["containers"]),
+        "taints and tolerations": "tolerations" in spec and any(n["spec"].get("taints") for n in nodes),
+        "node selector": "nodeSelector" in spec,
+        "required node affinity": "nodeAffinity" in text,
+        "unschedulable nodes": any(n["spec"].get("unschedulable") for n in nodes),
+        "PDBs": any(o["kind"] == "PodDisruptionBudget" for o in objects),
+        "preemptionPolicy Never": spec.get("priorityClassName") == "polite",
+        "no or unknown PriorityClass": spec.get("priorityClassName") in (None, "gold"),
+        "multi-replica workload": pod["kind"] == "Deployment",
+        "pod anti-affinity": "podAntiAffinity" in text,
+        "pod affinity": '"podAffinity"' in text,
+        "existing pods' anti-affinity": any("podAntiAffinity" in json.dumps(p["spec"]) for p in existing),
+        "matchLabelKeys/mismatchLabelKeys": "LabelKeys" in text,
+        "topology spread": "topologySpreadConstraints" in spec,
+        "host ports": "hostPort" in text,
+        "nominated pods": any(p.get("status", {}).get("nominatedNodeName") for p in existing),
+        "terminating pods": any(p["metadata"].get("deletionTimestamp") for p in existing),
+        "identical nodes (full ties)": len({json.dumps(n["status"]) for n in nodes}) == 1 and len(nodes) > 1,
+    }
+    return {name for name, present in checks.items() if present}
 
 
 def scenario_name(seed: int, index: int) -> str:

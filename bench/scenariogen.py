@@ -210,7 +210,7 @@ def _incoming_containers(rng: random.Random, spec: dict[str, Any]) -> dict[str, 
         if not main["resources"]:
             main.pop("resources")
     spec["containers"] = [main]
-    if rng.random() < 0.15:
+    if rng.random() < 0.15 and "resources" not in spec:  # pod-level requests must cover the init containers too
         init = _container(rng.choice(["1", "2", "3"]), "256Mi")
         init["name"] = "init"
         sidecar = _container(rng.choice(["250m", "500m"]), "128Mi")
@@ -240,10 +240,10 @@ def _node_affinity(rng: random.Random) -> dict[str, Any]:
         requirement = {"key": "pool", "operator": rng.choice(["NotIn", "DoesNotExist"]), "values": ["batch"]}
         if requirement["operator"] == "DoesNotExist":
             requirement.pop("values")
-    else:
-        term = {"matchFields": [{"key": "metadata.name", "operator": "In",
-                                 "values": [f"node-{i}" for i in rng.sample(range(7), 3)]}]}
-        return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    else:  # a node field selector takes exactly one value: several nodes are several (ORed) terms
+        terms = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [f"node-{i}"]}]}
+                 for i in rng.sample(range(7), 3)]
+        return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
     terms = [{"matchExpressions": [requirement]}]
     if rng.random() < 0.2:  # terms are ORed
         terms.append({"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]})

@@ -51,7 +51,7 @@ def describe(results: Sequence[VerifyResult]) -> str:
         said = "-" if predicted is None else predicted.outcome + (f" on {predicted.node}" if predicted.node else "")
         if predicted is not None and predicted.victims:
             said += f" evicting {', '.join(predicted.victims)}"
-        parts.append(f"{r.pod}: the scheduler: {did}; PreemptGuard: {said}" + (f" ({r.comparison.why})"
+        parts.append(f"{r.pod}: observed {did}; PreemptGuard: {said}" + (f" ({r.comparison.why})"
                                                                                  if r.comparison.why else ""))
     return "; ".join(parts)
 

@@ -326,8 +326,10 @@ def _incoming(rng: random.Random) -> dict[str, Any]:
 def generate_scenario(seed: int, index: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The snapshot's objects and the incoming Pod or Deployment of scenario ``index`` of ``seed``."""
     rng = random.Random(f"{seed}-{index}")
+    default = rng.choice([None, None, "mid", "low"])  # a pod without a class gets the global default's value
     classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                "value": value, "preemptionPolicy": policy} for name, value, policy in CLASSES]
+                "value": value, "preemptionPolicy": policy, "globalDefault": name == default}
+               for name, value, policy in CLASSES]
     namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"team": ns}}}
                   for ns in NAMESPACES]
     starts: set[int] = set()
@@ -365,6 +367,7 @@ def features(objects: list[dict[str, Any]], pod: dict[str, Any]) -> set[str]:
         "PDBs": any(o["kind"] == "PodDisruptionBudget" for o in objects),
         "preemptionPolicy Never": spec.get("priorityClassName") == "polite",
         "no or unknown PriorityClass": spec.get("priorityClassName") in (None, "gold"),
+        "a global default class": any(o.get("globalDefault") for o in objects),
         "multi-replica workload": pod["kind"] == "Deployment",
         "pod anti-affinity": "podAntiAffinity" in text,
         "pod affinity": '"podAffinity"' in text,

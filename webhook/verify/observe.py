@@ -108,7 +108,8 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
         if node:
             return Observation(FITS, node=node, message=f"bound to {node}", pod_name=name)
         if nominated:
-            return _observe_preemption(plane, f"{namespace}/{name}", path, str(nominated), before, log, deadline)
+            return _observe_preemption(plane, f"{namespace}/{name}", path, str(nominated), before, log, deadline,
+                                       timeout)
         if scheduled.get("status") == "False":
             reason = scheduled.get("reason")
             if reason not in ("Unschedulable", "SchedulingGated"):
@@ -121,7 +122,7 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
 
 
 def _observe_preemption(plane: ControlPlane, key: str, path: str, node: str, before: set[str], log: SchedulerLog,
-                        deadline: float) -> Observation:
+                        deadline: float, timeout: float) -> Observation:
     name = key.split("/", 1)[1]
     victims: set[str] = set()
     message = ""
@@ -134,8 +135,8 @@ def _observe_preemption(plane: ControlPlane, key: str, path: str, node: str, bef
             return Observation(PREEMPTS, node=node, victims=tuple(sorted(victims)), message=message, pod_name=name)
         time.sleep(POLL_SECONDS)
     return Observation(ERROR, node=node, victims=tuple(sorted(victims)), pod_name=name,
-                       message=f"nominated to {node}, but its victims were not all seen in time"
-                               f" ({len(victims)} seen): {message}")
+                       message=f"nominated to {node}, but its victims were not all seen within {timeout:g}s"
+                               f" ({len(victims)} seen): {message}".rstrip(": "))
 
 
 def settle(plane: ControlPlane, observation: Observation, namespace: str, *, timeout: float) -> Observation:

@@ -15,7 +15,7 @@ from webhook.errors import PreemptGuardError
 from webhook.verify.compare import ERROR, Comparison, Observed, Predicted, compare
 from webhook.verify.controlplane import ControlPlane
 from webhook.verify.engine import Prediction, SchedulerConfig, check_snapshot, predict, state_from_objects
-from webhook.verify.loader import empty_cluster, load_cluster, read_back, read_objects
+from webhook.verify.loader import empty_cluster, load_cluster, read_back, read_objects, restore_cluster
 from webhook.verify.observe import Observation, observe_pod, settle
 from webhook.verify.scenarios import Scenario, read_pods
 
@@ -49,8 +49,9 @@ def _pod_key(manifest: dict[str, object]) -> str:
 
 
 def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerConfig, *,
-                 timeout: float) -> list[VerifyResult]:
-    """Every pod of ``scenario`` on ``plane``, which must be empty; ``plane`` is left as the pods left it."""
+                 timeout: float, restore: bool = False) -> list[VerifyResult]:
+    """Every pod of ``scenario`` on ``plane``, which must be empty (or, with ``restore``, hold this scenario's
+    snapshot as the previous scenario left it); ``plane`` is left as the pods left it."""
     try:
         check_snapshot(scenario.snapshot)
         objects = read_objects(scenario.snapshot)
@@ -60,7 +61,10 @@ def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerCo
     if not manifests:
         return [_failed(scenario, "-", f"no pod in {', '.join(map(str, scenario.pod_files))}")]
     try:
-        load_cluster(plane, objects, timeout=max(timeout, LOAD_TIMEOUT_SECONDS))
+        if restore:
+            restore_cluster(plane, objects, timeout=max(timeout, LOAD_TIMEOUT_SECONDS))
+        else:
+            load_cluster(plane, objects, timeout=max(timeout, LOAD_TIMEOUT_SECONDS))
     except PreemptGuardError as exc:
         return [_failed(scenario, _pod_key(m), f"the snapshot did not load: {exc}") for m in manifests]
     results = []
@@ -80,6 +84,13 @@ def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerCo
     return results
 
 
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
 def start_plane(workdir: Path, bin_dir: Path, scheduler: SchedulerConfig) -> ControlPlane:
     """A control plane for verification (not started): the scheduler with the profile's DefaultPreemptionArgs
     (``scheduler.*`` of --config). The ServiceAccount admission plugin is off: snapshots carry no
@@ -92,12 +103,18 @@ def start_plane(workdir: Path, bin_dir: Path, scheduler: SchedulerConfig) -> Con
 
 def run_scenarios(plane: ControlPlane, scenarios: Sequence[Scenario], scheduler: SchedulerConfig, *,
                   timeout: float, progress: Progress | None = None) -> list[VerifyResult]:
-    """Each scenario in order on one control plane, emptied between them."""
+    """Each scenario in order on one control plane, emptied between them (or, when the next scenario has the
+    same snapshot file content and the previous one loaded, restored to that snapshot)."""
     results: list[VerifyResult] = []
+    previous: bytes | None = None
     for i, scenario in enumerate(scenarios):
-        if i:
-            empty_cluster(plane, timeout=max(timeout, 30.0))
-        done = run_scenario(plane, scenario, scheduler, timeout=timeout)
+        snapshot = _read_bytes(scenario.snapshot)
+        same = previous is not None and snapshot == previous
+        if i and not same:
+            empty_cluster(plane, timeout=max(timeout, LOAD_TIMEOUT_SECONDS))
+        done = run_scenario(plane, scenario, scheduler, timeout=timeout, restore=same)
+        loaded = not any(r.predicted is None for r in done)
+        previous = snapshot if loaded else None
         results.extend(done)
         if progress is not None:
             progress(scenario.name, done)

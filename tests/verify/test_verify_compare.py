@@ -66,6 +66,12 @@ def test_why_names_the_outcomes_and_the_node() -> None:
         "predicted Unschedulable, observed Preempts on n4.")
 
 
+def test_a_rejection_says_what_the_api_server_said() -> None:
+    observed = Observed(REJECTED, message='pods "p" is forbidden: exceeded quota: compute')
+    assert compare(Predicted(FITS, "n1"), observed).why == (
+        'predicted Fits, observed Rejected: pods "p" is forbidden: exceeded quota: compute')
+
+
 def test_a_tie_says_which_node_upstream_picked() -> None:
     result = compare(TIED, Observed(PREEMPTS, "n2", ("b/q",)))
     assert result.agree and "n2" in result.why and "3 tied nodes" in result.why

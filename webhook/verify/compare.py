@@ -77,6 +77,8 @@ def compare(predicted: Predicted, observed: Observed) -> Comparison:
     if predicted.outcome != observed.outcome:
         where = f" on {observed.node}" if observed.node else ""
         why = f"predicted {predicted.outcome}, observed {observed.outcome}{where}."
+        if observed.outcome == REJECTED and observed.message:  # the API server's words say which rule refused it
+            why = f"{why[:-1]}: {observed.message}"
         if PREEMPTS in (predicted.outcome, observed.outcome) and predicted.sampled:
             return Comparison(False, why + _sampling_note(predicted), Verdict.OUTCOME_DIFFERS, SAMPLING)
         return Comparison(False, why, Verdict.OUTCOME_DIFFERS)

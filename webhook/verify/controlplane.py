@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import ssl
@@ -219,6 +220,7 @@ class ControlPlane:
         raise ControlPlaneError(f"{component.name} not ready after {timeout:g}s:\n{log_tail(component.log)}")
 
     def _start_etcd(self, timeout: float) -> None:
+        shutil.rmtree(self.workdir / "etcd", ignore_errors=True)  # a reused workdir starts from an empty cluster
         self.etcd_port, peer = free_port(), free_port()
         etcd = self._spawn("etcd", [
             "--name", "conformance", "--data-dir", str(self.workdir / "etcd"),

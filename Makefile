@@ -1,15 +1,24 @@
-# PreemptGuard: build and push the image, render the manifests.
+# PreemptGuard: build and push the image, install it with the Helm chart, render the manifests.
 #   make image                      build $(IMAGE):$(VERSION)
 #   make push                       push it (after `docker login`)
-#   make manifests OVERLAY=cert-manager IMAGE=registry.example/preemptguard
-#   make deploy                     render and `kubectl apply` in one go
+#   make deploy                     helm upgrade --install with $(IMAGE):$(VERSION)
+#   make chart                      print what `make deploy` would install (helm template)
+#   make manifests OVERLAY=cert-manager   the kustomize rendering, with the image pinned in its kustomization
+#   make chart-docs                 regenerate the values table of charts/preemptguard/README.md
 IMAGE ?= ghcr.io/preemptguard/preemptguard
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 OVERLAY ?= self-signed
+RELEASE ?= preemptguard
+NAMESPACE ?= preemptguard
+HELM_ARGS ?=
 DOCKER ?= docker
 KUBECTL ?= kubectl
+HELM ?= helm
 
-.PHONY: image push manifests deploy undeploy test
+# The chart takes the image as values, so no manifest needs rewriting to use another registry or tag.
+CHART_IMAGE = --set image.repository=$(IMAGE) --set image.tag=$(VERSION)
+
+.PHONY: image push chart deploy undeploy manifests chart-docs test
 
 image:
 	$(DOCKER) build --tag $(IMAGE):$(VERSION) .
@@ -17,16 +26,21 @@ image:
 push: image
 	$(DOCKER) push $(IMAGE):$(VERSION)
 
-# The kustomizations pin ghcr.io/preemptguard/preemptguard:<release>; IMAGE/VERSION replace it.
-manifests:
-	@$(KUBECTL) kustomize manifests/overlays/$(OVERLAY) \
-	  | sed -E 's#ghcr\.io/preemptguard/preemptguard:[A-Za-z0-9._-]+#$(IMAGE):$(VERSION)#g'
+chart:
+	@$(HELM) template $(RELEASE) charts/preemptguard --namespace $(NAMESPACE) $(CHART_IMAGE) $(HELM_ARGS)
 
 deploy:
-	@$(MAKE) --no-print-directory manifests | $(KUBECTL) apply -f -
+	$(HELM) upgrade --install $(RELEASE) charts/preemptguard --namespace $(NAMESPACE) --create-namespace \
+	  $(CHART_IMAGE) $(HELM_ARGS)
 
 undeploy:
-	@$(MAKE) --no-print-directory manifests | $(KUBECTL) delete --ignore-not-found -f -
+	$(HELM) uninstall $(RELEASE) --namespace $(NAMESPACE)
+
+manifests:
+	@$(KUBECTL) kustomize manifests/overlays/$(OVERLAY)
+
+chart-docs:
+	python3 charts/values_table.py
 
 test:
 	.venv/bin/ruff check . && .venv/bin/mypy && .venv/bin/pytest

@@ -48,7 +48,7 @@ from fuzz_inputs import (  # noqa: E402
     variants,
 )
 
-from webhook.server.tls import generate_ca, issue_serving_certificate  # noqa: E402
+from webhook.certs.issuance import generate_ca, issue_serving_certificate  # noqa: E402
 
 VARIANTS = 8
 REQUEST_TIMEOUT = 15.0

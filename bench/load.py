@@ -50,9 +50,10 @@ for extra in (ROOT, ROOT / "bench"):
 
 from clustergen import generate_cluster  # noqa: E402
 
+from webhook.certs.issuance import generate_ca, issue_serving_certificate  # noqa: E402
 from webhook.routes import MUTATE_PODS_PATH  # noqa: E402
 from webhook.server.eventloop import chosen_event_loop, run_on_event_loop  # noqa: E402
-from webhook.server.tls import generate_ca, issue_serving_certificate, server_context  # noqa: E402
+from webhook.server.tls import server_context  # noqa: E402
 
 MODE_OFF_NAMESPACE = "bench-unguarded"
 TARGET_FIT_RATE = 1500.0

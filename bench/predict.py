@@ -31,8 +31,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests" / "preemption
 from clustergen import generate_cluster  # noqa: E402
 from reference import reference_predict  # noqa: E402
 
-from webhook.cluster.convert import object_from_dict, pod_from_dict  # noqa: E402
 from webhook.cluster.model import Pod  # noqa: E402
+from webhook.cluster.reader import object_from_dict, pod_from_dict  # noqa: E402
 from webhook.cluster.snapshot import ClusterState  # noqa: E402
 from webhook.preemption.predictor import predict_preemption, resolve_priority  # noqa: E402
 from webhook.preemption.results import FITS, PREEMPTS, UNSCHEDULABLE_OUTCOME  # noqa: E402

@@ -1,4 +1,4 @@
-"""``kubectl preempt-preview``: would these pods preempt anyone, and whom? (contract §5)
+"""``kubectl preempt-preview``: would these pods preempt anyone, and whom? (docs/interfaces.md §5)
 
 Installed as the executable ``kubectl-preempt_preview``, which kubectl runs for ``kubectl preempt-preview``.
 Exit status: 0 every pod fits without evicting anyone; 1 preemption predicted, or a pod would stay pending or
@@ -245,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_ERROR
-    except Exception as exc:  # one line, never a traceback (contract §5)
+    except Exception as exc:  # one line, never a traceback (docs/interfaces.md §5)
         print(f"error: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
 

@@ -102,15 +102,23 @@ def result_rows(results: Sequence[Mapping[str, Any]], *, wide: bool) -> tuple[li
     return header, rows
 
 
+def other_tenant_victims(result: Mapping[str, Any]) -> tuple[int, int]:
+    """(victims, PDB violations) of other tenants the webhook counted without naming (docs/interfaces.md §7)."""
+    hidden = result.get("otherTenantVictims") or {}
+    return int(hidden.get("count") or 0), int(hidden.get("pdbViolations") or 0)
+
+
 def victim_count(result: Mapping[str, Any]) -> int:
-    """Named victims plus those /preview redacted (namespaces the caller may not list pods in)."""
+    """Named victims, plus those /preview redacted (namespaces the caller may not list pods in) and those of
+    other tenants the admission webhook only counted."""
     hidden = sum(int(h.get("count") or 0) for h in result.get("redactedVictims") or [])
-    return len(result.get("victims") or []) + hidden
+    return len(result.get("victims") or []) + hidden + other_tenant_victims(result)[0]
 
 
 def victim_rows(results: Sequence[Mapping[str, Any]], *, wide: bool) -> tuple[list[str], list[list[Cell]]]:
     """One row per victim, grouped by namespace (namespaces sorted; within one, the predictor's order);
-    victims /preview redacted are one ``<N hidden>`` row per namespace."""
+    victims /preview redacted are one ``<N hidden>`` row per namespace; victims of other tenants one
+    ``N pods of other tenants`` row per preempting pod, with no namespace."""
     header = ["NAMESPACE", "VICTIM", "NODE"] + (["PRIORITY"] if wide else []) + ["PDB VIOLATION", "PREEMPTED BY"]
     victims = [(v, str(r.get("pod") or "")) for r in results for v in r.get("victims") or []]
     rows = []
@@ -131,6 +139,14 @@ def victim_rows(results: Sequence[Mapping[str, Any]], *, wide: bool) -> tuple[li
                     (str(r.get("pod") or ""), "")]
             rows.append(row)
     rows.sort(key=lambda row: row[0][0])  # grouped by namespace; stable within one
+    for r in results:
+        count, violations = other_tenant_victims(r)
+        if count:
+            row = [(NONE, ""), (f"{_plural(count, 'pod')} of other tenants", ""), (str(r.get("node") or NONE), "")]
+            row += [(NONE, "")] if wide else []
+            row += [(str(violations) if violations else "no", _RED if violations else ""),
+                    (str(r.get("pod") or ""), "")]
+            rows.append(row)
     return header, rows
 
 
@@ -138,7 +154,10 @@ def summary_line(preview: Mapping[str, Any]) -> str:
     s: Mapping[str, Any] = preview.get("summary") or {}
     pods = int(s.get("pods") or 0)
     namespaces = list(s.get("namespacesAffected") or [])
+    others = int(s.get("otherTenantVictims") or 0)
     where = f" in {_plural(len(namespaces), 'namespace')} ({', '.join(namespaces)})" if namespaces else ""
+    if others:
+        where += f"{',' if namespaces else ''} {others} of them of other tenants"
     return (f"{_plural(pods, 'pod')}: {int(s.get('fits') or 0)} fit, {int(s.get('preempting') or 0)} preempt, "
             f"{int(s.get('unschedulable') or 0)} unschedulable, {int(s.get('rejected') or 0)} rejected; "
             f"{_plural(int(s.get('victims') or 0), 'victim')}{where}, "

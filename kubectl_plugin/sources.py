@@ -58,16 +58,21 @@ def summarize(results: Sequence[Mapping[str, Any]]) -> JsonObject:
     """The ``summary`` of a PreemptionPreview (the same fields ``preview.build_preview`` fills)."""
     outcomes = [r.get("outcome") for r in results]
     victims = [v for r in results for v in r.get("victims") or []]
-    return {
+    # Victims of other tenants the webhook counted without naming them (docs/interfaces.md §7).
+    others = sum(int((r.get("otherTenantVictims") or {}).get("count") or 0) for r in results)
+    summary: JsonObject = {
         "pods": len(results),
         "fits": outcomes.count("Fits"),
         "preempting": outcomes.count("Preempts"),
         "unschedulable": outcomes.count("Unschedulable"),
         "rejected": outcomes.count("Rejected"),
-        "victims": len(victims),
+        "victims": len(victims) + others,
         "pdbViolations": sum(int(r.get("pdbViolations") or 0) for r in results),
         "namespacesAffected": sorted({str(v.get("namespace")) for v in victims}),
     }
+    if others:
+        summary["otherTenantVictims"] = others
+    return summary
 
 
 def combine_previews(results: Sequence[Mapping[str, Any]]) -> JsonObject:
@@ -147,7 +152,7 @@ def error_text(body: bytes) -> str:
 
 @dataclass(slots=True)
 class WebhookPreviewSource:
-    """``POST <url>/preview`` with a PreviewRequest (contract §3) per object."""
+    """``POST <url>/preview`` with a PreviewRequest (docs/interfaces.md §3) per object."""
 
     url: str
     token: str | None = None

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.cluster.convert import pod_from_dict
 from webhook.cluster.loader import load_snapshot
 from webhook.cluster.model import Node, Pod
+from webhook.cluster.reader import pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.priority.resolution import (
     PriorityRejection,

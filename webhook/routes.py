@@ -1,4 +1,4 @@
-"""The HTTP paths and ports of ``preempt-guard serve`` (interfaces §2), declared once.
+"""The HTTP paths and ports of ``preempt-guard serve`` (docs/interfaces.md §2), declared once.
 
 The webhook configurations, Service and probes in manifests/ are tested against these values.
 """
@@ -20,3 +20,6 @@ MUTATING_WEBHOOK_CONFIGURATION = "preemptguard.io"
 VALIDATING_WEBHOOK_CONFIGURATION = "preemptguard.io"
 PODS_WEBHOOK = "pods.preemptguard.io"
 PRIORITYCLASSES_WEBHOOK = "priorityclasses.preemptguard.io"
+
+# A namespace with this label set to "true" is never sent to the pod webhook (its namespaceSelector).
+IGNORE_NAMESPACE_LABEL = "preemptguard.io/ignore"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-for folder in (HERE, HERE.parents[1] / "tests" / "admission"):
+for folder in (HERE, HERE.parents[1] / "tests" / "admission", HERE.parents[1] / "tests" / "manifests"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 

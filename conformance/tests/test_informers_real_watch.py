@@ -27,9 +27,9 @@ import pytest
 from controlplane import REPO, ControlPlane, ControlPlaneError, free_port, kube_bin_dir, log_tail, stop_process
 from test_admission_parity import ensure_namespace
 
+from webhook.certs.issuance import generate_ca, issue_serving_certificate
 from webhook.cluster.informer import PODS, Informer, InformerSettings
 from webhook.cluster.snapshot import ClusterState
-from webhook.server.tls import generate_ca, issue_serving_certificate
 
 
 class Relay:

@@ -27,7 +27,7 @@ from admission_vectors import load_vectors
 from controlplane import REPO, ControlPlane, ControlPlaneError, User, free_port, kube_bin_dir, log_tail, stop_process
 from test_admission_parity import ensure_namespace, stage
 
-from webhook.server.tls import generate_ca, issue_serving_certificate
+from webhook.certs.issuance import generate_ca, issue_serving_certificate
 
 DENIED_PREFIX = 'admission webhook "pods.preemptguard.io" denied the request: '
 ALICE = User("alice", secrets.token_hex(16), ("system:authenticated",))

@@ -10,8 +10,8 @@ from webhook.admission.outcome import AdmissionOutcome
 from webhook.admission.pipeline import PodAdmission, PodStep
 from webhook.admission.pod import PodReview
 from webhook.admission.review import AdmissionRequest, parse_admission_review
-from webhook.cluster.convert import object_from_dict
 from webhook.cluster.model import Pod, PriorityClass
+from webhook.cluster.reader import object_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.cluster.source import MemorySource
 from webhook.config import DEFAULT_CONFIG, Config

@@ -90,14 +90,16 @@ def test_prediction_only_for_creates_the_scheduler_will_place() -> None:
 def test_guardrail_outcome_sets_the_annotation_through_the_patch() -> None:
     meta = {"name": "web", "namespace": "team-a", "annotations": {"owner": "me"}}
     outcome = admit(pipeline(state_of(HIGH), predictor=FixedPredictor(RESULT)), request(meta=meta))
-    assert outcome.allowed and outcome.warnings[0] == "would preempt 1 pod in team-b on n1"
+    assert outcome.allowed and outcome.warnings[0] == "would preempt 1 pod of other tenants on n1"
     annotation = {"op": "add", "path": "/metadata/annotations/preemptguard.io~1prediction",
                   "value": outcome.audit_annotations["prediction"]}
     assert outcome.patch[-1] == annotation
     assert [op["path"] for op in outcome.patch[:-1]] == ["/spec/priority", "/spec/preemptionPolicy"]
     bare = admit(pipeline(state_of(HIGH), predictor=FixedPredictor(RESULT)), request())
     assert bare.patch[-1]["path"] == "/metadata/annotations" and PREDICTION_ANNOTATION in bare.patch[-1]["value"]
-    dry = admit(pipeline(state_of(HIGH), predictor=FixedPredictor(RESULT)), request(dry_run=True))
+    cluster_wide = config(guardrails={"disclosure": "cluster"})
+    dry = admit(pipeline(state_of(HIGH), config=cluster_wide, predictor=FixedPredictor(RESULT)),
+                request(dry_run=True))
     assert json.loads(dry.patch[-1]["value"][PREDICTION_ANNOTATION]) == build_preview([RESULT])
 
 

@@ -8,6 +8,7 @@ import datetime
 import pytest
 from cryptography import x509
 
+from webhook.certs.issuance import generate_ca
 from webhook.certs.material import (
     MAX_TRUSTED_CAS,
     ServingMaterial,
@@ -26,7 +27,6 @@ from webhook.certs.plan import (
     tls_secret,
     webhooks_missing_ca_bundle,
 )
-from webhook.server.tls import generate_ca
 
 SANS = service_dns_names("preemptguard", "preemptguard")
 RENEW_BEFORE = datetime.timedelta(days=30)

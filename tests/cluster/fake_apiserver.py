@@ -32,7 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
-from webhook.cluster.convert import object_from_dict
+from webhook.cluster.reader import object_from_dict
 from webhook.cluster.snapshot import KIND_OF, ClusterState, object_key
 
 JsonDict = dict[str, Any]

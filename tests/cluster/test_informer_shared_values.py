@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from fake_apiserver import pod
 
-from webhook.cluster import convert
-from webhook.cluster.convert import pod_from_dict
+from webhook.cluster import sharing
 from webhook.cluster.quantity import quantity_milli_value, quantity_value
+from webhook.cluster.reader import pod_from_dict
 
 
 def test_equal_labels_requests_and_tolerations_are_one_instance() -> None:
@@ -24,10 +24,9 @@ def test_equal_labels_requests_and_tolerations_are_one_instance() -> None:
 
 
 def test_shared_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(convert, "_SHARED_LIMIT", 8)
-    monkeypatch.setattr(convert, "_shared_values", {})
+    monkeypatch.setattr(sharing, "SHARED_VALUES", sharing.BoundedCache(8))
     pods = [pod_from_dict(pod(f"p{i}", labels={"n": str(i)})) for i in range(50)]
-    assert len(convert._shared_values) <= 8
+    assert len(sharing.SHARED_VALUES) <= 8
     assert [p.labels["n"] for p in pods] == [str(i) for i in range(50)]
 
 

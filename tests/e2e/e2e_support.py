@@ -8,7 +8,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.cluster.convert import object_from_dict
+from webhook.cluster.reader import object_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import Config, parse_config
 from webhook.guardrails import PREDICTION_ANNOTATION

@@ -24,16 +24,24 @@ from webhook.guardrails import RULES as ALL_RULES
 from webhook.guardrails.report import MAX_WARNING_LENGTH
 from webhook.server.testing import LoopbackWebhook
 
-# rule -> (its configuration, what the denial message must say about the predicted preemption)
-RULES: dict[str, tuple[dict[str, Any], list[str]]] = {
+# rule -> (its configuration, what the denial message must say about the predicted preemption: by default to
+# team-a, whose tenant holds none of the victims, so they are counts; with disclosure: cluster, named)
+RULES: dict[str, tuple[dict[str, Any], list[str], list[str]]] = {
     "denyCrossTenantPreemption": (
         {"tenantLabel": "tenant", "denyCrossTenantPreemption": True},
+        ["would preempt 2 pods of other tenants, but its own tenant is tenant=red"],
         ["2 pods of other tenants", "2 in team-b", "tenant=blue", "its own tenant is tenant=red"]),
-    "maxPdbViolations": ({"maxPdbViolations": 1}, ["2 PodDisruptionBudgets in team-b", "at most 1 allowed"]),
-    "maxVictims": ({"maxVictims": 2}, ["would preempt 3 pods", "2 in team-b", "1 in team-a2", "at most 2 allowed"]),
+    "maxPdbViolations": (
+        {"maxPdbViolations": 1}, ["2 PodDisruptionBudgets of other tenants (at most 1 allowed)"],
+        ["2 PodDisruptionBudgets in team-b", "at most 1 allowed"]),
+    "maxVictims": (
+        {"maxVictims": 2}, ["would preempt 3 pods (3 of other tenants), at most 2 allowed"],
+        ["would preempt 3 pods", "2 in team-b", "1 in team-a2", "at most 2 allowed"]),
     "denyVictimPriorityAtLeast": (
-        {"denyVictimPriorityAtLeast": 5000}, ["2 pods with priority 5000 or higher", "2 in team-b"]),
+        {"denyVictimPriorityAtLeast": 5000}, ["2 pods with priority 5000 or higher (2 of other tenants"],
+        ["2 pods with priority 5000 or higher", "2 in team-b"]),
 }
+DISCLOSURES = ["tenant", "cluster"]
 
 
 def hook_for(policy: dict[str, Any]) -> LoopbackWebhook:
@@ -46,10 +54,11 @@ def assert_warning_limits(warnings: list[str]) -> None:
     assert sum(len(w) for w in warnings) <= 4096
 
 
+@pytest.mark.parametrize("disclosure", DISCLOSURES)
 @pytest.mark.parametrize("rule", list(RULES))
-async def test_rule_warns_in_warn_mode(rule: str) -> None:
-    policy, _ = RULES[rule]
-    async with hook_for({"mode": "warn", **policy}) as hook:
+async def test_rule_warns_in_warn_mode(rule: str, disclosure: str) -> None:
+    policy, _, _ = RULES[rule]
+    async with hook_for({"mode": "warn", "disclosure": disclosure, **policy}) as hook:
         response = await admit(hook, create_review(preemptor()))
     assert response["allowed"] is True and "status" not in response
     warnings = response["warnings"]
@@ -60,14 +69,23 @@ async def test_rule_warns_in_warn_mode(rule: str) -> None:
     assert audit["guardrail-decision"] == "warned" and audit["guardrail-mode"] == "warn"
     assert audit["guardrail-violations"] == rule
     compact = json.loads(prediction_annotation(response) or "null")
-    assert compact == {"outcome": "Preempts", "node": "node-1", "victims": 3,
-                       "namespacesAffected": ["team-a2", "team-b"], "pdbViolations": 2}
+    if disclosure == "cluster":
+        assert compact == {"outcome": "Preempts", "node": "node-1", "victims": 3,
+                           "namespacesAffected": ["team-a2", "team-b"], "pdbViolations": 2}
+        return
+    # team-a2 is team-a's tenant only under tenantLabel (both red)
+    same = ["team-a2"] if "tenantLabel" in policy else []
+    assert compact == {"outcome": "Preempts", "node": "node-1", "victims": 3, "namespacesAffected": same,
+                       "pdbViolations": 2, "otherTenantVictims": 3 - len(same)}
+    assert "team-b" not in json.dumps(response) and "payments-" not in json.dumps(response)
 
 
+@pytest.mark.parametrize("disclosure", DISCLOSURES)
 @pytest.mark.parametrize("rule", list(RULES))
-async def test_rule_denies_in_enforce_mode(rule: str) -> None:
-    policy, phrases = RULES[rule]
-    async with hook_for({"mode": "enforce", **policy}) as hook:
+async def test_rule_denies_in_enforce_mode(rule: str, disclosure: str) -> None:
+    policy, tenant_phrases, cluster_phrases = RULES[rule]
+    phrases = cluster_phrases if disclosure == "cluster" else tenant_phrases
+    async with hook_for({"mode": "enforce", "disclosure": disclosure, **policy}) as hook:
         response = await admit(hook, create_review(preemptor()))
     assert response["allowed"] is False and "patch" not in response
     status = response["status"]
@@ -80,6 +98,8 @@ async def test_rule_denies_in_enforce_mode(rule: str) -> None:
     assert "To be exempted, ask a cluster admin" in message and "guardrails.exempt" in message
     assert response["warnings"][0].startswith(f"{rule}: ")
     assert response["auditAnnotations"]["guardrail-decision"] == "denied"
+    if disclosure == "tenant":
+        assert "team-b" not in json.dumps(response) and "payments-" not in json.dumps(response)
 
 
 async def test_rules_that_hold_allow_without_rule_warnings() -> None:

@@ -47,8 +47,10 @@ def large_pod(name: str = "probe") -> dict[str, Any]:
 
 
 async def test_dry_run_annotation_holds_the_full_preview_and_a_real_create_the_compact_one() -> None:
+    """The shapes, under disclosure: cluster (test_e2e_disclosure.py holds what a tenant sees by default)."""
     source = MemorySource(state_of(guardrail_cluster()))
-    async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": "warn"}})) as hook:
+    guardrails = {"mode": "warn", "disclosure": "cluster"}
+    async with LoopbackWebhook(source, settings(), config=config({"guardrails": guardrails})) as hook:
         dry = await admit(hook, create_review(preemptor(), dry_run=True))
         real = await admit(hook, create_review(preemptor()))
         # Guardrails off in this namespace: a real create is not predicted, a dry run still is.
@@ -121,7 +123,8 @@ def crowded_cluster(victims: int) -> list[dict[str, Any]]:
 async def test_warnings_stay_within_the_api_server_limits_with_many_victims() -> None:
     source = MemorySource(state_of(crowded_cluster(150)))
     big = pod("everything", "team-a", cpu="16", memory="1Gi", priority_class_name="high")
-    async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": "warn"}})) as hook:
+    guardrails = {"mode": "warn", "disclosure": "cluster"}
+    async with LoopbackWebhook(source, settings(), config=config({"guardrails": guardrails})) as hook:
         response = await admit(hook, create_review(big, dry_run=True))
     warnings = response["warnings"]
     assert all(len(w) < 120 for w in warnings) and all(len(w) <= MAX_WARNING_LENGTH for w in warnings)

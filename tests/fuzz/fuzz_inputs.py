@@ -272,7 +272,7 @@ def small_cluster_objects() -> list[dict[str, Any]]:
 
 
 def small_cluster_state() -> Any:
-    from webhook.cluster.convert import object_from_dict
+    from webhook.cluster.reader import object_from_dict
     from webhook.cluster.snapshot import ClusterState
 
     state = ClusterState()

@@ -51,7 +51,7 @@ THREE_IN_B = preview(victim("team-b", "b1", pdb=True), victim("team-b", "b2"), v
 
 
 def test_summary_warning_and_annotation() -> None:
-    decision = decide(policy(), THREE_IN_B)
+    decision = decide(policy(disclosure="cluster"), THREE_IN_B)
     assert decision.allowed and decision.decision == "allowed" and decision.violations == ()
     assert decision.warnings[0] == "would preempt 3 pods in team-b on node-7 (1 PDB violation)"
     # Victims follow, PDB violators first.
@@ -66,7 +66,7 @@ def test_summary_warning_and_annotation() -> None:
 
 def test_dry_run_annotation_is_the_full_preview() -> None:
     prev = preview(victim("team-b", "b1"))
-    assert json.loads(decide(policy(), prev, dry_run=True).annotation) == build_preview([prev])
+    assert json.loads(decide(policy(disclosure="cluster"), prev, dry_run=True).annotation) == build_preview([prev])
 
 
 def test_fits_and_unschedulable() -> None:
@@ -112,7 +112,8 @@ def test_each_rule_in_both_modes(rules: dict[str, Any], prev: PreemptionResult, 
 
 def test_denial_names_counts_and_namespaces() -> None:
     prev = preview(victim("team-a", "a1"), victim("team-b", "b1"), victim("team-c", "c1"), victim("team-b", "b2"))
-    decision = decide(policy(mode="enforce", denyCrossTenantPreemption=True, maxVictims=3), prev)
+    decision = decide(policy(mode="enforce", denyCrossTenantPreemption=True, maxVictims=3, disclosure="cluster"),
+                      prev)
     assert decision.denied_rules == ("denyCrossTenantPreemption", "maxVictims")
     message = decision.denial_message
     assert "would preempt 3 pods of other tenants (2 in team-b, 1 in team-c" in message
@@ -123,7 +124,7 @@ def test_denial_names_counts_and_namespaces() -> None:
 def test_tenant_label_groups_namespaces() -> None:
     ns = namespaces(**{"team-a": {"tenant": "acme"}, "team-b": {"tenant": "acme"}, "team-c": {"tenant": "other"},
                        "loose": {}})
-    config = policy(mode="enforce", denyCrossTenantPreemption=True, tenantLabel="tenant")
+    config = policy(mode="enforce", denyCrossTenantPreemption=True, tenantLabel="tenant", disclosure="cluster")
     assert decide(config, preview(victim("team-b", "b1")), ns=ns).allowed
     denied = decide(config, preview(victim("team-b", "b1"), victim("team-c", "c1")), ns=ns)
     assert not denied.allowed and "tenant=other" in denied.denial_message

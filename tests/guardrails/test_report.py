@@ -71,7 +71,7 @@ def test_fit_warnings_keeps_order_and_limits(candidates: list[str], limit: int) 
 
 
 def test_many_long_victims_are_cut_to_the_budget() -> None:
-    config = parse_config({"guardrails": {"maxVictims": 10}}, "h").guardrails
+    config = parse_config({"guardrails": {"maxVictims": 10, "disclosure": "cluster"}}, "h").guardrails
     victims = [{"namespace": f"ns-{i % 7}-" + "n" * 50, "name": f"pod-{i}-" + "p" * 240, "node": "node-1",
                 "priority": i, "pdbViolation": i % 5 == 0} for i in range(500)]
     decision = evaluate_guardrails(config, pod_name="p", namespace="team-a", user=UserInfo("u"),

@@ -11,19 +11,32 @@ import jsonschema
 import kubernetes_validate
 import pytest
 from cert_manager_schema import SCHEMAS as CERT_MANAGER_SCHEMAS
-from manifest_build import KUSTOMIZATIONS, MANIFESTS, build, find, kubectl_path
+from manifest_build import COMPONENTS, KUSTOMIZATIONS, MANIFESTS, build, find, kubectl_path, with_components
+from monitoring_schema import SCHEMAS as MONITORING_SCHEMAS
 
-# The oldest Kubernetes the manifests support (matchLabelKeys, nodeTaintsPolicy and
-# unhealthyPodEvictionPolicy are on by default from 1.27) and the newest schema the package ships.
-SCHEMA_VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
+# The oldest Kubernetes the manifests support (ValidatingAdmissionPolicy and matchConditions are GA in
+# admissionregistration.k8s.io/v1 from 1.30) and the newest schema the package ships.
+SCHEMA_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+CUSTOM_SCHEMAS = {**CERT_MANAGER_SCHEMAS, **MONITORING_SCHEMAS}
 
 
 def validate(obj: dict[str, Any], version: str) -> None:
     key = (obj["apiVersion"], obj["kind"])
-    if key in CERT_MANAGER_SCHEMAS:
-        jsonschema.validate(obj, CERT_MANAGER_SCHEMAS[key])
+    if key in CUSTOM_SCHEMAS:
+        jsonschema.validate(obj, CUSTOM_SCHEMAS[key])
         return
     kubernetes_validate.validate(obj, version, strict=True)
+
+
+def validate_all(objects: list[dict[str, Any]], version: str, what: str) -> None:
+    assert objects, f"{what} built nothing"
+    for obj in objects:
+        try:
+            validate(obj, version)
+        except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as exc:
+            pytest.fail(f"{what}: {obj['kind']}/{obj['metadata']['name']} invalid for Kubernetes {version}: {exc}")
+        except kubernetes_validate.SchemaNotFoundError:
+            pytest.fail(f"{what}: no schema for {obj['apiVersion']} {obj['kind']}")
 
 
 def test_kubectl_is_the_real_binary() -> None:
@@ -34,21 +47,19 @@ def test_kubectl_is_the_real_binary() -> None:
 
 def test_every_kustomization_is_tested() -> None:
     found = {str(path.parent.relative_to(MANIFESTS)) for path in MANIFESTS.rglob("kustomization.yaml")}
-    assert found == set(KUSTOMIZATIONS)
+    # transformers/ holds transformer configurations that the kustomizations list, nothing to apply
+    assert found == set(KUSTOMIZATIONS) | set(COMPONENTS) | {"transformers/cluster-scoped"}
 
 
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
 def test_every_object_validates(kustomization: str, version: str) -> None:
-    objects = build(kustomization)
-    assert objects, f"{kustomization} built nothing"
-    for obj in objects:
-        try:
-            validate(obj, version)
-        except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as exc:
-            pytest.fail(f"{kustomization}: {obj['kind']}/{obj['metadata']['name']} invalid for "
-                        f"Kubernetes {version}: {exc}")
-        except kubernetes_validate.SchemaNotFoundError:
-            pytest.fail(f"{kustomization}: no schema for {obj['apiVersion']} {obj['kind']}")
+    validate_all(build(kustomization), version, kustomization)
+
+
+@pytest.mark.parametrize("overlay", ["overlays/self-signed", "overlays/cert-manager"])
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+def test_every_component_validates_on_each_certificate_overlay(overlay: str, version: str) -> None:
+    validate_all(with_components(overlay, *COMPONENTS), version, f"{overlay} + {', '.join(COMPONENTS)}")
 
 
 def test_objects_per_kustomization() -> None:
@@ -61,17 +72,27 @@ def test_objects_per_kustomization() -> None:
     assert set(kinds["overlays/cert-manager"]) - base == {
         "Issuer/preemptguard-selfsigned", "Certificate/preemptguard-ca", "Issuer/preemptguard-ca",
         "Certificate/preemptguard-tls"}
+    assert set(kinds["overlays/client-ca"]) == set(kinds["overlays/self-signed"])  # it patches, adds nothing
     assert base == {
         "Namespace/preemptguard", "ServiceAccount/preemptguard", "ClusterRole/preemptguard",
         "ClusterRoleBinding/preemptguard", "PriorityClass/preemptguard-critical", "ConfigMap/preemptguard-config",
         "Deployment/preemptguard", "PodDisruptionBudget/preemptguard", "Service/preemptguard",
-        "MutatingWebhookConfiguration/preemptguard.io", "ValidatingWebhookConfiguration/preemptguard.io"}
+        "MutatingWebhookConfiguration/preemptguard.io", "ValidatingWebhookConfiguration/preemptguard.io",
+        "NetworkPolicy/preemptguard", "ValidatingAdmissionPolicy/preemptguard-namespace-labels",
+        "ValidatingAdmissionPolicyBinding/preemptguard-namespace-labels"}
+    monitored = {f"{o['kind']}/{o['metadata']['name']}" for o in with_components("overlays/self-signed",
+                                                                                   "components/monitoring")}
+    assert monitored - set(kinds["overlays/self-signed"]) == {
+        "ServiceMonitor/preemptguard", "PrometheusRule/preemptguard", "ConfigMap/preemptguard-dashboard"}
+
+
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration",
+                  "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 
 def test_namespaced_objects_live_in_preemptguard(kustomization: str) -> None:
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
-                      "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
-    for obj in build(kustomization):
+    cluster_scoped = CLUSTER_SCOPED
+    for obj in build(kustomization) + with_components("overlays/cert-manager", *COMPONENTS):
         namespace = obj["metadata"].get("namespace")
         assert namespace == (None if obj["kind"] in cluster_scoped else "preemptguard"), obj["metadata"]
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from manifest_build import OVERLAYS, build, find, pod_specs
+from serve_args import parse_serve_args
 
 from webhook import routes
 from webhook.cluster.source import ClusterSource
@@ -85,7 +86,8 @@ def test_probes_use_the_health_routes_over_https() -> None:
 def test_container_arguments_are_the_servers_flags() -> None:
     spec = find(build("base"), "Deployment")["spec"]["template"]["spec"]
     (container,) = spec["containers"]
-    args = build_parser().parse_args(container["args"])
+    args, pending = parse_serve_args(container["args"])
+    assert not pending
     settings = settings_from_args(args, environ={})
     assert args.command == "serve" and settings.in_cluster
     assert (settings.port, settings.metrics_port) == (routes.DEFAULT_PORT, routes.DEFAULT_METRICS_PORT)
@@ -110,9 +112,14 @@ def test_mutating_webhook_settings() -> None:
     assert 1 <= webhook["timeoutSeconds"] <= 5
     assert webhook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                                  "resources": ["pods"], "scope": "Namespaced"}]
-    (expression,) = webhook["namespaceSelector"]["matchExpressions"]
-    assert expression["key"] == "kubernetes.io/metadata.name" and expression["operator"] == "NotIn"
-    assert set(expression["values"]) == EXCLUDED_NAMESPACES
+    by_name, opt_out = webhook["namespaceSelector"]["matchExpressions"]
+    assert by_name["key"] == "kubernetes.io/metadata.name" and by_name["operator"] == "NotIn"
+    assert set(by_name["values"]) == EXCLUDED_NAMESPACES
+    assert opt_out == {"key": routes.IGNORE_NAMESPACE_LABEL, "operator": "NotIn", "values": ["true"]}
+    (condition,) = webhook["matchConditions"]
+    # checked against the real API server in conformance/tests/test_manifests_on_apiserver.py
+    assert "request.namespace == 'preemptguard'" in condition["expression"]
+    assert "['preemptguard', 'preemptguard-certs']" in condition["expression"]
 
 
 def test_validating_webhook_settings() -> None:
@@ -144,7 +151,7 @@ def test_certs_job_arguments_target_the_service_secret_and_configurations() -> N
     deployment_secret = pod_specs(objects)["Deployment/preemptguard"]["volumes"][0]["secret"]["secretName"]
     for key in ("Job/preemptguard-certs", "CronJob/preemptguard-certs-renew"):
         (container,) = pod_specs(objects)[key]["containers"]
-        args = build_parser(with_certs=True).parse_args(container["args"])
+        args = build_parser().parse_args(container["args"])
         assert args.command == "certs" and args.in_cluster and not args.dry_run and args.out_dir is None
         settings = certs_settings(args)
         assert settings.namespace == service["metadata"]["namespace"]

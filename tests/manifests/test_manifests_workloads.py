@@ -69,17 +69,24 @@ def test_dockerfile_is_multi_stage_non_root_and_installs_only_the_wheel() -> Non
     text = (REPO / "Dockerfile").read_text()
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
     stages = [line for line in lines if line.upper().startswith("FROM ")]
-    assert len(stages) >= 2, "multi-stage build expected"
+    assert len(stages) >= 3, "multi-stage build expected: dependencies, project wheel, runtime"
     assert all(re.search(r"python:3\.11[\w.-]*-slim", stage) for stage in stages)
     final = lines[lines.index(stages[-1]):]
     users = [line.split(None, 1)[1] for line in final if line.upper().startswith("USER ")]
     assert users and users[-1].split(":")[0] == "65532"
     final_text = "\n".join(final)
-    # The wheels come from the builder stage (copied or bind-mounted); nothing is built here.
-    assert re.search(r"from=builder\b.*wheels", final_text)
-    assert re.search(r"pip install --no-index --find-links=/wheels preemptguard", final_text)
+    # The wheels come from the build stages (bind-mounted); nothing is built here.
+    assert re.search(r"from=deps\b.*wheels", final_text) and re.search(r"from=builder\b.*dist", final_text)
     assert not re.search(r"\b(gcc|build-essential|apt-get install)\b", final_text), "no build tools in the final image"
     assert re.search(r'ENTRYPOINT \["preempt-guard"\]', final_text)
+    # Dependencies in their own layer, before (and so cached apart from) the project's wheel.
+    runs = [line for line in final if line.startswith("RUN ")]
+    deps_layer = next(i for i, line in enumerate(runs) if "from=deps" in line)
+    project_layer = next(i for i, line in enumerate(runs) if "from=builder" in line)
+    assert deps_layer < project_layer
+    deps_stage = lines[lines.index(stages[0]):lines.index(stages[1])]
+    copied = [line for line in deps_stage if line.startswith("COPY ")]
+    assert copied == ["COPY pyproject.toml ./"], "the dependency stage must not see the sources"
     # An allow-list context: everything is ignored except the package sources and pyproject.toml.
     lines = (REPO / ".dockerignore").read_text().splitlines()
     patterns = [p.strip() for p in lines if p.strip() and not p.strip().startswith("#")]
@@ -90,7 +97,11 @@ def test_dockerfile_is_multi_stage_non_root_and_installs_only_the_wheel() -> Non
 
 def test_makefile_targets() -> None:
     makefile = (REPO / "Makefile").read_text()
-    for target in ("image", "push", "manifests"):
+    for target in ("image", "push", "chart", "deploy", "undeploy", "manifests", "chart-docs"):
         assert re.search(rf"^{target}:", makefile, re.MULTILINE), target
     assert re.search(r"\$\(KUBECTL\) kustomize manifests/overlays/", makefile)
+    assert re.search(r"\$\(HELM\) upgrade --install \$\(RELEASE\) charts/preemptguard", makefile)
     assert re.search(r"^KUBECTL \?= kubectl$", makefile, re.MULTILINE)
+    assert re.search(r"^HELM \?= helm$", makefile, re.MULTILINE)
+    # The chart takes the image as values: no rendered manifest is rewritten with sed any more.
+    assert "| sed" not in makefile

@@ -28,8 +28,9 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
+from webhook.certs.issuance import self_signed_serving_certificate
 from webhook.routes import MUTATE_PODS_PATH, PODS_WEBHOOK
-from webhook.server.tls import self_signed_serving_certificate, server_context
+from webhook.server.tls import server_context
 
 JsonDict = dict[str, Any]
 EXPIRED_TOKEN = "expired"

@@ -60,15 +60,31 @@ async def test_dry_run_returns_the_webhooks_full_preview(kubectl: Kubectl, api: 
         expect = expected_outcome(path)
         assert run.returncode == (0 if expect == "Fits" else 1), run.stderr
         got = json.loads(run.stdout)
-        assert results_of(got) == expected_results(path)
+        # By default alice hears only her pod's tenant named: the victims of other tenants are counted.
+        expected = [(pod, outcome, node, tuple(v for v in victims if same_namespace(v, pod)))
+                    for pod, outcome, node, victims in expected_results(path)]
+        assert results_of(got) == expected
+        assert [others(r) for r in got["results"]] == [
+            sum(not same_namespace(v, pod) for v in victims) for pod, _, _, victims in expected_results(path)]
         if expect == "Preempts":  # the webhook's warnings arrive as Warning headers, printed as kubectl does
             assert run.stderr.startswith("Warning: ")
             assert all(v["name"] in run.stderr for v in got["results"][0]["victims"])
+            hidden = [v for pod, _, _, victims in expected_results(path) for v in victims if not same_namespace(v, pod)]
+            # (the node's name, pool-batch-04, may contain a namespace's name: the victim's own name may not appear)
+            assert all(v.split("/")[1] not in run.stderr + run.stdout for v in hidden)
     # The API server sent one dry-run review per pod with alice's identity; nothing else was created.
     assert len(api.reviews) == len(paths)
     assert all(r["request"]["dryRun"] is True and r["request"]["userInfo"]["username"] == "alice"
                for r in api.reviews)
     assert [(m, q) for m, p, q in api.requests if p.endswith("/pods")] == [("POST", {"dryRun": "All"})] * len(paths)
+
+
+def same_namespace(victim: str, pod: str) -> bool:
+    return victim.split("/")[0] == pod.split("/")[0]
+
+
+def others(result: dict[str, Any]) -> int:
+    return int((result.get("otherTenantVictims") or {}).get("count") or 0)
 
 
 async def test_dry_run_table_output(kubectl: Kubectl, api: AdmissionApiServer, kubeconfig: Path) -> None:
@@ -97,8 +113,10 @@ async def test_workload_replicas_are_dry_run_one_by_one(kubectl: Kubectl, api: A
     assert [r["pod"] for r in results] == [f"team-a/recommendations-{i}" for i in range(4)]
     assert {r["outcome"] for r in results} == {"Preempts"}
     assert [r["request"]["object"]["metadata"]["name"] for r in api.reviews] == [r["pod"][7:] for r in results]
-    # Each replica sees the cluster as it is: the same node and victim, and the message says why.
-    assert len({(r["node"], r["victims"][0]["name"]) for r in results}) == 1
+    # Each replica sees the cluster as it is: the same node and victim (of another tenant: counted, not named),
+    # and the message says why.
+    assert len({r["node"] for r in results}) == 1
+    assert [(r["victims"], others(r)) for r in results] == [([], 1)] * 4
     assert all("dry run: predicted against the cluster as it is" in r["message"] for r in results[1:])
     assert "Note: dry run: predicted against the cluster as it is" in run.stderr
 

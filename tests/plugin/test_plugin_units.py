@@ -31,6 +31,7 @@ from kubectl_plugin.sources import (
     combine_previews,
     kubeconfig_paths,
     parse_warning_headers,
+    summarize,
 )
 from webhook.cluster.loader import load_snapshot
 from webhook.errors import ClusterUnavailable, ConfigError, Forbidden, InvalidInput, Unauthorized
@@ -270,3 +271,16 @@ async def test_progress_ticks_while_waiting() -> None:
     async with progress.running("predicting", interval=0.01):
         await asyncio.sleep(0.05)
     assert "\rpredicting (" in stream.getvalue() and stream.getvalue().endswith("\r\033[K")
+
+
+def test_table_counts_victims_of_other_tenants_without_naming_them() -> None:
+    result = {"pod": "team-a/web", "priorityClassName": "high", "outcome": "Preempts", "node": "n1",
+              "victims": [{"namespace": "team-a", "name": "own-batch", "node": "n1", "priority": 1,
+                           "pdbViolation": False}],
+              "otherTenantVictims": {"count": 3, "pdbViolations": 1}, "pdbViolations": 1}
+    text = format_tables({"results": [result], "summary": summarize([result])}, wide=False)
+    lines = text.splitlines()
+    assert lines[1].split()[:6] == ["team-a/web", "high", "Preempts", "n1", "4", "1"]
+    assert any("own-batch" in line for line in lines)
+    assert any(line.split()[:6] == ["<none>", "3", "pods", "of", "other", "tenants"] for line in lines), text
+    assert lines[-1].endswith("4 victims in 1 namespace (team-a), 3 of them of other tenants, 1 PDB violation")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from webhook.cluster.convert import object_from_dict, pod_from_dict
+from webhook.cluster.reader import object_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
 from webhook.prediction import service as prediction

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.cluster.convert import pod_from_dict
 from webhook.cluster.model import EMPTY_LABELS, Node, Pod, PodDisruptionBudget, Resources
+from webhook.cluster.reader import pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PreemptGuardError
 from webhook.preemption import predictor

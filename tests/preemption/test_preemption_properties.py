@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.cluster.convert import label_selector, node_from_dict, pod_from_dict
 from webhook.cluster.model import Namespace, Pod, PodDisruptionBudget
+from webhook.cluster.reader import label_selector, node_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.predictor import simulate_pods
 from webhook.preemption.results import PREEMPTS, PreemptionArgs, PreemptionResult

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from webhook.cluster.convert import pod_from_dict
 from webhook.cluster.loader import parse_documents
 from webhook.cluster.model import Pod
+from webhook.cluster.reader import pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.filters import ERROR, CycleState, NodeInfo
 from webhook.preemption.pdb import PdbIndex

@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from webhook.cluster.convert import label_selector, node_from_dict, pod_from_dict
 from webhook.cluster.model import Node, Pod, PodDisruptionBudget
+from webhook.cluster.reader import label_selector, node_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.filters import Status
 from webhook.preemption.results import PreemptionArgs

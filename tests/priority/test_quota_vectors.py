@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from quota_vectors import QuotaVector, load_quota_vectors
 
-from webhook.cluster.convert import object_from_dict
 from webhook.cluster.model import PriorityClass, ResourceQuota
+from webhook.cluster.reader import object_from_dict, pod_from_dict
 from webhook.config import DEFAULT_CONFIG, parse_config
 from webhook.priority.quota import admit_pod_quota
 from webhook.priority.resolution import effective_priority_classes, resolve_pod_priority
@@ -48,8 +48,9 @@ def test_quota_vector(vector: QuotaVector) -> None:
     if expect.get("priority") is not None:
         assert pod["spec"]["priority"] == expect["priority"]
 
-    denial = admit_pod_quota(pod, namespace=vector.namespace, namespace_labels={}, operation=vector.operation,
-                             subresource=vector.subresource, quotas=quotas, config=config.quota)
+    denial = admit_pod_quota(pod_from_dict(pod), namespace=vector.namespace, namespace_labels={},
+                             operation=vector.operation, subresource=vector.subresource, quotas=quotas,
+                             config=config.quota)
 
     if expect["allowed"]:
         assert denial is None, denial

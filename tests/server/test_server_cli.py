@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from webhook.certs.issuance import generate_ca, issue_serving_certificate
 from webhook.server.cli import build_parser, main
 from webhook.server.settings import settings_from_args
-from webhook.server.tls import generate_ca, issue_serving_certificate
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -33,7 +33,9 @@ def test_demo_prints_one_line_per_example_pod(capsys: pytest.CaptureFixture[str]
     assert line_for(lines, "04-unknown-class.yaml") == (
         '04-unknown-class.yaml: denied (403 Forbidden): pods "vip-api" is forbidden: '
         "no PriorityClass with name gold was found")
-    assert "would preempt 1 pod in batch" in line_for(lines, "09-preempts-batch.yaml")
+    # The victim is in another tenant (namespace batch): counted, never named (docs/interfaces.md §7).
+    assert "would preempt 1 pod of other tenants on pool-batch-04" in line_for(lines, "09-preempts-batch.yaml")
+    assert "report-daily" not in line_for(lines, "09-preempts-batch.yaml")
     assert "(1 PDB violation)" in line_for(lines, "10-pdb-violation.yaml")
     assert "it would stay Pending" in line_for(lines, "11-unschedulable-too-big.yaml")
     assert line_for(lines, "13-generate-name.yaml").startswith(

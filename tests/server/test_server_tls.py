@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import ssl
 import warnings
 from pathlib import Path
@@ -11,17 +10,12 @@ from pathlib import Path
 import aiohttp
 from cryptography import x509
 
+from webhook.certs.issuance import generate_ca, issue_serving_certificate
 from webhook.cluster.source import MemorySource
 from webhook.server.app import make_app, start_server
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook
-from webhook.server.tls import (
-    ReloadingTLS,
-    SelfSignedTLS,
-    generate_ca,
-    issue_serving_certificate,
-    self_signed_serving_certificate,
-)
+from webhook.server.tls import ReloadingTLS, SelfSignedTLS
 
 
 def sans_of(cert_pem: bytes) -> tuple[set[str], set[str]]:
@@ -45,18 +39,6 @@ def test_self_signed_certificate_has_default_and_extra_sans() -> None:
     assert dns == {"localhost", "preempt-guard.preempt-guard.svc"}
     assert ips == {"127.0.0.1", "10.0.0.7"}
     assert tls.context.minimum_version == ssl.TLSVersion.TLSv1_2
-
-
-def test_issued_certificate_chains_to_its_ca() -> None:
-    ca_pem, ca_key = generate_ca("preempt-guard-ca", 30)
-    cert_pem, _ = issue_serving_certificate(ca_pem, ca_key, ["svc.ns.svc"], 10)
-    ca, cert = x509.load_pem_x509_certificate(ca_pem), x509.load_pem_x509_certificate(cert_pem)
-    cert.verify_directly_issued_by(ca)
-    assert sans_of(cert_pem) == ({"svc.ns.svc"}, set())
-    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
-    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
-    self_pem, _ = self_signed_serving_certificate(["127.0.0.1"], 1)
-    assert sans_of(self_pem) == (set(), {str(ipaddress.ip_address("127.0.0.1"))})
 
 
 async def test_client_verifies_by_hostname_and_ip() -> None:

@@ -74,6 +74,8 @@ class PodAdmission:
     # The configuration in force for the next request (it may be reloaded between requests).
     config: Callable[[], Config]
     steps: list[PodStep] = field(default_factory=list)
+    # The API server proves itself with a client certificate (``--client-ca``): ``auditDetail: full`` applies.
+    callers_authenticated: bool = False
 
     async def admit(self, request: AdmissionRequest) -> AdmissionOutcome:
         if not is_pod_admission(request):
@@ -114,7 +116,8 @@ class PodAdmission:
         if prediction_planned(review, policy, state):
             predicted = await self.predict(review, state, config)
         decision = decide_guardrails(review, policy, predicted, state,
-                                     budget_milliseconds=config.prediction.budget_milliseconds)
+                                     budget_milliseconds=config.prediction.budget_milliseconds,
+                                     callers_authenticated=self.callers_authenticated)
         result = predicted if isinstance(predicted, PreemptionResult) else None
         self.observer.guardrail_decided(decision, result, dry_run=review.request.dry_run)
         return guardrail_outcome(review, decision)
@@ -155,7 +158,7 @@ def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> A
     if quota.is_empty or not review.is_create:
         return ALLOWED
     denial = admit_pod_quota(
-        review.patch.document,
+        review.pod,
         namespace=review.namespace,
         namespace_labels=namespace_labels(state, review.namespace),
         operation=review.request.operation,
@@ -178,14 +181,15 @@ def prediction_planned(review: PodReview, policy: GuardrailsConfig, state: Clust
 
 
 def decide_guardrails(review: PodReview, policy: GuardrailsConfig, predicted: PreemptionResult | SkipReason | None,
-                      state: ClusterState, *, budget_milliseconds: int) -> GuardrailDecision:
+                      state: ClusterState, *, budget_milliseconds: int,
+                      callers_authenticated: bool = False) -> GuardrailDecision:
     """The guardrail decision for a CREATE; ``predicted`` is None when no prediction was planned."""
     if isinstance(predicted, str):
         return prediction_skipped(policy, namespace=review.namespace, namespaces=state.namespaces, reason=predicted,
                                   budget_milliseconds=budget_milliseconds)
     return evaluate_guardrails(policy, pod_name=review.name_for_messages, namespace=review.namespace,
                                user=review.request.user_info, outcome=predicted, namespaces=state.namespaces,
-                               dry_run=review.request.dry_run)
+                               dry_run=review.request.dry_run, callers_authenticated=callers_authenticated)
 
 
 def guardrail_outcome(review: PodReview, decision: GuardrailDecision) -> AdmissionOutcome:

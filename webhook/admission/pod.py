@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from webhook.admission.patch import JsonPatchBuilder
 from webhook.admission.review import INT32_MAX, INT32_MIN, AdmissionRequest, JsonObject, require_object
-from webhook.cluster.convert import pod_from_dict
 from webhook.cluster.model import Pod
+from webhook.cluster.reader import pod_from_dict
 from webhook.errors import InvalidInput
 from webhook.preemption.predictor import replace_fields  # TODO(merge): webhook.cluster.copying
 

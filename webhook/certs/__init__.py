@@ -1,2 +1,2 @@
 """Serving certificates of the webhook: ``preempt-guard certs`` (command), its decisions (plan), the
-certificate material (material) and the cluster calls (kube)."""
+certificate material (material), CA and certificate issuance (issuance) and the cluster calls (kube)."""

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
 from webhook.certs.material import ServingMaterial, describe, issue_serving_material
 from webhook.certs.plan import (
@@ -78,6 +76,8 @@ class KubeApi:
 
     async def _call(self, method: str, path: str, body: object = None, content_type: str = "application/json"
                     ) -> dict[str, Any]:
+        from kubernetes_asyncio import client as k8s_client  # loaded by new_api_client already
+
         try:
             response: aiohttp.ClientResponse = await self.api_client.call_api(
                 path, method, header_params={"Accept": "application/json", "Content-Type": content_type},
@@ -121,8 +121,8 @@ class KubeApi:
             return await self._call("GET", f"{_WEBHOOK_COLLECTIONS[kind]}/{name}")
         except ApiError as exc:
             if exc.status == 404:
-                raise ConfigError(f"{kind} {name} not found: apply the manifests before `preempt-guard certs`") \
-                    from exc
+                message = f"{kind} {name} not found: apply the manifests before `preempt-guard certs`"
+                raise ConfigError(message) from exc
             raise
 
     async def patch_webhook_configuration(self, kind: str, name: str, patch: Mapping[str, Any]) -> None:
@@ -192,6 +192,11 @@ async def write_secret(api: KubeApi, settings: CertsSettings, material: ServingM
 
 async def new_api_client(*, kubeconfig: str | None, context: str | None, in_cluster: bool | None) -> Any:
     """An ApiClient from in-cluster config or a kubeconfig; ``None`` picks in-cluster inside a pod."""
+    # Imported here, not at the top: `preempt-guard` imports this module for its arguments, and a server
+    # on a snapshot file should not carry the Kubernetes client (~40 MiB) it never uses.
+    from kubernetes_asyncio import client as k8s_client
+    from kubernetes_asyncio import config as k8s_config
+
     if in_cluster is None:
         in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not kubeconfig and not context
     configuration = k8s_client.Configuration()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 
-from webhook.server.tls import generate_ca, issue_serving_certificate
+from webhook.certs.issuance import generate_ca, issue_serving_certificate
 
 # How many CAs a trust bundle keeps at most (newest first); more only piles up after repeated
 # forced rotations inside one renewal window.
@@ -84,9 +84,9 @@ def issue_serving_material(
     sans: Sequence[str], days: int, *, previous_bundle_pem: bytes, now: datetime.datetime
 ) -> ServingMaterial:
     """A new ephemeral CA and a serving certificate for ``sans`` valid ``days``; the CA key is discarded."""
-    ca_cert_pem, ca_key_pem = generate_ca(f"preemptguard-ca@{int(now.timestamp())}", days)
-    cert_pem, key_pem = issue_serving_certificate(ca_cert_pem, ca_key_pem, list(sans), days)
-    return ServingMaterial(cert_pem, key_pem, merge_trust_bundle(ca_cert_pem, previous_bundle_pem, now))
+    ca = generate_ca(f"preemptguard-ca@{int(now.timestamp())}", days)
+    serving = issue_serving_certificate(ca.cert_pem, ca.key_pem, list(sans), days)
+    return ServingMaterial(serving.cert_pem, serving.key_pem, merge_trust_bundle(ca.cert_pem, previous_bundle_pem, now))
 
 
 def describe(cert_pem: bytes) -> str:

@@ -22,15 +22,15 @@ from typing import Any
 import aiohttp
 import orjson
 
-from webhook.cluster.convert import (
+from webhook.cluster.model import ClusterObject
+from webhook.cluster.reader import (
     namespace_from_dict,
     node_from_dict,
     pdb_from_dict,
-    pod_from_dict,
     priority_class_from_dict,
     resource_quota_from_dict,
+    state_pod_from_dict,
 )
-from webhook.cluster.model import ClusterObject
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import InvalidInput
 
@@ -66,7 +66,7 @@ PRIORITY_CLASSES = ResourceKind("PriorityClass", "/apis/scheduling.k8s.io/v1/pri
                                 priority_class_from_dict)
 NAMESPACES = ResourceKind("Namespace", "/api/v1/namespaces", False, namespace_from_dict)
 NODES = ResourceKind("Node", "/api/v1/nodes", False, node_from_dict)
-PODS = ResourceKind("Pod", "/api/v1/pods", True, pod_from_dict)
+PODS = ResourceKind("Pod", "/api/v1/pods", True, state_pod_from_dict)
 POD_DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", True,
                                       pdb_from_dict)
 RESOURCE_QUOTAS = ResourceKind("ResourceQuota", "/api/v1/resourcequotas", True, resource_quota_from_dict)

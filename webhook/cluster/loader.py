@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook.cluster.convert import object_from_dict
 from webhook.cluster.model import ClusterObject
+from webhook.cluster.reader import object_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import InvalidInput, SnapshotError
 
@@ -99,7 +99,7 @@ def parse_documents(text: str, source: str, kinds: Counter[str] | None = None) -
     return objects
 
 
-# Kinds a manifest holds and a cluster snapshot (contract §1) does not.
+# Kinds a manifest holds and a cluster snapshot (docs/interfaces.md §1) does not.
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "CronJob"})
 SNAPSHOT_COMMAND = "kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces -A -o yaml"
 

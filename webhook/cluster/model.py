@@ -1,6 +1,6 @@
 """The slim, typed domain model shared by admission, quota and the preemption predictor.
 
-Objects are read once from API dicts (``webhook.cluster.convert``) into these frozen dataclasses:
+Objects are read once from API dicts (``webhook.cluster.reader``) into these frozen dataclasses:
 integers for millicores and bytes, tuples for lists, nothing the hot path does not need.
 """
 
@@ -34,6 +34,7 @@ class FrozenMap(dict[str, Any]):
 
 EMPTY_LABELS: Mapping[str, str] = FrozenMap()
 EMPTY_SCALARS: Mapping[str, int] = FrozenMap()
+EMPTY_QUANTITIES: Mapping[str, Quantity] = FrozenMap()
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
@@ -146,6 +147,44 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerResources:
+    """One container's resources as the API defaulted them, in exact quantities (quota messages print them)."""
+
+    name: str
+    # Limits stand in for absent requests: pkg/apis/core/v1/defaults.go (SetDefaults_Pod).
+    requests: Mapping[str, Quantity]
+    limits: Mapping[str, Quantity]
+    sidecar: bool  # an init container with restartPolicy: Always
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceSpec:
+    """The resource fields of a pod spec (``webhook.cluster.resources`` sums them)."""
+
+    containers: tuple[ContainerResources, ...] = ()
+    init_containers: tuple[ContainerResources, ...] = ()
+    pod_requests: Mapping[str, Quantity] = EMPTY_QUANTITIES  # spec.resources.requests
+    pod_limits: Mapping[str, Quantity] = EMPTY_QUANTITIES  # spec.resources.limits
+    overhead: Mapping[str, Quantity] = EMPTY_QUANTITIES
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaFacts:
+    """The rest of what ResourceQuota admission reads of a pod (``webhook.priority.resource_quota``)."""
+
+    resources: PodResourceSpec
+    qos_class: str = ""  # status.qosClass as given ("" = compute it)
+    active_deadline_seconds: int | None = None
+    # Any required or preferred (anti-)affinity term with namespaces or a namespaceSelector.
+    cross_namespace_pod_affinity: bool = False
+    deletion_timestamp_ns: int | None = None
+    deletion_grace_period_seconds: int | None = None
+
+
+NO_QUOTA_FACTS = QuotaFacts(PodResourceSpec())
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     name: str
     namespace: str
@@ -174,6 +213,7 @@ class Pod:
     scheduler_name: str = "default-scheduler"
     # Scheduling features this model does not simulate (named in prediction messages).
     unmodeled: tuple[str, ...] = ()
+    quota: QuotaFacts = NO_QUOTA_FACTS
 
     @property
     def key(self) -> str:

@@ -107,14 +107,33 @@ def parse_quantity(raw: object) -> Quantity:
     return Quantity(value, fmt)
 
 
+def int_value(quantity: Quantity) -> int:
+    """``Quantity.Value()``: the integer value, rounded away from zero (bytes, counts)."""
+    return _scaled_ceil_away(quantity.value, 1)
+
+
+def milli_value(quantity: Quantity) -> int:
+    """``Quantity.MilliValue()``: the value in thousandths, rounded away from zero (millicores)."""
+    return _scaled_ceil_away(quantity.value, 1000)
+
+
+def _scaled_ceil_away(value: Fraction, scale: int) -> int:
+    # Integer arithmetic: the reader converts every pod's requests, and Fraction operators are slow.
+    numerator, denominator = value.as_integer_ratio()
+    numerator *= scale
+    if numerator >= 0:
+        return -(-numerator // denominator)
+    return numerator // denominator
+
+
 def quantity_value(raw: object) -> int:
     """Integer value rounded up like ``Quantity.Value()`` (bytes, counts)."""
-    return _ceil_away(parse_quantity(raw).value)
+    return int_value(parse_quantity(raw))
 
 
 def quantity_milli_value(raw: object) -> int:
     """Milli value rounded up like ``Quantity.MilliValue()`` (millicores)."""
-    return _ceil_away(parse_quantity(raw).value * 1000)
+    return milli_value(parse_quantity(raw))
 
 
 def _ceil_away(value: Fraction) -> int:

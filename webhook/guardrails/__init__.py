@@ -1,11 +1,11 @@
 """Preemption guardrails: mode, exemptions and rules applied to a predicted preemption, and its reporting."""
 
+from webhook.guardrails.disclosure import Audience, Tenant, audience_of, tenant_of
 from webhook.guardrails.policy import (
     MODE_LABEL,
     RULES,
     GuardrailDecision,
     SkipReason,
-    Tenant,
     Violation,
     effective_mode,
     evaluate_guardrails,
@@ -13,7 +13,6 @@ from webhook.guardrails.policy import (
     find_exemption,
     prediction_skipped,
     prediction_skipped_warning,
-    tenant_of,
 )
 from webhook.guardrails.report import PREDICTION_ANNOTATION, fit_warnings, prediction_annotation
 
@@ -21,10 +20,12 @@ __all__ = [
     "MODE_LABEL",
     "PREDICTION_ANNOTATION",
     "RULES",
+    "Audience",
     "GuardrailDecision",
     "SkipReason",
     "Tenant",
     "Violation",
+    "audience_of",
     "effective_mode",
     "evaluate_guardrails",
     "evaluate_rules",

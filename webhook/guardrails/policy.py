@@ -19,17 +19,24 @@ from typing import Literal
 
 from webhook.cluster.model import Namespace
 from webhook.config import GUARDRAIL_MODES, Exemptions, GuardrailMode, GuardrailsConfig
+from webhook.guardrails.disclosure import (
+    FULL_DETAIL,
+    Audience,
+    audience_of,
+    count_by_namespace,
+    plural,
+    tenant_of,
+)
 from webhook.guardrails.report import (
     compact_prediction,
-    count_by_namespace,
     csv,
     fit_warnings,
     namespace_breakdown,
-    plural,
     prediction_annotation,
     prediction_warnings,
     to_json,
     truncate,
+    victims_breakdown,
 )
 from webhook.identity import UserInfo
 from webhook.preemption.results import PREEMPTS, PreemptionResult
@@ -53,17 +60,6 @@ AUDIT_SKIPPED = "prediction-skipped"
 Decision = Literal["off", "allowed", "warned", "denied", "exempt", "skipped"]
 # Why no prediction was made: over its time budget, the cache not synced yet, or the predictor failed.
 SkipReason = Literal["budget-exceeded", "cache-not-ready", "error"]
-
-
-@dataclass(frozen=True, slots=True)
-class Tenant:
-    """A namespace's tenant: the value of ``tenantLabel``, or the namespace itself when unlabelled."""
-
-    by_label: bool
-    name: str
-
-    def describe(self, tenant_label: str | None) -> str:
-        return f"{tenant_label}={self.name}" if self.by_label else f"namespace {self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,39 +131,34 @@ def find_exemption(exempt: Exemptions, namespace: str, user: UserInfo) -> str | 
     return None
 
 
-def tenant_of(namespace: str, namespaces: Mapping[str, Namespace], tenant_label: str | None) -> Tenant:
-    if tenant_label:
-        value = _labels_of(namespace, namespaces).get(tenant_label)
-        if value:
-            return Tenant(True, value)
-    return Tenant(False, namespace)
-
-
 # --- rules ------------------------------------------------------------------------------------------
 
-def _cross_tenant(policy: GuardrailsConfig, outcome: PreemptionResult, namespace: str,
-                  namespaces: Mapping[str, Namespace]) -> Violation | None:
-    own = tenant_of(namespace, namespaces, policy.tenant_label)
-    counts = count_by_namespace(v for v in outcome.victims
-                                if tenant_of(v.namespace, namespaces, policy.tenant_label) != own)
-    if not counts:
+def _cross_tenant(policy: GuardrailsConfig, outcome: PreemptionResult, audience: Audience) -> Violation | None:
+    own, label = audience.tenant, policy.tenant_label
+    foreign = [v for v in outcome.victims if tenant_of(v.namespace, audience.namespaces, label) != own]
+    if not foreign:
         return None
-    total = sum(counts.values())
-    tenants = sorted({tenant_of(ns, namespaces, policy.tenant_label).describe(policy.tenant_label) for ns in counts})
-    detail = (f"{RULE_CROSS_TENANT}: the pod would preempt {plural(total, 'pod')} of other tenants "
-              f"({namespace_breakdown(counts, 2000)}; tenant {', '.join(tenants)}), "
-              f"but its own tenant is {own.describe(policy.tenant_label)}")
-    warning = (f"{RULE_CROSS_TENANT}: would preempt {plural(total, 'pod')} of other tenants "
-               f"({namespace_breakdown(counts)})")
-    return Violation(RULE_CROSS_TENANT, detail, truncate(warning))
+    head = f"would preempt {plural(len(foreign), 'pod')} of other tenants"
+    if not audience.everything:  # which tenants, and where, is theirs to know
+        return Violation(RULE_CROSS_TENANT, f"{RULE_CROSS_TENANT}: the pod {head}, but its own tenant is "
+                                            f"{own.describe(label)}", truncate(f"{RULE_CROSS_TENANT}: {head}"))
+    counts = count_by_namespace(foreign)
+    tenants = sorted({tenant_of(ns, audience.namespaces, label).describe(label) for ns in counts})
+    detail = (f"{RULE_CROSS_TENANT}: the pod {head} ({namespace_breakdown(counts, 2000)}; tenant "
+              f"{', '.join(tenants)}), but its own tenant is {own.describe(label)}")
+    warning = truncate(f"{RULE_CROSS_TENANT}: {head} ({namespace_breakdown(counts)})")
+    return Violation(RULE_CROSS_TENANT, detail, warning)
 
 
-def _max_pdb_violations(policy: GuardrailsConfig, outcome: PreemptionResult) -> Violation | None:
+def _max_pdb_violations(policy: GuardrailsConfig, outcome: PreemptionResult, audience: Audience) -> Violation | None:
     limit = policy.max_pdb_violations
     if limit is None or outcome.pdb_violations <= limit:
         return None
-    namespaces = sorted({v.namespace for v in outcome.victims if v.pdb_violation})
+    named, hidden = audience.split(v for v in outcome.victims if v.pdb_violation)
+    namespaces = sorted({v.namespace for v in named})
     where = f" in {', '.join(namespaces)}" if namespaces else ""
+    if hidden:
+        where += f" and {len(hidden)} of other tenants" if namespaces else " of other tenants"
     text = (f"{RULE_MAX_PDB_VIOLATIONS}: the preemption would violate "
             f"{plural(outcome.pdb_violations, 'PodDisruptionBudget')}{where} (at most {limit} allowed)")
     warning = (f"{RULE_MAX_PDB_VIOLATIONS}: {plural(outcome.pdb_violations, 'PDB violation')} "
@@ -175,44 +166,43 @@ def _max_pdb_violations(policy: GuardrailsConfig, outcome: PreemptionResult) -> 
     return Violation(RULE_MAX_PDB_VIOLATIONS, text, truncate(warning))
 
 
-def _max_victims(policy: GuardrailsConfig, outcome: PreemptionResult) -> Violation | None:
+def _max_victims(policy: GuardrailsConfig, outcome: PreemptionResult, audience: Audience) -> Violation | None:
     limit = policy.max_victims
     if limit is None or len(outcome.victims) <= limit:
         return None
-    counts = count_by_namespace(outcome.victims)
-    text = (f"{RULE_MAX_VICTIMS}: the pod would preempt {plural(len(outcome.victims), 'pod')} "
-            f"({namespace_breakdown(counts, 2000)}), at most {limit} allowed")
-    warning = (f"{RULE_MAX_VICTIMS}: would preempt {plural(len(outcome.victims), 'pod')}, at most {limit} allowed "
-               f"({namespace_breakdown(counts, 40)})")
+    head = f"would preempt {plural(len(outcome.victims), 'pod')}"
+    text = (f"{RULE_MAX_VICTIMS}: the pod {head} ({victims_breakdown(outcome.victims, audience, 2000)}), "
+            f"at most {limit} allowed")
+    warning = (f"{RULE_MAX_VICTIMS}: {head}, at most {limit} allowed "
+               f"({victims_breakdown(outcome.victims, audience, 40)})")
     return Violation(RULE_MAX_VICTIMS, text, truncate(warning))
 
 
-def _victim_priority(policy: GuardrailsConfig, outcome: PreemptionResult) -> Violation | None:
+def _victim_priority(policy: GuardrailsConfig, outcome: PreemptionResult, audience: Audience) -> Violation | None:
     threshold = policy.deny_victim_priority_at_least
     if threshold is None:
         return None
     high = [v for v in outcome.victims if v.priority >= threshold]
     if not high:
         return None
-    counts = count_by_namespace(high)
     top = max(v.priority for v in high)
     text = (f"{RULE_VICTIM_PRIORITY}: the pod would preempt {plural(len(high), 'pod')} with priority "
-            f"{threshold} or higher ({namespace_breakdown(counts, 2000)}; highest {top})")
+            f"{threshold} or higher ({victims_breakdown(high, audience, 2000)}; highest {top})")
     warning = (f"{RULE_VICTIM_PRIORITY}: would preempt {plural(len(high), 'pod')} with priority >= {threshold} "
-               f"({namespace_breakdown(counts, 40)})")
+               f"({victims_breakdown(high, audience, 40)})")
     return Violation(RULE_VICTIM_PRIORITY, text, truncate(warning))
 
 
-def evaluate_rules(policy: GuardrailsConfig, outcome: PreemptionResult, namespace: str,
-                   namespaces: Mapping[str, Namespace]) -> tuple[Violation, ...]:
-    """Every configured rule the predicted preemption breaks, in ``RULES`` order."""
+def evaluate_rules(policy: GuardrailsConfig, outcome: PreemptionResult, audience: Audience) -> tuple[Violation, ...]:
+    """Every configured rule the predicted preemption breaks, in ``RULES`` order, worded for ``audience``
+    (the requesting pod's tenant: victims of other tenants are counted, not named)."""
     if outcome.outcome != PREEMPTS or not outcome.victims:
         return ()
     found = [
-        _cross_tenant(policy, outcome, namespace, namespaces) if policy.deny_cross_tenant_preemption else None,
-        _max_pdb_violations(policy, outcome),
-        _max_victims(policy, outcome),
-        _victim_priority(policy, outcome),
+        _cross_tenant(policy, outcome, audience) if policy.deny_cross_tenant_preemption else None,
+        _max_pdb_violations(policy, outcome, audience),
+        _max_victims(policy, outcome, audience),
+        _victim_priority(policy, outcome, audience),
     ]
     return tuple(v for v in found if v is not None)
 
@@ -261,6 +251,7 @@ def evaluate_guardrails(
     outcome: PreemptionResult | None,
     namespaces: Mapping[str, Namespace],
     dry_run: bool = False,
+    callers_authenticated: bool = False,
 ) -> GuardrailDecision:
     """Decide a pod CREATE from its prediction (``outcome``: the pod's ``PreemptionResult``, None when no
     prediction was planned).
@@ -268,35 +259,40 @@ def evaluate_guardrails(
     ``namespaces``: the cluster's Namespaces by name (``ClusterState.namespaces``), for the mode label and
     tenant labels. ``pod_name``: the name for the denial message (name, else generateName, else ``Unknown``).
     ``dry_run``: the annotation carries the full preview instead of the compact summary.
+    ``callers_authenticated``: the API server proves itself with a client certificate (``--client-ca``), the
+    condition for ``auditDetail: full``.
     """
     labels = _labels_of(namespace, namespaces)
     mode = effective_mode(policy, labels)
-    # The compact prediction is both the audit annotation and (outside dry runs) the pod annotation.
-    compact = to_json(compact_prediction(outcome)) if outcome is not None else None
-    annotation = (prediction_annotation(outcome, dry_run=dry_run, compact_json=compact)
+    audience = audience_of(namespace, namespaces, policy.tenant_label, policy.disclosure)
+    audit_audience = FULL_DETAIL if policy.audit_detail == "full" and callers_authenticated else audience
+    compact = to_json(compact_prediction(outcome, audience)) if outcome is not None else None
+    audited = compact if audit_audience is audience or outcome is None else to_json(
+        compact_prediction(outcome, audit_audience))
+    annotation = (prediction_annotation(outcome, audience, dry_run=dry_run, compact_json=compact)
                   if outcome is not None else None)
     if mode == "off":
         return GuardrailDecision(True, "off", mode, annotation=annotation,
-                                 audit_annotations=_audit("off", mode, compact, (), None))
-    violations = evaluate_rules(policy, outcome, namespace, namespaces) if outcome is not None else ()
+                                 audit_annotations=_audit("off", mode, audited, (), None))
+    violations = evaluate_rules(policy, outcome, audience) if outcome is not None else ()
     exemption = find_exemption(policy.exempt, namespace, user) if violations else None
-    report = prediction_warnings(outcome) if outcome is not None else []
+    report = prediction_warnings(outcome, audience) if outcome is not None else []
     label_warning = _invalid_label_warning(namespace, labels, mode)
 
     if violations and mode == "enforce" and exemption is None and outcome is not None:
         message = denial_message(pod_name, namespace, outcome, violations)
         warnings = fit_warnings([*(v.warning for v in violations), *report, *label_warning])
         return GuardrailDecision(False, "denied", mode, violations, None, warnings, message, annotation,
-                                 _audit("denied", mode, compact, violations, None))
+                                 _audit("denied", mode, audited, violations, None))
     if exemption is not None:
         note = truncate(f"guardrails not enforced: the request is exempt ({exemption})")
         warnings = fit_warnings([*(v.warning for v in violations), note, *report, *label_warning])
         return GuardrailDecision(True, "exempt", mode, violations, exemption, warnings, None, annotation,
-                                 _audit("exempt", mode, compact, violations, exemption))
+                                 _audit("exempt", mode, audited, violations, exemption))
     decision: Decision = "warned" if violations else "allowed"
     warnings = fit_warnings([*(v.warning for v in violations), *report, *label_warning])
     return GuardrailDecision(True, decision, mode, violations, None, warnings, None, annotation,
-                             _audit(decision, mode, compact, violations, None))
+                             _audit(decision, mode, audited, violations, None))
 
 
 def prediction_skipped_warning(reason: SkipReason, budget_milliseconds: int) -> str:

@@ -1,6 +1,7 @@
 """How a prediction is reported: AdmissionResponse warnings, the pod annotation and audit annotations.
 
-Warnings obey the API server's limits: each under 120 characters, all together within 4,096, most
+Everything here is told to an ``Audience`` (``disclosure.py``): victims of other tenants are counted, never
+named. Warnings obey the API server's limits: each under 120 characters, all together within 4,096, most
 important first (the API server truncates beyond that, so we drop the least important ones ourselves).
 """
 
@@ -11,6 +12,13 @@ from typing import Any
 
 import orjson
 
+from webhook.guardrails.disclosure import (
+    Audience,
+    count_by_namespace,
+    other_tenants_phrase,
+    plural,
+    redact_preview_document,
+)
 from webhook.preemption.preview import build_preview
 from webhook.preemption.results import PREEMPTS, UNSCHEDULABLE_OUTCOME, PreemptionResult, VictimInfo
 
@@ -25,10 +33,6 @@ def truncate(text: str, limit: int = MAX_WARNING_LENGTH) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - len(_ELLIPSIS)] + _ELLIPSIS
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def fit_warnings(candidates: Sequence[str], total_limit: int = MAX_WARNINGS_TOTAL) -> tuple[str, ...]:
@@ -68,38 +72,43 @@ def join_limited(items: Sequence[str], budget: int) -> str:
     return truncate(f"+{len(items)} more", budget)
 
 
-def namespace_breakdown(counts: Mapping[str, int], budget: int = 60) -> str:
-    """``3 in team-b, 1 in team-c`` (most victims first) within ``budget`` characters."""
-    return join_limited([f"{count} in {ns}" for ns, count in counts.items()], budget)
+def namespace_breakdown(counts: Mapping[str, int], budget: int = 60, hidden: int = 0) -> str:
+    """``3 in team-b, 1 in team-c`` (most victims first) within ``budget`` characters; ``hidden`` victims of
+    other tenants end it as ``2 of other tenants`` (always kept: the cut falls on the named part)."""
+    tail = f"{hidden} of other tenants" if hidden else ""
+    if not counts:
+        return tail
+    if tail:
+        budget -= len(tail) + 2
+    named = join_limited([f"{count} in {ns}" for ns, count in counts.items()], max(budget, 8))
+    return f"{named}, {tail}" if tail else named
 
 
-def count_by_namespace(victims: Iterable[VictimInfo]) -> dict[str, int]:
-    """Victim counts per namespace, most victims first (then by name)."""
-    counts: dict[str, int] = {}
-    for victim in victims:
-        counts[victim.namespace] = counts.get(victim.namespace, 0) + 1
-    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
-
-
-def namespaces_affected(outcome: PreemptionResult) -> list[str]:
-    return sorted({v.namespace for v in outcome.victims})
+def victims_breakdown(victims: Sequence[VictimInfo], audience: Audience, budget: int = 60) -> str:
+    """``namespace_breakdown`` of ``victims`` as ``audience`` may hear it."""
+    named, hidden = audience.split(victims)
+    return namespace_breakdown(count_by_namespace(named), budget, len(hidden))
 
 
 def pdb_note(count: int) -> str:
     return f" ({plural(count, 'PDB violation')})" if count else ""
 
 
-def preemption_summary(outcome: PreemptionResult) -> str:
-    """The headline warning, e.g. ``would preempt 3 pods in team-b on node-7 (1 PDB violation)``."""
-    counts = count_by_namespace(outcome.victims)
+def preemption_summary(outcome: PreemptionResult, audience: Audience) -> str:
+    """The headline warning, e.g. ``would preempt 3 pods in team-b on node-7 (1 PDB violation)``, or ``... 3 pods
+    of other tenants ...`` when none of them is in the requester's tenant."""
+    named, hidden = audience.split(outcome.victims)
+    counts = count_by_namespace(named)
     head = f"would preempt {plural(len(outcome.victims), 'pod')} "
     # The node and the PDB count always survive; the namespace list gets what is left.
     tail = f" on {truncate(outcome.node or '?', 30)}{pdb_note(outcome.pdb_violations)}"
     budget = MAX_WARNING_LENGTH - len(head) - len(tail)
-    if len(counts) == 1:
+    if len(counts) == 1 and not hidden:
         where = truncate(f"in {next(iter(counts))}", budget)
+    elif not counts:
+        where = "of other tenants"
     else:
-        where = f"({namespace_breakdown(counts, budget - 2)})"
+        where = f"({namespace_breakdown(counts, budget - 2, len(hidden))})"
     return truncate(head + where + tail)
 
 
@@ -108,26 +117,35 @@ def victim_line(victim_namespace: str, victim_name: str, priority: int, pdb_viol
     return truncate(f"victim {victim_namespace}/{victim_name} (priority {priority}{note})")
 
 
-def prediction_warnings(outcome: PreemptionResult) -> list[str]:
-    """What the prediction says, most important first: the headline, then victims (PDB violators first)."""
+def prediction_warnings(outcome: PreemptionResult, audience: Audience) -> list[str]:
+    """What the prediction says, most important first: the headline, then the victims ``audience`` may hear
+    named (PDB violators first), then one line counting the victims of other tenants."""
     if outcome.outcome == UNSCHEDULABLE_OUTCOME:
         reason = f": {outcome.message}" if outcome.message else ""
         return [truncate(f"no node fits this pod even after preemption; it would stay Pending{reason}")]
     if outcome.outcome != PREEMPTS or not outcome.victims:
         return []
-    victims = sorted(outcome.victims, key=lambda v: not v.pdb_violation)  # stable: keeps upstream order
-    return [preemption_summary(outcome),
-            *(victim_line(v.namespace, v.name, v.priority, v.pdb_violation) for v in victims)]
+    named, hidden = audience.split(outcome.victims)
+    named.sort(key=lambda v: not v.pdb_violation)  # stable: keeps upstream order
+    lines = [preemption_summary(outcome, audience),
+             *(victim_line(v.namespace, v.name, v.priority, v.pdb_violation) for v in named)]
+    if hidden and named:  # with no victim named, the headline already says "of other tenants"
+        lines.append(truncate(f"and {other_tenants_phrase(hidden)}"))
+    return lines
 
 
-def compact_prediction(outcome: PreemptionResult) -> dict[str, Any]:
-    return {
+def compact_prediction(outcome: PreemptionResult, audience: Audience) -> dict[str, Any]:
+    named, hidden = audience.split(outcome.victims)
+    compact: dict[str, Any] = {
         "outcome": outcome.outcome,
         "node": outcome.node,
         "victims": len(outcome.victims),
-        "namespacesAffected": namespaces_affected(outcome),
+        "namespacesAffected": sorted({v.namespace for v in named}),
         "pdbViolations": outcome.pdb_violations,
     }
+    if hidden:
+        compact["otherTenantVictims"] = len(hidden)
+    return compact
 
 
 def to_json(value: object) -> str:
@@ -135,15 +153,16 @@ def to_json(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
-def prediction_annotation(outcome: PreemptionResult, *, dry_run: bool = False, compact_json: str | None = None) -> str:
-    """The ``preemptguard.io/prediction`` value: compact JSON, or the full PreemptionPreview on a dry run
-    (what ``kubectl preempt-preview`` reads back from the server-side dry run).
+def prediction_annotation(outcome: PreemptionResult, audience: Audience, *, dry_run: bool = False,
+                          compact_json: str | None = None) -> str:
+    """The ``preemptguard.io/prediction`` value: compact JSON, or on a dry run the PreemptionPreview (what
+    ``kubectl preempt-preview`` reads back from the server-side dry run), both as ``audience`` may see them.
 
-    ``compact_json``: ``to_json(compact_prediction(outcome))`` when the caller has encoded it already.
+    ``compact_json``: ``to_json(compact_prediction(outcome, audience))`` when the caller has encoded it already.
     """
     if dry_run:
-        return to_json(build_preview([outcome]))
-    return compact_json if compact_json is not None else to_json(compact_prediction(outcome))
+        return to_json(redact_preview_document(build_preview([outcome]), [outcome], audience))
+    return compact_json if compact_json is not None else to_json(compact_prediction(outcome, audience))
 
 
 def csv(items: Iterable[str]) -> str:

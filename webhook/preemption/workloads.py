@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.cluster.convert import pod_from_dict
 from webhook.cluster.model import Pod
+from webhook.cluster.reader import pod_from_dict
 from webhook.errors import InvalidInput
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob")

@@ -19,11 +19,12 @@ from aiohttp import web
 
 from webhook.admission.pipeline import PodAdmission, PodStep
 from webhook.cluster.source import ClusterSource
-from webhook.config import Config
+from webhook.config import Config, LiveConfig
 from webhook.errors import ConfigError
 from webhook.prediction.service import PredictionService
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import Authenticator, KubernetesAuthenticator, NoAuthentication
+from webhook.server.client_auth import client_certificate_middleware
 from webhook.server.handlers import (
     AUTHENTICATOR_KEY,
     CONFIG_KEY,
@@ -39,8 +40,14 @@ from webhook.server.handlers import (
     readyz,
     validate_priority_classes,
 )
-from webhook.server.limits import LIMITS_KEY, GuardedTCPSite, RequestLimits, limits_middleware, runner_options
-from webhook.server.live_config import LiveConfig
+from webhook.server.limits import (
+    LIMITS_KEY,
+    GuardedTCPSite,
+    RequestLimits,
+    limits_middleware,
+    metrics_gate_middleware,
+    runner_options,
+)
 from webhook.server.metrics import AdmissionMetrics, WebhookMetrics, make_metrics_app
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ServingTLS, serving_tls
@@ -133,8 +140,10 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     """
     metrics = WebhookMetrics()
     limits = RequestLimits(settings, metrics.registry)
-    app = web.Application(client_max_size=settings.max_body_bytes,
-                          middlewares=[limits.guard.middleware(), error_middleware, limits_middleware])
+    middlewares = [limits.guard.middleware(), error_middleware]
+    if settings.client_ca is not None:
+        middlewares.append(client_certificate_middleware(settings.client_cns))
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[*middlewares, limits_middleware])
     app[LIMITS_KEY] = limits
     metrics.track_staleness(source.staleness_seconds)
     app[SOURCE_KEY] = source
@@ -142,16 +151,16 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     app[METRICS_KEY] = metrics
     if config is None:
         app[CONFIG_KEY] = LiveConfig.from_path(settings.config_path, interval_seconds=settings.config_reload_interval,
-                                               metrics=metrics)
+                                               on_outcome=metrics.observe_config_reload)
     else:
         app[CONFIG_KEY] = LiveConfig(config, settings.config_path, interval_seconds=settings.config_reload_interval,
-                                     metrics=metrics)
+                                     on_outcome=metrics.observe_config_reload)
     app[PREDICTOR_KEY] = PredictionService(settings.prediction_workers,
                                            inline_seconds=settings.inline_prediction_seconds)
     app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)
     live = app[CONFIG_KEY]
     app[PIPELINE_KEY] = PodAdmission(source, app[PREDICTOR_KEY], AdmissionMetrics(metrics), lambda: live.current,
-                                     list(pod_steps or ()))
+                                     list(pod_steps or ()), callers_authenticated=settings.client_ca is not None)
     register_admission_routes(app)
     register_health_routes(app)
     app.cleanup_ctx.append(_source_lifecycle)
@@ -206,8 +215,9 @@ async def start_server(
     """
     tls = tls or serving_tls(
         cert_file=settings.tls_cert, key_file=settings.tls_key, self_signed=settings.tls_self_signed,
-        sans=settings.tls_sans, reload_interval=settings.tls_reload_interval,
+        sans=settings.tls_sans, reload_interval=settings.tls_reload_interval, client_ca=settings.client_ca,
     )
+    app[METRICS_KEY].track_serving_certificate(lambda: tls.not_after)
     limits = app.get(LIMITS_KEY) or RequestLimits(settings, app[METRICS_KEY].registry)
     guard = limits.guard
     options = runner_options(settings)
@@ -222,7 +232,9 @@ async def start_server(
         if settings.metrics_port:
             metrics_app = make_metrics_app(app[METRICS_KEY])
             metrics_app.middlewares.append(limits.metrics_guard.middleware())
-            metrics_runner = web.AppRunner(metrics_app, handle_signals=False, access_log=None, **options)
+            metrics_app.middlewares.append(metrics_gate_middleware(limits.metrics_gate))
+            metrics_runner = web.AppRunner(metrics_app, handle_signals=False, access_log=None,
+                                           **runner_options(settings, metrics=True))
             await metrics_runner.setup()
             await listen(GuardedTCPSite(metrics_runner, settings.host, settings.metrics_port,
                                         guard=limits.metrics_guard),

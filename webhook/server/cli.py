@@ -8,18 +8,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from types import ModuleType
+from typing import cast
 
+from webhook.certs import command as certs_command
 from webhook.cluster.source import ClusterSource, SnapshotSource
-from webhook.config import DEFAULT_CONFIG, Config, load_config
+from webhook.config import Config, load_config_or_defaults
 from webhook.errors import ConfigError, PreemptGuardError
+from webhook.server import demo
+from webhook.server.app import make_app, start_server
 from webhook.server.eventloop import EVENT_LOOPS, run_on_event_loop
+from webhook.server.logs import LOG_FORMATS, LogFormat, configure_logging
 from webhook.server.settings import (
     DEFAULT_ADMISSION_DEADLINE_SECONDS,
     DEFAULT_ADMISSION_MAX_IN_FLIGHT,
@@ -29,6 +32,7 @@ from webhook.server.settings import (
     ServerSettings,
     settings_from_args,
 )
+from webhook.verify import command as verify_command
 from webhook.version import package_version
 
 PROG = "preempt-guard"
@@ -50,6 +54,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                      help="generate a self-signed certificate for localhost, 127.0.0.1 and every --tls-san")
     tls.add_argument("--tls-san", metavar="NAME", action="append", default=[],
                      help="extra subject alternative name (DNS name or IP); repeatable")
+    tls.add_argument("--client-ca", metavar="FILE",
+                     help="require a client certificate signed by a CA of this PEM bundle on the admission paths "
+                          "(what kube-apiserver presents through its AdmissionConfiguration kubeconfig)")
+    tls.add_argument("--client-cn", metavar="NAME", action="append", default=[],
+                     help="with --client-ca: the client certificate's CN or a SAN must be one of these; repeatable")
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
     parser.add_argument("--metrics-port", type=int, default=9090, help="plain-HTTP /metrics port; 0 disables")
@@ -58,6 +67,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preview-timeout", type=float, metavar="SECONDS", default=None,
                         help=f"time budget of one POST /preview (default {DEFAULT_PREVIEW_BUDGET_SECONDS:g})")
     parser.add_argument("--log-level", choices=LOG_LEVELS, default=None, help="log level (default info)")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=None,
+                        help="text, or json: one JSON object per line (default text; env PREEMPTGUARD_LOG_FORMAT)")
+    parser.add_argument("--log-denials", action=argparse.BooleanOptionalAction, default=True,
+                        help="log each denial and guardrail warning at info level (default on)")
     limits = parser.add_argument_group("limits")
     limits.add_argument("--max-in-flight", type=int, metavar="N", default=None,
                         help=f"admission requests handled at once before a fast 429 (default "
@@ -72,36 +85,19 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default {DEFAULT_SHUTDOWN_GRACE_SECONDS:g})")
 
 
-def build_parser(with_certs: bool = False) -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Priority admission webhook and preemption predictor.")
     parser.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_serve_arguments(commands.add_parser("serve", help="serve the admission webhook over HTTPS"))
-    demo = commands.add_parser(
+    demo_parser = commands.add_parser(
         "demo", help="serve a snapshot on 127.0.0.1 and send it pod manifests as the kube-apiserver would")
-    demo_command().add_demo_arguments(demo)
-    certs = commands.add_parser("certs", help="create or rotate the webhook's TLS certificates")
-    if with_certs:
-        # Imported only when asked for, so the server runs without the certs tooling.
-        certs_command().add_arguments(certs)
-    verify_command().add_arguments(commands.add_parser(
-        "verify", help="hold the prediction against a real kube-scheduler on a snapshot"))
+    demo.add_demo_arguments(demo_parser)
+    certs_command.add_arguments(
+        commands.add_parser("certs", help="create or rotate the webhook's TLS certificates"))
+    verify_command.add_arguments(
+        commands.add_parser("verify", help="hold the prediction against a real kube-scheduler on a snapshot"))
     return parser
-
-
-def certs_command() -> ModuleType:
-    """``webhook.certs.command`` (``add_arguments(parser)``, ``run(args) -> int``), imported on demand."""
-    return importlib.import_module("webhook.certs.command")
-
-
-def verify_command() -> ModuleType:
-    """``webhook.verify.command`` (``add_arguments(parser)``, ``run(args) -> int``)."""
-    return importlib.import_module("webhook.verify.command")
-
-
-def demo_command() -> ModuleType:
-    """``webhook.server.demo`` (``add_demo_arguments(parser)``, ``run(args) -> int``)."""
-    return importlib.import_module("webhook.server.demo")
 
 
 def validate_serve_settings(settings: ServerSettings) -> None:
@@ -109,6 +105,10 @@ def validate_serve_settings(settings: ServerSettings) -> None:
         raise ConfigError("--tls-self-signed cannot be combined with --tls-cert/--tls-key")
     if not settings.tls_self_signed and not (settings.tls_cert and settings.tls_key):
         raise ConfigError("TLS needs both --tls-cert and --tls-key, or --tls-self-signed")
+    if settings.log_format not in LOG_FORMATS:
+        raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}, got {settings.log_format!r}")
+    if settings.client_cns and settings.client_ca is None:
+        raise ConfigError("--client-cn needs --client-ca")
     if settings.context and settings.cluster_snapshot:
         raise ConfigError("--context applies to a kubeconfig, not to --cluster-snapshot")
     for flag, port in (("--port", settings.port), ("--metrics-port", settings.metrics_port)):
@@ -136,18 +136,11 @@ def make_source(settings: ServerSettings) -> ClusterSource:
     return source
 
 
-def load_startup_config(settings: ServerSettings) -> Config:
-    """The ``--config`` file (``ConfigError``: exit 2 with one line), or the defaults without one."""
-    return load_config(settings.config_path) if settings.config_path is not None else DEFAULT_CONFIG
-
-
 async def serve(settings: ServerSettings, config: Config | None = None) -> None:
     """Run until SIGTERM/SIGINT, then drain: report not ready (/readyz 503) while still serving for
     ``shutdown_grace_seconds`` (so the Service stops sending new requests here), stop accepting, let in-flight
     requests finish (up to ``shutdown_timeout``), stop the source. A second signal skips the rest of the grace."""
-    from webhook.server.app import make_app, start_server
-
-    config = config if config is not None else load_startup_config(settings)
+    config = config if config is not None else load_config_or_defaults(settings.config_path)
     source = make_source(settings)
     server = await start_server(make_app(source, settings, config=config), settings)
     log.info("configuration %s: guardrails mode %s, prediction budget %d ms", config.source,
@@ -169,23 +162,15 @@ async def serve(settings: ServerSettings, config: Config | None = None) -> None:
         await server.stop()
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
 def one_line(message: object) -> str:
     return " ".join(str(message).split())
 
 
 def run_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    configure_logging(settings.log_level)
     validate_serve_settings(settings)
-    config = load_startup_config(settings)
+    configure_logging(settings.log_level, cast(LogFormat, settings.log_format))
+    config = load_config_or_defaults(settings.config_path)  # a bad file: exit 2 with one line
     run_on_event_loop(serve(settings, config), settings.event_loop)
     return 0
 
@@ -193,19 +178,14 @@ def run_serve(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        wants_certs = bool(argv) and argv[0] == "certs"
-        try:
-            parser = build_parser(with_certs=wants_certs)
-        except ImportError as exc:
-            raise ConfigError(f"the certs command is not available: {exc}") from exc
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
         if args.command == "certs":
-            return int(certs_command().run(args))
+            return certs_command.run(args)
         if args.command == "verify":
-            return int(verify_command().run(args))
+            return verify_command.run(args)
         if args.command == "demo":
             configure_logging("warning")
-            code = int(demo_command().run(args))
+            code = demo.run(args)
             sys.stdout.flush()  # here, where a closed pipe can still be handled below
             return code
         return run_serve(args)

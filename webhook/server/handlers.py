@@ -29,12 +29,13 @@ from webhook.admission.review import (
     require_object,
 )
 from webhook.cluster.source import ClusterSource
+from webhook.config import LiveConfig
 from webhook.errors import BodyTooLarge, ClusterUnavailable, Forbidden, InvalidInput, PreemptGuardError
 from webhook.prediction.service import PredictionService, PredictionTimedOut
 from webhook.preemption.preview import build_preview
 from webhook.server.auth import Authenticator, NamespaceVisibility, redact_preview, victim_namespaces
 from webhook.server.limits import LIMITS_KEY
-from webhook.server.live_config import LiveConfig
+from webhook.server.logs import log_decision
 from webhook.server.metrics import MUTATE_PODS, PREVIEW, WebhookMetrics
 from webhook.server.settings import ServerSettings
 
@@ -117,7 +118,7 @@ async def mutate_pods(request: web.Request) -> web.Response:
     review = await read_admission_review(request)
     started = time.perf_counter()
     outcome = await admit_pod_within_deadline(request, review)
-    _observe(request, MUTATE_PODS, outcome, started)
+    _observe(request, review, MUTATE_PODS, outcome, started)
     return admission_response(review.uid, outcome)
 
 
@@ -125,7 +126,7 @@ async def validate_priority_classes(request: web.Request) -> web.Response:
     review = await read_admission_review(request)
     started = time.perf_counter()
     outcome = admit_priority_class(review, request.app[SOURCE_KEY].state.priority_classes)
-    _observe(request, "validate_priorityclasses", outcome, started)
+    _observe(request, review, "validate_priorityclasses", outcome, started)
     return admission_response(review.uid, outcome)
 
 
@@ -143,12 +144,14 @@ async def admit_pod_within_deadline(request: web.Request, review: AdmissionReque
         return limits.deadline_outcome()
 
 
-def _observe(request: web.Request, endpoint: str, outcome: AdmissionOutcome, started: float) -> None:
+def _observe(request: web.Request, review: AdmissionRequest, endpoint: str, outcome: AdmissionOutcome,
+             started: float) -> None:
+    seconds = time.perf_counter() - started
     rules = outcome.denied_by or (("priority",) if not outcome.allowed else ())
     request.app[METRICS_KEY].observe_admission(
-        endpoint, "allowed" if outcome.allowed else "denied", time.perf_counter() - started, outcome.denial_reason,
-        rules,
-    )
+        endpoint, "allowed" if outcome.allowed else "denied", seconds, outcome.denial_reason, rules)
+    if request.app[SETTINGS_KEY].log_denials:
+        log_decision(review, outcome, seconds)
 
 
 # ---- preview ------------------------------------------------------------------------------------

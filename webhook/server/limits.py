@@ -14,8 +14,12 @@
 * **Slow clients.** TLS handshakes must finish within ``tls_handshake_timeout``; a request's line and headers
   must arrive within ``client_header_timeout`` of its first byte; its body within ``client_body_timeout``
   (``408``, connection closed). Idle keep-alive connections close after ``keepalive_timeout``; at most
-  ``max_connections`` are open at once (more are closed on arrival), and the metrics listener has its own
-  ``metrics_max_connections``. Each guard is per connection, so a slow client only ever waits on its own timer.
+  ``max_connections`` are open at once (more are closed on arrival). Each guard is per connection, so a slow
+  client only ever waits on its own timer.
+* **Isolated listeners.** The metrics listener has limits of its own: ``metrics_max_connections``,
+  ``metrics_max_in_flight`` scrapes at once (429 beyond), ``metrics_client_header_timeout`` and
+  ``metrics_keepalive_timeout``. Nothing sent to ``--metrics-port`` counts against the admission port's
+  connections, slots or timers, and the reverse.
 * **Draining.** ``begin_drain()`` makes ``/readyz`` answer 503 and closes each keep-alive connection after
   its next response, while requests keep being served (see ``cli.serve``).
 """
@@ -127,8 +131,10 @@ class RequestLimits:
         for name, gate in self.gates.items():
             self.metrics.in_flight.labels(name).set_function(_in_flight_of(gate))
         self.guard = ConnectionGuard(settings, self.metrics)
-        # Its own guard (and cap) for the metrics listener: the admission port's connections stay its own.
-        self.metrics_guard = ConnectionGuard(settings, self.metrics, settings.metrics_max_connections)
+        # The metrics listener's own guard, cap, header timeout and scrape gate (see the module doc).
+        self.metrics_guard = ConnectionGuard(settings, self.metrics, settings.metrics_max_connections,
+                                             header_timeout=settings.metrics_client_header_timeout)
+        self.metrics_gate = ConcurrencyGate(settings.metrics_max_in_flight, 0.0)
         self.draining = False
 
     def begin_drain(self) -> None:
@@ -160,6 +166,22 @@ class RequestLimits:
         seconds = self.settings.admission_deadline_seconds
         return AdmissionOutcome.allow(warnings=[DEADLINE_WARNING.format(seconds=seconds)],
                                       audit_annotations={AUDIT_DEADLINE: f"{seconds:g}s"})
+
+
+def metrics_gate_middleware(gate: ConcurrencyGate) -> Any:
+    """At most ``gate.limit`` scrapes at once on the metrics listener; more get a fast 429."""
+
+    @web.middleware
+    async def gated(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not await gate.enter():
+            return web.json_response({"error": "too many metrics requests in flight"}, status=429,
+                                     headers={"Retry-After": "1"})
+        try:
+            return await handler(request)
+        finally:
+            gate.leave()
+
+    return gated
 
 
 def _in_flight_of(gate: ConcurrencyGate) -> Callable[[], float]:
@@ -265,7 +287,7 @@ class GuardedProtocol(asyncio.Protocol):
 
     def _arm(self) -> None:
         loop = asyncio.get_running_loop()
-        self._head_timer = loop.call_later(self.guard.settings.client_header_timeout, self._head_too_slow)
+        self._head_timer = loop.call_later(self.guard.header_timeout, self._head_too_slow)
 
     def _disarm(self) -> None:
         if self._head_timer is not None:
@@ -276,18 +298,19 @@ class GuardedProtocol(asyncio.Protocol):
         self._head_timer = None
         if self.transport is not None and not self.handling:
             self.guard.metrics.slow_clients.labels("headers").inc()
-            log.info("closing a connection whose request head took over %gs",
-                     self.guard.settings.client_header_timeout)
+            log.info("closing a connection whose request head took over %gs", self.guard.header_timeout)
             self.transport.abort()
 
 
 class ConnectionGuard:
     """Creates ``GuardedProtocol``s around an aiohttp server and finds them again from a request."""
 
-    def __init__(self, settings: ServerSettings, metrics: LimitMetrics, max_connections: int | None = None) -> None:
+    def __init__(self, settings: ServerSettings, metrics: LimitMetrics, max_connections: int | None = None, *,
+                 header_timeout: float | None = None) -> None:
         self.settings = settings
         self.metrics = metrics
         self.max_connections = settings.max_connections if max_connections is None else max_connections
+        self.header_timeout = settings.client_header_timeout if header_timeout is None else header_timeout
         self.open: dict[object, GuardedProtocol] = {}  # inner protocol -> its guard
 
     def protocol_factory(self, make_inner: Callable[[], asyncio.Protocol]) -> Callable[[], GuardedProtocol]:
@@ -341,10 +364,11 @@ class GuardedTCPSite(web.TCPSite):
         self._bound_port = listening.sockets[0].getsockname()[1] if listening.sockets else self._port
 
 
-def runner_options(settings: ServerSettings) -> dict[str, Any]:
-    """``web.AppRunner`` keyword arguments for the keep-alive, lingering and shutdown timeouts."""
+def runner_options(settings: ServerSettings, *, metrics: bool = False) -> dict[str, Any]:
+    """``web.AppRunner`` keyword arguments for the keep-alive, lingering and shutdown timeouts (``metrics``: of
+    the metrics listener, with its own keep-alive)."""
     return {
-        "keepalive_timeout": settings.keepalive_timeout,
+        "keepalive_timeout": settings.metrics_keepalive_timeout if metrics else settings.keepalive_timeout,
         # After a handler that did not read the whole body (404, 429), discard the rest for at most this long.
         "lingering_time": min(settings.client_body_timeout, 2.0),
         "shutdown_timeout": settings.shutdown_timeout,

@@ -10,23 +10,43 @@ Series (all prefixed ``preemptguard_``):
 - ``predicted_victims_total{namespace}``: victims predicted for pods actually admitted (not dry runs);
 - ``guardrail_decisions_total{decision,mode}``;
 - ``cluster_cache_staleness_seconds`` (the source's ``staleness_seconds()``);
-- ``config_reloads_total`` and ``config_reload_failures_total``.
+- ``config_reloads_total`` and ``config_reload_failures_total``;
+- ``build_info{version,python,kubernetes_client}`` (always 1) and ``serving_certificate_expiry_timestamp_seconds``
+  (``notAfter`` of the served certificate as a Unix time; 0 until the TLS layer calls
+  ``set_serving_certificate_expiry``).
+
+The standard ``process_*`` and ``python_*`` collectors of prometheus_client are registered in the same registry.
 """
 
 from __future__ import annotations
 
 import logging
+import platform
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from importlib import metadata
 from typing import TypeVar
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
 from webhook.admission.pod import PodReview
+from webhook.config import ReloadOutcome
 from webhook.errors import InvalidInput
 from webhook.guardrails import GuardrailDecision, SkipReason
 from webhook.preemption.results import PreemptionResult
 from webhook.routes import METRICS_PATH
+from webhook.version import package_version
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +158,23 @@ class WebhookMetrics:
             "Configuration file changes rejected (the previous configuration stays in force).",
             registry=self.registry,
         )
+        self.build_info = Gauge(
+            "preemptguard_build_info",
+            "Always 1; the labels say which PreemptGuard, Python and Kubernetes client this replica runs.",
+            ["version", "python", "kubernetes_client"],
+            registry=self.registry,
+        )
+        self.build_info.labels(package_version(), platform.python_version(), _kubernetes_client_version()).set(1)
+        self.serving_certificate_expiry = Gauge(
+            "preemptguard_serving_certificate_expiry_timestamp_seconds",
+            "notAfter of the serving certificate in use, as a Unix time (0 until the TLS layer reports it).",
+            registry=self.registry,
+        )
+        # process_* (CPU, memory, file descriptors) and python_* (version, garbage collector), as a default
+        # prometheus_client registry would have them, but in this app's own registry.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         self._admission_duration = LabelledChildren(self.admission_duration)
         self._admission_requests = LabelledChildren(self.admission_requests)
         self._denials = LabelledChildren(self.denials)
@@ -174,15 +211,40 @@ class WebhookMetrics:
     def observe_guardrail(self, decision: str, mode: str) -> None:
         self._guardrail_decisions[decision, mode].inc()
 
+    def observe_config_reload(self, outcome: ReloadOutcome) -> None:
+        """The ``on_outcome`` callback of the live configuration: count applied and rejected changes."""
+        if outcome is ReloadOutcome.RELOADED:
+            self.config_reloads.inc()
+        elif outcome is ReloadOutcome.FAILED:
+            self.config_reload_failures.inc()
+
     def track_staleness(self, staleness_seconds: Callable[[], float]) -> None:
         """Read the gauge from the source at every scrape."""
         self.cache_staleness.set_function(staleness_seconds)
+
+    def set_serving_certificate_expiry(self, not_after: datetime) -> None:
+        """Record the ``notAfter`` of the certificate now served (at start and after each reload); a naive
+        datetime is UTC, as cryptography's ``not_valid_after`` is."""
+        if not_after.tzinfo is None:
+            not_after = not_after.replace(tzinfo=UTC)
+        self.serving_certificate_expiry.set(not_after.timestamp())
+
+    def track_serving_certificate(self, not_after: Callable[[], datetime]) -> None:
+        """Read the served certificate's ``notAfter`` at every scrape (it follows reloads on its own)."""
+        self.serving_certificate_expiry.set_function(lambda: not_after().timestamp())
 
     def observe_request(self, endpoint: str, code: int) -> None:
         self._requests[endpoint, str(code)].inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _kubernetes_client_version() -> str:
+    try:
+        return metadata.version("kubernetes-asyncio")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class AdmissionMetrics:

@@ -33,9 +33,16 @@ class ServerSettings:
     tls_self_signed: bool = False
     tls_sans: tuple[str, ...] = ()
     tls_reload_interval: float = 1.0
+    # Caller authentication (docs/interfaces.md §7): admission paths require a client certificate chaining to
+    # this bundle, named one of client_cns when given.
+    client_ca: Path | None = None
+    client_cns: tuple[str, ...] = ()
     config_path: Path | None = None
     config_reload_interval: float = 2.0  # seconds between checks of the configuration file
     log_level: str = "info"
+    log_format: str = "text"  # text | json (webhook/server/logs.py)
+    # One info line per denial and per guardrail warning (what the requester was told).
+    log_denials: bool = True
     max_body_bytes: int = MAX_BODY_BYTES
     # Predictions run in a dedicated thread pool; /preview gets a larger budget than admission's
     # prediction.budgetMilliseconds (HTTP 503 when exceeded).
@@ -63,9 +70,13 @@ class ServerSettings:
     client_body_timeout: float = 5.0
     keepalive_timeout: float = 60.0
     max_connections: int = 1000
-    # The plain-HTTP metrics listener has a cap of its own: nothing done to --metrics-port can take the
-    # connections the admission port needs (under failurePolicy: Ignore that would switch guardrails off).
+    # The plain-HTTP metrics listener has limits of its own (connections, requests in flight, header and
+    # keep-alive timeouts): nothing done to --metrics-port can take the connections or the time the admission
+    # port needs (under failurePolicy: Ignore that would switch guardrails off), and the reverse.
     metrics_max_connections: int = 64
+    metrics_max_in_flight: int = 4
+    metrics_client_header_timeout: float = 2.0
+    metrics_keepalive_timeout: float = 15.0
     # Shutdown (SIGTERM): /readyz answers 503 for shutdown_grace_seconds while requests are still served,
     # then listening stops and in-flight requests get up to shutdown_timeout to finish.
     shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS
@@ -94,8 +105,12 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         tls_key=_path(args.tls_key),
         tls_self_signed=args.tls_self_signed,
         tls_sans=tuple(args.tls_san or ()),
+        client_ca=_path(getattr(args, "client_ca", None)),
+        client_cns=tuple(getattr(args, "client_cn", None) or ()),
         config_path=_path(args.config or env.get("PREEMPTGUARD_CONFIG")),
         log_level=log_level if log_level in LOG_LEVELS else "info",
+        log_format=getattr(args, "log_format", None) or env.get("PREEMPTGUARD_LOG_FORMAT", "text"),
+        log_denials=getattr(args, "log_denials", True) is not False,
         preview_budget_seconds=getattr(args, "preview_timeout", None) or DEFAULT_PREVIEW_BUDGET_SECONDS,
         freeze_gc_after_sync=True,
         admission_max_in_flight=getattr(args, "max_in_flight", None) or DEFAULT_ADMISSION_MAX_IN_FLIGHT,

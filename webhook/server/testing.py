@@ -7,6 +7,7 @@ from __future__ import annotations
 import ssl
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -33,20 +34,26 @@ class LoopbackWebhook:
     """``async with LoopbackWebhook(source) as hook:`` then ``await hook.post_json(path, body)``."""
 
     def __init__(self, source: ClusterSource, settings: ServerSettings | None = None, *, config: Config | None = None,
-                 authenticator: Authenticator | None = None) -> None:
+                 authenticator: Authenticator | None = None,
+                 client_certificate: tuple[str | Path, str | Path] | None = None) -> None:
+        """``client_certificate``: (cert file, key file) the client presents, as a kube-apiserver configured for
+        ``serve --client-ca`` does."""
         self.source = source
         self.settings = settings or ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
         self.config = config
         self.authenticator = authenticator
+        self.client_certificate = client_certificate
         self.server: RunningServer | None = None
         self.session: aiohttp.ClientSession | None = None
         self.client_context: ssl.SSLContext | None = None
 
     async def __aenter__(self) -> LoopbackWebhook:
-        tls = SelfSignedTLS(self.settings.tls_sans)
+        tls = SelfSignedTLS(self.settings.tls_sans, client_ca=self.settings.client_ca)
         app = make_app(self.source, self.settings, config=self.config, authenticator=self.authenticator)
         self.server = await start_server(app, self.settings, tls=tls)
         self.client_context = ssl.create_default_context(cadata=tls.cert_pem.decode())
+        if self.client_certificate is not None:
+            self.client_context.load_cert_chain(*(str(path) for path in self.client_certificate))
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.client_context))
         return self
 

@@ -1,4 +1,4 @@
-"""The configuration file: schema, defaults, and errors that name the key."""
+"""The configuration file (docs/interfaces.md §6): schema, defaults, and errors that name the key."""
 
 from __future__ import annotations
 
@@ -8,10 +8,19 @@ from typing import Any
 import pytest
 
 from webhook.cluster.model import LabelSelectorRequirement, ScopedResourceSelectorRequirement
-from webhook.config import DEFAULT_CONFIG, ClassMatch, Config, LimitedResource, load_config, parse_config
+from webhook.config import (
+    DEFAULT_CONFIG,
+    ClassMatch,
+    Config,
+    LimitedResource,
+    load_config,
+    load_config_or_defaults,
+    parse_config,
+)
 from webhook.errors import ConfigError
 
-CONTRACT_EXAMPLE = """
+# Every key of the docs/interfaces.md §6 schema, set.
+SCHEMA_EXAMPLE = """
 prediction:
   budgetMilliseconds: 250
 scheduler:
@@ -65,9 +74,17 @@ def test_empty_documents_give_the_defaults(data: Any) -> None:
     assert config.source == "empty.yaml"
 
 
-def test_contract_example_parses(tmp_path: Path) -> None:
+def test_no_file_means_the_defaults_and_a_file_is_loaded(tmp_path: Path) -> None:
+    assert load_config_or_defaults(None) is DEFAULT_CONFIG
     path = tmp_path / "config.yaml"
-    path.write_text(CONTRACT_EXAMPLE)
+    path.write_text("guardrails:\n  mode: enforce\n")
+    assert load_config_or_defaults(path) == load_config(path)
+    assert load_config_or_defaults(path).guardrails.mode == "enforce"
+
+
+def test_schema_example_parses(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(SCHEMA_EXAMPLE)
     config = load_config(path)
     assert isinstance(config, Config) and config.source == str(path)
     assert config.quota.limited_resources == (LimitedResource(

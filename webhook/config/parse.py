@@ -1,23 +1,15 @@
-"""PreemptGuard's configuration file (contract ``interfaces.md`` §6): one typed, frozen settings object.
+"""Reading the ``--config`` file (docs/interfaces.md §6) into a ``Config``.
 
 ``parse_config`` checks every key: an unknown key or a wrong type raises ``ConfigError`` naming the key
 path, e.g. ``unknown key guardrails.maxVictim`` or ``guardrails.maxVictims: expected an integer, got str``.
-``ConfigReloader`` re-reads the file when it changes and keeps the previous configuration on error.
-
-Extensions to the §6 schema (documented here because the contract example does not show them):
-- ``guardrails.denyVictimPriorityAtLeast: N`` denies (or warns) when any victim's priority is >= N.
-- ``guardrails.exempt.serviceAccounts: ["<namespace>/<name>", "<namespace>/*"]``.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import Enum
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import yaml
 
@@ -28,126 +20,29 @@ from webhook.cluster.model import (
     LabelSelectorRequirement,
     ScopedResourceSelectorRequirement,
 )
+from webhook.config.model import (
+    AUDIT_DETAILS,
+    DEFAULT_CONFIG,
+    DISCLOSURE_MODES,
+    EXISTS_ONLY_SCOPES,
+    GUARDRAIL_MODES,
+    QUOTA_SCOPES,
+    SELECTOR_OPERATORS,
+    AuditDetail,
+    ClassAccessRule,
+    ClassMatch,
+    Config,
+    DisclosureMode,
+    Exemptions,
+    GuardrailMode,
+    GuardrailsConfig,
+    LimitedResource,
+    PredictionConfig,
+    PreemptionSetting,
+    QuotaConfig,
+    SchedulerConfig,
+)
 from webhook.errors import ConfigError
-
-log = logging.getLogger(__name__)
-
-GuardrailMode = Literal["off", "warn", "enforce"]
-GUARDRAIL_MODES: tuple[GuardrailMode, ...] = ("off", "warn", "enforce")
-PreemptionSetting = Literal["enabled", "disabled"]
-
-# Pod scopes of ResourceQuota (core/v1 ResourceQuotaScope); VolumeAttributesClass is the PVC scope.
-SCOPE_TERMINATING = "Terminating"
-SCOPE_NOT_TERMINATING = "NotTerminating"
-SCOPE_BEST_EFFORT = "BestEffort"
-SCOPE_NOT_BEST_EFFORT = "NotBestEffort"
-SCOPE_PRIORITY_CLASS = "PriorityClass"
-SCOPE_CROSS_NAMESPACE_POD_AFFINITY = "CrossNamespacePodAffinity"
-SCOPE_VOLUME_ATTRIBUTES_CLASS = "VolumeAttributesClass"
-QUOTA_SCOPES = (
-    SCOPE_TERMINATING, SCOPE_NOT_TERMINATING, SCOPE_BEST_EFFORT, SCOPE_NOT_BEST_EFFORT,
-    SCOPE_PRIORITY_CLASS, SCOPE_CROSS_NAMESPACE_POD_AFFINITY, SCOPE_VOLUME_ATTRIBUTES_CLASS,
-)
-# Scopes that take no values: upstream ValidateScopedResourceSelectorRequirement allows only Exists.
-EXISTS_ONLY_SCOPES = (
-    SCOPE_TERMINATING, SCOPE_NOT_TERMINATING, SCOPE_BEST_EFFORT, SCOPE_NOT_BEST_EFFORT,
-    SCOPE_CROSS_NAMESPACE_POD_AFFINITY,
-)
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-
-
-@dataclass(frozen=True, slots=True)
-class PredictionConfig:
-    budget_milliseconds: int = 250
-
-
-@dataclass(frozen=True, slots=True)
-class SchedulerConfig:
-    """Mirror of the cluster's kube-scheduler profile (DefaultPreemptionArgs)."""
-
-    preemption: PreemptionSetting = "enabled"
-    min_candidate_nodes_percentage: int = 10
-    min_candidate_nodes_absolute: int = 100
-
-    @property
-    def preemption_enabled(self) -> bool:
-        return self.preemption == "enabled"
-
-
-@dataclass(frozen=True, slots=True)
-class LimitedResource:
-    """One ``ResourceQuotaConfiguration.limitedResources`` entry (upstream schema)."""
-
-    resource: str
-    api_group: str = ""
-    match_contains: tuple[str, ...] = ()
-    match_scopes: tuple[ScopedResourceSelectorRequirement, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ClassMatch:
-    """Selects PriorityClasses by name or by value; a class matching either field matches."""
-
-    names: tuple[str, ...] = ()
-    value_at_least: int | None = None
-
-    def matches(self, class_name: str, value: int) -> bool:
-        if class_name in self.names:
-            return True
-        return self.value_at_least is not None and value >= self.value_at_least
-
-
-@dataclass(frozen=True, slots=True)
-class ClassAccessRule:
-    """``quota.classes[i]``: which namespaces may use the matched classes (listed OR selected)."""
-
-    match: ClassMatch
-    allowed_namespaces: tuple[str, ...] = ()
-    namespace_selector: LabelSelector | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaConfig:
-    limited_resources: tuple[LimitedResource, ...] = ()
-    classes: tuple[ClassAccessRule, ...] = ()
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.limited_resources and not self.classes
-
-
-@dataclass(frozen=True, slots=True)
-class Exemptions:
-    namespaces: tuple[str, ...] = ()
-    users: tuple[str, ...] = ()
-    groups: tuple[str, ...] = ()
-    # "<namespace>/<name>", or "<namespace>/*" for every service account of a namespace.
-    service_accounts: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class GuardrailsConfig:
-    mode: GuardrailMode = "warn"
-    tenant_label: str | None = None
-    deny_cross_tenant_preemption: bool = False
-    max_victims: int | None = None
-    max_pdb_violations: int | None = None
-    deny_victim_priority_at_least: int | None = None
-    exempt: Exemptions = field(default_factory=Exemptions)
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    prediction: PredictionConfig = field(default_factory=PredictionConfig)
-    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    quota: QuotaConfig = field(default_factory=QuotaConfig)
-    guardrails: GuardrailsConfig = field(default_factory=GuardrailsConfig)
-    # Where this configuration came from (a file path, or "<defaults>").
-    source: str = "<defaults>"
-
-
-DEFAULT_CONFIG = Config()
-
 
 # --- strict readers ---------------------------------------------------------------------------------
 
@@ -362,7 +257,7 @@ def _exemptions(reader: _Reader) -> Exemptions:
 
 def _guardrails(reader: _Reader) -> GuardrailsConfig:
     reader.check_keys(["mode", "tenantLabel", "denyCrossTenantPreemption", "maxVictims", "maxPdbViolations",
-                       "denyVictimPriorityAtLeast", "exempt"])
+                       "denyVictimPriorityAtLeast", "exempt", "disclosure", "auditDetail"])
     # YAML 1.1 reads a bare `mode: off` as the boolean false.
     mode_value = reader.data.get("mode")
     if mode_value is False:
@@ -378,6 +273,8 @@ def _guardrails(reader: _Reader) -> GuardrailsConfig:
         max_pdb_violations=reader.optional_int("maxPdbViolations", minimum=0),
         deny_victim_priority_at_least=reader.optional_int("denyVictimPriorityAtLeast"),
         exempt=_exemptions(reader.child("exempt")),
+        disclosure=cast(DisclosureMode, reader.choice("disclosure", DISCLOSURE_MODES, "tenant")),
+        audit_detail=cast(AuditDetail, reader.choice("auditDetail", AUDIT_DETAILS, "tenant")),
     )
 
 
@@ -408,61 +305,6 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     return parse_config(data, source)
 
 
-# --- reloading --------------------------------------------------------------------------------------
-
-class ReloadOutcome(Enum):
-    UNCHANGED = "unchanged"
-    RELOADED = "reloaded"
-    FAILED = "failed"
-
-
-def _file_signature(path: str) -> tuple[int, int, int] | None:
-    # A ConfigMap volume swaps a symlink, so the inode changes even when the mtime granularity hides it.
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_ino, st.st_size)
-
-
-class ConfigReloader:
-    """Holds the current configuration and re-reads its file when the file changes.
-
-    A file that fails to load (bad key, bad YAML, missing) keeps the previous configuration; the error
-    is logged and kept in ``last_error``. Call ``check()`` periodically (e.g. every few seconds).
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        initial: Config | None = None,
-        *,
-        on_reload: Callable[[Config], None] | None = None,
-        loader: Callable[[str], Config] = load_config,
-    ) -> None:
-        self.path = os.fspath(path)
-        self._loader = loader
-        self._on_reload = on_reload
-        self._signature = _file_signature(self.path)
-        self.current = initial if initial is not None else loader(self.path)
-        self.last_error: ConfigError | None = None
-        self.generation = 0
-
-    def check(self) -> ReloadOutcome:
-        signature = _file_signature(self.path)
-        if signature == self._signature:
-            return ReloadOutcome.UNCHANGED
-        self._signature = signature
-        try:
-            config = self._loader(self.path)
-        except ConfigError as exc:
-            self.last_error = exc
-            log.error("configuration reload rejected, keeping the previous configuration: %s", exc)
-            return ReloadOutcome.FAILED
-        self.current = config
-        self.last_error = None
-        self.generation += 1
-        log.info("configuration reloaded from %s", self.path)
-        if self._on_reload is not None:
-            self._on_reload(config)
-        return ReloadOutcome.RELOADED
+def load_config_or_defaults(path: str | os.PathLike[str] | None) -> Config:
+    """``load_config(path)``, or the defaults when there is no file (docs/interfaces.md §6)."""
+    return load_config(path) if path is not None else DEFAULT_CONFIG

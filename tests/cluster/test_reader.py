@@ -1,28 +1,30 @@
-"""API dicts -> slim model: effective requests (upstream resource.PodRequests), status fields, wrong types."""
+"""API dicts -> slim model: requests and quota facts on the model, status fields, wrong types."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from webhook.cluster.convert import (
-    label_selector,
-    node_from_dict,
-    object_from_dict,
-    parse_time_ns,
-    pdb_from_dict,
-    pod_from_dict,
-    pod_request_units,
-    priority_class_from_dict,
-    resource_quota_from_dict,
-)
 from webhook.cluster.model import (
+    NO_QUOTA_FACTS,
     LabelSelectorRequirement,
     Namespace,
     PodAffinityTerm,
     Taint,
     Toleration,
+)
+from webhook.cluster.quantity import parse_quantity
+from webhook.cluster.reader import (
+    label_selector,
+    node_from_dict,
+    object_from_dict,
+    pdb_from_dict,
+    pod_from_dict,
+    priority_class_from_dict,
+    resource_quota_from_dict,
+    state_pod_from_dict,
 )
 from webhook.errors import InvalidInput
 
@@ -52,59 +54,7 @@ def pod(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None
             "status": status or {}}
 
 
-# ---- effective requests -------------------------------------------------------------------------
-
-def test_requests_sum_regular_containers() -> None:
-    units = pod_request_units({"containers": [ctr("a", "100m", "1Gi"), ctr("b", "1.5", "512Mi")]})
-    assert units == {"cpu": 1600, "memory": Gi + 512 * Mi}
-
-
-def test_init_containers_count_as_a_peak_not_a_sum() -> None:
-    spec = {"containers": [ctr("a", "500m", "1Gi")],
-            "initContainers": [ctr("migrate", "2", "256Mi"), ctr("warm", "1", "3Gi")]}
-    # max(sum of containers, biggest init container) per resource
-    assert pod_request_units(spec) == {"cpu": 2000, "memory": 3 * Gi}
-
-
-def test_sidecar_init_containers_add_to_the_sum_and_to_later_init_peaks() -> None:
-    spec = {
-        "initContainers": [
-            ctr("setup", "1", "100Mi"),                 # before the sidecar: peak 1000m
-            ctr("proxy", "200m", "128Mi", sidecar=True),  # sidecar: counts for the whole pod life
-            ctr("late-init", "2", "64Mi"),              # after the sidecar: 2000m + 200m
-        ],
-        "containers": [ctr("app", "300m", "1Gi")],
-    }
-    units = pod_request_units(spec)
-    assert units["cpu"] == 2200
-    assert units["memory"] == Gi + 128 * Mi  # sum (app + sidecar) beats every init peak
-
-
-def test_overhead_is_added_after_the_max() -> None:
-    spec = {"containers": [ctr("a", "1", "1Gi")], "initContainers": [ctr("i", "3")],
-            "overhead": {"cpu": "250m", "memory": "120Mi"}}
-    assert pod_request_units(spec) == {"cpu": 3250, "memory": Gi + 120 * Mi}
-
-
-def test_pod_level_resources_replace_container_aggregate_for_cpu_and_memory() -> None:
-    spec = {"containers": [ctr("a", "1", "1Gi", limits={"example.com/fpga": "2"})],
-            "resources": {"requests": {"cpu": "4", "memory": "8Gi"}},
-            "overhead": {"cpu": "100m"}}
-    units = pod_request_units(spec)
-    assert units["cpu"] == 4100
-    assert units["memory"] == 8 * Gi
-    assert units["example.com/fpga"] == 2
-
-
-def test_limits_default_missing_requests() -> None:
-    spec = {"containers": [ctr("a", "250m", limits={"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": 1})]}
-    # an explicit request wins over the limit; absent requests take the limit (API defaulting)
-    assert pod_request_units(spec) == {"cpu": 250, "memory": 2 * Gi, "nvidia.com/gpu": 1}
-
-
-def test_quantities_with_json_whitespace_are_accepted() -> None:
-    assert pod_request_units({"containers": [ctr("a", " 500m ", "1Gi ")]}) == {"cpu": 500, "memory": Gi}
-
+# ---- requests on the model ---------------------------------------------------------------------
 
 def test_pod_requests_on_the_model() -> None:
     model = pod_from_dict(pod({"containers": [ctr("a", "1", "1Gi", limits={"nvidia.com/gpu": "2"})]}))
@@ -124,22 +74,6 @@ def test_pod_without_requests_has_zero_requests() -> None:
                                                  ("Pending", False), ("", False)])
 def test_terminal_phases(phase: str, terminal: bool) -> None:
     assert pod_from_dict(pod(status={"phase": phase})).is_terminal is terminal
-
-
-@pytest.mark.parametrize(
-    ("text", "nanos"),
-    [
-        ("1970-01-01T00:00:00Z", 0),
-        ("1970-01-01T00:00:01.5Z", 1_500_000_000),
-        ("1970-01-01T00:00:01.000000001Z", 1_000_000_001),
-        ("1970-01-01T00:00:01.123456789123Z", 1_123_456_789),  # beyond nanoseconds: truncated
-        ("1970-01-01T01:00:00+01:00", 0),
-        ("1970-01-01T01:00:00.25+01:00", 250_000_000),
-        ("2025-06-02T09:30:00Z", 1_748_856_600 * 10**9),
-    ],
-)
-def test_parse_time_ns(text: str, nanos: int) -> None:
-    assert parse_time_ns(text, "status.startTime") == nanos
 
 
 def test_start_time_and_nanosecond_ordering() -> None:
@@ -356,3 +290,73 @@ def test_object_from_dict_dispatches_on_kind() -> None:
     assert isinstance(object_from_dict({"kind": "Namespace", "metadata": {"name": "a"}}), Namespace)
     assert object_from_dict({"kind": "ConfigMap", "metadata": {"name": "a"}}) is None
     assert object_from_dict({"metadata": {"name": "a"}}) is None
+
+
+# ---- what ResourceQuota admission reads -----------------------------------------------------------------
+
+def test_quota_facts_on_the_model() -> None:
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    raw = pod({"containers": [ctr("app", "250m", limits={"cpu": "1", "memory": "1Gi"})],
+               "initContainers": [ctr("proxy", "100m", sidecar=True), ctr("setup", memory="64Mi")],
+               "resources": {"limits": {"memory": "2Gi"}}, "overhead": {"cpu": "10m"},
+               "activeDeadlineSeconds": 60,
+               "affinity": {"podAffinity": {preferred: [
+                   {"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "namespaces": ["other"]}}]}}},
+              status={"qosClass": "Burstable"},
+              metadata={"deletionTimestamp": "2025-06-02T09:30:00Z", "deletionGracePeriodSeconds": 30})
+    facts = pod_from_dict(raw).quota
+    app, = facts.resources.containers
+    assert (app.name, app.sidecar) == ("app", False)
+    assert {n: str(q) for n, q in app.requests.items()} == {"cpu": "250m", "memory": "1Gi"}  # memory from the limit
+    assert {n: str(q) for n, q in app.limits.items()} == {"cpu": "1", "memory": "1Gi"}
+    assert [(c.name, c.sidecar) for c in facts.resources.init_containers] == [("proxy", True), ("setup", False)]
+    assert {n: str(q) for n, q in facts.resources.pod_limits.items()} == {"memory": "2Gi"}
+    assert not facts.resources.pod_requests
+    assert {n: str(q) for n, q in facts.resources.overhead.items()} == {"cpu": "10m"}
+    assert (facts.qos_class, facts.active_deadline_seconds, facts.cross_namespace_pod_affinity) == \
+        ("Burstable", 60, True)
+    assert (facts.deletion_timestamp_ns, facts.deletion_grace_period_seconds) == (1_748_856_600 * 10**9, 30)
+
+
+@pytest.mark.parametrize(("affinity", "cross"), [
+    ({}, False),
+    ({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "zone", "namespaceSelector": {}}]}}, True),
+    ({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "zone", "namespaces": []}]}}, False),
+    ({"nodeAffinity": {}, "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "podAffinityTerm": {"topologyKey": "zone"}}]}}, False),
+])
+def test_cross_namespace_pod_affinity(affinity: dict[str, Any], cross: bool) -> None:
+    assert pod_from_dict(pod({"affinity": affinity})).quota.cross_namespace_pod_affinity is cross
+
+
+def test_pods_of_one_workload_share_their_quota_facts() -> None:
+    first, second = pod_from_dict(pod(metadata={"name": "a"})), pod_from_dict(pod(metadata={"name": "b"}))
+    assert first.quota is second.quota
+    assert first.quota.resources.containers[0].requests["cpu"] == parse_quantity("100m")
+
+
+def test_cluster_state_pods_carry_no_quota_facts() -> None:
+    raw = pod(status={"qosClass": "Burstable"})
+    assert state_pod_from_dict(raw).quota == NO_QUOTA_FACTS
+    assert object_from_dict(raw) == state_pod_from_dict(raw)  # snapshot files read as the informer reads
+    assert state_pod_from_dict(raw) == replace(pod_from_dict(raw), quota=NO_QUOTA_FACTS)
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (pod({"containers": [ctr("a", "1", limits={"cpu": "lots"})]}),
+     "spec.containers[0].resources.limits.cpu: quantities must match the regular expression"),
+    (pod({"resources": {"limits": {"memory": []}}}),
+     "spec.resources.limits.memory: quantity must be a string or number, not list"),
+    (pod({"activeDeadlineSeconds": "60"}), "spec.activeDeadlineSeconds: expected an integer, got str"),
+    (pod(status={"qosClass": 1}), "status.qosClass: expected a string, got int"),
+    (pod(metadata={"deletionTimestamp": "soon"}), "metadata.deletionTimestamp: invalid RFC 3339 time 'soon'"),
+    (pod({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"podAffinityTerm": 1}]}}}),
+     "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm: "
+     "expected an object, got int"),
+])
+def test_quota_fields_name_the_field(raw: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInput) as excinfo:
+        pod_from_dict(raw)
+    assert str(excinfo.value).startswith(message)

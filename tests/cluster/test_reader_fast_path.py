@@ -16,35 +16,39 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.cluster import convert
-from webhook.cluster.convert import parse_time_ns, pod_from_dict
+from webhook.cluster import reader_constraints, reader_pod, reader_resources
+from webhook.cluster.jsonfields import json_int, json_list, json_object, json_str, parse_time_ns
 from webhook.cluster.model import (
+    NO_QUOTA_FACTS,
     HostPort,
     Pod,
-    Resources,
     Toleration,
 )
+from webhook.cluster.reader import pod_from_dict, state_pod_from_dict
+from webhook.cluster.reader_constraints import (
+    affinity_terms,
+    checked_labels,
+    checked_tolerations,
+    node_selector_terms,
+    spread_constraints,
+)
+from webhook.cluster.reader_resources import pod_resource_spec, quota_extras, quota_facts
+from webhook.cluster.resources import pod_requests, requests_as_resources
+from webhook.cluster.sharing import interned
 from webhook.errors import InvalidInput
 
 # ---- the reference: every field through the generic checks, nothing remembered -------------------------
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
-# The generic checked helpers are unchanged and shared; the reference below reads every field through them
+# The generic checked readers are shared; the reference below reads every field through them
 # (its host ports and preemption condition are the versions the fast paths replaced).
-_mapping, _list, _str, _int, _interned = convert._mapping, convert._list, convert._str, convert._int, convert._interned
-_labels, _tolerations = convert._checked_labels, convert._checked_tolerations
-_node_selector_terms, _affinity_terms = convert._node_selector_terms, convert._affinity_terms
-_spread_constraints, _unmodeled_features = convert._spread_constraints, convert._unmodeled_features
-
-
-def _resources(units: Mapping[str, int]) -> Resources:
-    return convert.resources_from_units(units)
-
-
-def _pod_request_units(spec: Mapping[str, Any]) -> dict[str, int]:
-    return convert.pod_request_units(spec)
+_mapping, _list, _str, _int, _interned = json_object, json_list, json_str, json_int, interned
+_labels, _tolerations = checked_labels, checked_tolerations
+_node_selector_terms, _affinity_terms = node_selector_terms, affinity_terms
+_spread_constraints, _unmodeled_features = spread_constraints, reader_pod._unmodeled_features
 
 
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
@@ -72,7 +76,7 @@ def _disruption_target_by_preemption(status: Mapping[str, Any]) -> bool:
     return False
 
 
-def reference_pod_from_dict(raw: Mapping[str, Any]) -> Pod:
+def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
     meta = _mapping(raw.get("metadata"), "metadata")
     spec = _mapping(raw.get("spec"), "spec")
     status = _mapping(raw.get("status"), "status")
@@ -95,7 +99,7 @@ def reference_pod_from_dict(raw: Mapping[str, Any]) -> Pod:
         deleting=bool(meta.get("deletionTimestamp")),
         preempted_by_scheduler=_disruption_target_by_preemption(status),
         nominated_node_name=_interned(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
-        requests=_resources(_pod_request_units(spec)),
+        requests=requests_as_resources(pod_requests(resources := pod_resource_spec(spec))),
         host_ports=_host_ports(spec),
         node_selector=_labels(spec.get("nodeSelector"), "spec.nodeSelector"),
         required_node_affinity=_node_selector_terms(node_affinity.get(_REQUIRED),
@@ -111,7 +115,12 @@ def reference_pod_from_dict(raw: Mapping[str, Any]) -> Pod:
         scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler")
         or "default-scheduler",
         unmodeled=_unmodeled_features(spec),
+        quota=quota_facts(resources, quota_extras(meta, spec, status)) if quota else NO_QUOTA_FACTS,
     )
+
+
+def reference_state_pod_from_dict(raw: Mapping[str, Any]) -> Pod:
+    return reference_pod_from_dict(raw, quota=False)
 
 
 # ---- comparing outcomes -------------------------------------------------------------------------------
@@ -138,6 +147,9 @@ def assert_same_as_reference(raw: Mapping[str, Any]) -> None:
     expected = outcome(reference_pod_from_dict, raw)
     assert outcome(pod_from_dict, raw) == expected
     assert outcome(pod_from_dict, raw) == expected  # again: now from the caches
+    expected = outcome(reference_state_pod_from_dict, raw)  # the cluster state's pods: no quota facts
+    assert outcome(state_pod_from_dict, raw) == expected
+    assert outcome(state_pod_from_dict, raw) == expected
 
 
 # ---- generated pods: absent fields, nulls, Mapping subclasses, then a few values of a wrong type ---------------
@@ -179,7 +191,8 @@ RESOURCE_LIST = often(st.dictionaries(RESOURCE, QUANTITY, min_size=1, max_size=3
                       st.one_of(st.none(), st.builds(dict)))
 PORTS = lists(objects(hostPort=st.sampled_from([None, 0, 80, 8080, 80.0, 80.5]), hostIP=value(TEXT),
                       protocol=value(st.sampled_from(["TCP", "UDP"])), containerPort=st.just(80)))
-CONTAINER = objects(name=st.just("c"), ports=PORTS, restartPolicy=value(st.sampled_from(["Always", "OnFailure"])),
+CONTAINER = objects(name=st.sampled_from(["c", "app", None]), ports=PORTS,
+                    restartPolicy=value(st.sampled_from(["Always", "OnFailure"])),
                     resources=objects(requests=RESOURCE_LIST, limits=RESOURCE_LIST))
 TOLERATION = objects(key=value(TEXT), operator=value(st.sampled_from(["Exists", "Equal", ""])), value=value(TEXT),
                      effect=value(st.sampled_from(["NoExecute", "NoSchedule", ""])),
@@ -188,20 +201,31 @@ SELECTOR = objects(matchLabels=LABELS, matchExpressions=lists(objects(
     key=value(TEXT), operator=value(TEXT), values=lists(TEXT))))
 AFFINITY_TERMS = lists(objects(labelSelector=SELECTOR, topologyKey=value(TEXT), namespaces=lists(TEXT),
                                namespaceSelector=SELECTOR))
+# Preferred terms only count for the CrossNamespacePodAffinity quota scope: a few fixed shapes, drawn by
+# index so that the strategies' repr stays small.
+PREFERRED_SHAPES: list[Any] = [
+    None, [], "x", [{"weight": 1, "podAffinityTerm": {"topologyKey": "zone"}}],
+    [{"weight": 1, "podAffinityTerm": {"namespaces": ["a"]}}],
+    [{"weight": 1, "podAffinityTerm": {"namespaceSelector": {}}}],
+    [{"weight": 1}], [{"podAffinityTerm": 1}], [7],
+]
+WEIGHTED_TERMS = st.integers(0, len(PREFERRED_SHAPES) - 1).map(PREFERRED_SHAPES.__getitem__)
 REQUIREMENTS = lists(objects(key=value(TEXT), operator=value(TEXT), values=lists(TEXT)))
-AFFINITY = objects(
+_AFFINITY = objects(
     nodeAffinity=objects(**{_REQUIRED: objects(nodeSelectorTerms=lists(objects(
         matchExpressions=REQUIREMENTS, matchFields=REQUIREMENTS)))}),
-    podAffinity=objects(**{_REQUIRED: AFFINITY_TERMS}),
-    podAntiAffinity=objects(**{_REQUIRED: AFFINITY_TERMS}),
+    podAffinity=objects(**{_REQUIRED: AFFINITY_TERMS, _PREFERRED: WEIGHTED_TERMS}),
+    podAntiAffinity=objects(**{_REQUIRED: AFFINITY_TERMS, _PREFERRED: WEIGHTED_TERMS}),
 )
+AFFINITY = st.deferred(lambda: _AFFINITY)  # named, so that the repr of every strategy using it stays small
 SPREAD = lists(objects(maxSkew=value(st.sampled_from([1, 2, 0])), topologyKey=value(TEXT),
                        whenUnsatisfiable=value(TEXT), labelSelector=SELECTOR, minDomains=value(st.just(2)),
                        matchLabelKeys=lists(TEXT)))
 INTEGER = value(st.sampled_from([0, 30, 1000, -5, 5.0, 2**40]))
 SPEC = objects(
     containers=lists(CONTAINER), initContainers=lists(CONTAINER), overhead=RESOURCE_LIST,
-    resources=objects(requests=RESOURCE_LIST), nodeName=value(TEXT), priority=INTEGER,
+    resources=objects(requests=RESOURCE_LIST, limits=RESOURCE_LIST), nodeName=value(TEXT), priority=INTEGER,
+    activeDeadlineSeconds=INTEGER,
     priorityClassName=value(TEXT), preemptionPolicy=value(st.sampled_from(["Never", "PreemptLowerPriority", ""])),
     affinity=AFFINITY, tolerations=lists(TOLERATION), nodeSelector=LABELS, topologySpreadConstraints=SPREAD,
     terminationGracePeriodSeconds=INTEGER, schedulerName=value(TEXT),
@@ -211,20 +235,22 @@ SPEC = objects(
 STATUS = objects(
     phase=value(st.sampled_from(["Pending", "Running", "Succeeded"])),
     startTime=value(st.sampled_from(["2025-06-02T09:30:00Z", "2025-06-02T09:30:00.5+01:00", "yesterday"])),
-    nominatedNodeName=value(TEXT),
+    nominatedNodeName=value(TEXT), qosClass=value(st.sampled_from(["BestEffort", "Burstable", "Guaranteed"])),
     conditions=lists(objects(type=st.just("DisruptionTarget"), status=st.sampled_from(["True", "False"]),
                              reason=st.sampled_from(["PreemptionByScheduler", "Other"]))),
 )
 METADATA = objects(name=value(TEXT), generateName=value(TEXT), namespace=value(TEXT), uid=value(TEXT),
-                   labels=LABELS, deletionTimestamp=value(st.just("2025-06-02T09:30:00Z")))
+                   labels=LABELS, deletionTimestamp=value(st.just("2025-06-02T09:30:00Z")),
+                   deletionGracePeriodSeconds=INTEGER)
 POD = st.fixed_dictionaries({"kind": st.just("Pod")}, optional={"metadata": METADATA, "spec": SPEC, "status": STATUS})
 # Pods that differ only in what decides their requests (the remembered request sets).
-SOME_CONTAINERS = st.lists(objects(resources=objects(requests=RESOURCE_LIST, limits=RESOURCE_LIST),
+SOME_CONTAINERS = st.lists(objects(name=st.sampled_from(["c", "app", None]),
+                                   resources=objects(requests=RESOURCE_LIST, limits=RESOURCE_LIST),
                                    restartPolicy=st.sampled_from(["Always", "OnFailure"])), min_size=1, max_size=3)
 REQUESTS_POD = st.fixed_dictionaries({"kind": st.just("Pod"), "spec": st.fixed_dictionaries(
     {"containers": SOME_CONTAINERS},
     optional={"initContainers": SOME_CONTAINERS, "overhead": RESOURCE_LIST,
-              "resources": objects(requests=RESOURCE_LIST)},
+              "resources": objects(requests=RESOURCE_LIST, limits=RESOURCE_LIST)},
 )})
 
 Slot = tuple[Any, Any]  # (a dict or list, a key or index in it)
@@ -302,7 +328,8 @@ def full_pod() -> dict[str, Any]:
             {"name": "proxy", "restartPolicy": "Always", "ports": [{"containerPort": 9901, "hostPort": 9901}],
              "resources": {"requests": {"cpu": "100m"}}},
         ],
-        overhead={"cpu": "10m"}, resources={"requests": {"memory": "2Gi"}},
+        overhead={"cpu": "10m"}, resources={"requests": {"memory": "2Gi"}, "limits": {"memory": "4Gi"}},
+        activeDeadlineSeconds=600,
         nodeSelector={"pool": "general"},
         affinity={
             "nodeAffinity": {_REQUIRED: {"nodeSelectorTerms": [
@@ -312,7 +339,9 @@ def full_pod() -> dict[str, Any]:
                                          "topologyKey": "zone", "namespaces": ["data"]}]},
             "podAntiAffinity": {_REQUIRED: [{"labelSelector": {"matchExpressions": [
                 {"key": "app", "operator": "Exists"}]}, "topologyKey": "kubernetes.io/hostname",
-                "namespaceSelector": {"matchLabels": {"team": "a"}}}]},
+                "namespaceSelector": {"matchLabels": {"team": "a"}}}],
+                                _PREFERRED: [{"weight": 10, "podAffinityTerm": {"topologyKey": "zone",
+                                                                                "namespaces": ["data"]}}]},
         },
         topologySpreadConstraints=[{"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
                                     "labelSelector": {"matchLabels": {"app": "web"}}, "minDomains": 2,
@@ -324,8 +353,9 @@ def full_pod() -> dict[str, Any]:
     )
     raw["spec"]["containers"][0]["ports"].append({"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"})
     raw["spec"]["tolerations"][0]["value"] = ""
-    raw["metadata"].update(uid="u-1", deletionTimestamp="2025-06-02T09:31:00Z")
+    raw["metadata"].update(uid="u-1", deletionTimestamp="2025-06-02T09:31:00Z", deletionGracePeriodSeconds=30)
     raw["status"] = {"phase": "Running", "startTime": "2025-06-02T09:30:00.25Z", "nominatedNodeName": "node-2",
+                     "qosClass": "Burstable",
                      "conditions": [{"type": "DisruptionTarget", "status": "True",
                                      "reason": "PreemptionByScheduler"}]}
     return raw
@@ -345,6 +375,13 @@ def test_the_full_pod_reads_every_field() -> None:
     assert (pod.priority, pod.preemption_policy, pod.termination_grace_period_seconds) == (1000, "Never", 30)
     assert pod.deleting and pod.preempted_by_scheduler and len(pod.unmodeled) == 3
     assert pod.start_time_ns == 1_748_856_600_250_000_000
+    facts = pod.quota
+    assert [c.name for c in (*facts.resources.containers, *facts.resources.init_containers)] == \
+        ["app", "init", "proxy"]
+    assert (str(facts.resources.pod_limits["memory"]), str(facts.resources.overhead["cpu"])) == ("4Gi", "10m")
+    assert (facts.qos_class, facts.active_deadline_seconds, facts.cross_namespace_pod_affinity) == \
+        ("Burstable", 600, True)
+    assert (facts.deletion_timestamp_ns, facts.deletion_grace_period_seconds) == (1_748_856_660 * 10**9, 30)
     assert_same_as_reference(full_pod())
 
 
@@ -478,8 +515,10 @@ def test_the_first_wrong_field_in_reading_order_is_named() -> None:
 # ---- the caches stay bounded and share equal values ---------------------------------------------------
 
 def test_fast_path_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(convert, "_FAST_PATH_LIMIT", 4)
-    for cache in (convert._labels_by_items, convert._tolerations_by_items, convert._requests_by_containers):
+    caches = (reader_constraints._labels_by_items, reader_constraints._tolerations_by_items,
+              reader_resources._resources_by_containers, reader_resources._requests_by_containers)
+    for cache in caches:
+        monkeypatch.setattr(cache, "limit", 4)
         cache.clear()
     pods = []
     for i in range(40):
@@ -487,7 +526,8 @@ def test_fast_path_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         raw["metadata"]["labels"] = {"app": "web", "n": str(i)}
         raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = f"{i + 1}m"
         pods.append(pod_from_dict(raw))
-    for cache in (convert._labels_by_items, convert._tolerations_by_items, convert._requests_by_containers):
+        assert state_pod_from_dict(raw).requests is pods[-1].requests
+    for cache in caches:
         assert 0 < len(cache) <= 4
     assert [(p.labels["n"], p.tolerations[0].key, p.requests.milli_cpu) for p in pods] == \
         [(str(i), f"k{i}", i + 1) for i in range(40)]
@@ -498,6 +538,7 @@ def test_pods_of_one_deployment_share_labels_requests_and_tolerations() -> None:
     assert first.labels is second.labels
     assert first.requests is second.requests
     assert first.tolerations is second.tolerations
+    assert first.quota is second.quota
     assert first.tolerations == (Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),
                                  Toleration("node.kubernetes.io/unreachable", "Exists", "", "NoExecute"))
     assert (first.requests.milli_cpu, first.requests.memory) == (50, 64 * 2**20)

@@ -1,0 +1,128 @@
+"""Checks every rendering of PreemptGuard must pass, whoever renders it: ``kubectl kustomize`` (tests/manifests)
+or ``helm template`` (conformance/tests/test_helm_chart.py). Each takes the rendered objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from serve_args import parse_serve_args
+from test_manifests_rbac import declared, granted
+from test_manifests_schema import SCHEMA_VERSIONS, validate_all
+from test_manifests_webhooks import server_routes, webhook_entries
+from test_manifests_workloads import containers
+
+from webhook import routes
+from webhook.rbac import CERTS_CLUSTER_PERMISSIONS, CERTS_NAMESPACED_PERMISSIONS, REQUIRED_PERMISSIONS
+
+
+def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [o for o in of_kind(objects, kind) if name is None or o["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def pod_specs(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    specs = {}
+    for obj in objects:
+        key = f"{obj['kind']}/{obj['metadata']['name']}"
+        if obj["kind"] in ("Deployment", "Job"):
+            specs[key] = obj["spec"]["template"]["spec"]
+        elif obj["kind"] == "CronJob":
+            specs[key] = obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return specs
+
+
+def check_objects_validate(objects: list[dict[str, Any]], what: str) -> None:
+    """Offline schema validation for the oldest supported and the newest Kubernetes."""
+    for version in SCHEMA_VERSIONS:
+        validate_all(objects, version, what)
+
+
+def check_webhooks_reach_server_routes(objects: list[dict[str, Any]]) -> None:
+    """Webhook paths are routes of the server; Service port -> container port -> the server's --port; probes."""
+    entries = webhook_entries(objects)
+    assert set(entries) == {routes.PODS_WEBHOOK, routes.PRIORITYCLASSES_WEBHOOK}
+    expected = {
+        routes.PODS_WEBHOOK: ("MutatingWebhookConfiguration", routes.MUTATE_PODS_PATH),
+        routes.PRIORITYCLASSES_WEBHOOK: ("ValidatingWebhookConfiguration", routes.VALIDATE_PRIORITYCLASSES_PATH),
+    }
+    served = server_routes()
+    deployment = one(objects, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args, _ = parse_serve_args(container["args"])
+    assert args.command == "serve" and args.in_cluster
+    container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert container_ports == {"https": args.port, "metrics": args.metrics_port}
+    assert (args.port, args.metrics_port) == (routes.DEFAULT_PORT, routes.DEFAULT_METRICS_PORT)
+    for name, (kind, webhook) in entries.items():
+        assert (kind, webhook["clientConfig"]["service"]["path"]) == expected[name]
+        assert ("POST", expected[name][1]) in served
+        ref = webhook["clientConfig"]["service"]
+        service = one(objects, "Service", ref["name"])
+        assert service["metadata"]["namespace"] == ref["namespace"] == deployment["metadata"]["namespace"]
+        assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+        target = {p["port"]: p["targetPort"] for p in service["spec"]["ports"]}[ref["port"]]
+        assert container_ports[target] == routes.DEFAULT_PORT
+    for probe, path in (("readinessProbe", routes.READYZ_PATH), ("livenessProbe", routes.HEALTHZ_PATH)):
+        get = container[probe]["httpGet"]
+        assert (get["path"], get["port"], get["scheme"]) == (path, "https", "HTTPS")
+        assert ("GET", path) in served
+
+
+def _role_of(objects: list[dict[str, Any]], account: str, binding_kind: str) -> dict[str, Any]:
+    bindings = [b for b in of_kind(objects, binding_kind)
+                if any(s["kind"] == "ServiceAccount" and s["name"] == account for s in b["subjects"])]
+    assert len(bindings) == 1, f"{account}: expected one {binding_kind}, found {len(bindings)}"
+    ref = bindings[0]["roleRef"]
+    return one(objects, ref["kind"], ref["name"])
+
+
+def check_rbac_is_declared(objects: list[dict[str, Any]]) -> None:
+    """The server's ClusterRole and (when there is one) the certificate job's roles grant exactly the declared
+    calls; no wildcard anywhere; caBundle may be patched only on PreemptGuard's own configurations."""
+    specs = pod_specs(objects)
+    server_account = specs[f"Deployment/{one(objects, 'Deployment')['metadata']['name']}"]["serviceAccountName"]
+    assert granted(_role_of(objects, server_account, "ClusterRoleBinding")) == declared(REQUIRED_PERMISSIONS)
+    certs_accounts = {spec["serviceAccountName"] for key, spec in specs.items() if not key.startswith("Deployment/")}
+    for account in certs_accounts:
+        assert granted(_role_of(objects, account, "RoleBinding")) == declared(CERTS_NAMESPACED_PERMISSIONS)
+        cluster_role = _role_of(objects, account, "ClusterRoleBinding")
+        names = {one(objects, kind)["metadata"]["name"]
+                 for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")}
+        expected = {(g, r, v, n) for g, r, v, _ in declared(CERTS_CLUSTER_PERMISSIONS) for n in names}
+        assert granted(cluster_role) == expected
+    for role in of_kind(objects, "Role") + of_kind(objects, "ClusterRole"):
+        assert all("*" not in grant for grant in granted(role)), role["metadata"]["name"]
+
+
+def check_pods_locked_down(objects: list[dict[str, Any]]) -> None:
+    """Pod Security "restricted" plus a read-only root filesystem and resources, for every workload."""
+    specs = pod_specs(objects)
+    if not specs:
+        pytest.fail("no workloads rendered")
+    for key, spec in specs.items():
+        pod = spec["securityContext"]
+        assert pod["runAsNonRoot"] is True and pod["runAsUser"] == 65532, key
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}, key
+        assert not spec.get("hostNetwork") and not spec.get("hostPID"), key
+        for container in containers(spec):
+            security = container["securityContext"]
+            assert security["allowPrivilegeEscalation"] is False, key
+            assert security["readOnlyRootFilesystem"] is True, key
+            assert security["capabilities"] == {"drop": ["ALL"]}, key
+            assert not security.get("privileged"), key
+            resources = container["resources"]
+            assert {"cpu", "memory"} <= resources["requests"].keys() and "memory" in resources["limits"], key
+
+
+
+def check_all(objects: list[dict[str, Any]], what: str) -> None:
+    check_objects_validate(objects, what)
+    check_webhooks_reach_server_routes(objects)
+    check_rbac_is_declared(objects)
+    check_pods_locked_down(objects)

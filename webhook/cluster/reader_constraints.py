@@ -1,0 +1,165 @@
+"""Reading a pod's scheduling constraints from its API dict: labels, label and node selectors, affinity terms,
+topology spread constraints and tolerations.
+
+Most pods of a workload carry the same labels and tolerations: those are remembered by the raw items
+(only inputs the checked reading accepted, so a hit equals a valid input) and equal values are shared.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_object, json_str
+from webhook.cluster.model import (
+    EMPTY_LABELS,
+    FrozenMap,
+    LabelSelector,
+    LabelSelectorRequirement,
+    NodeSelectorTerm,
+    PodAffinityTerm,
+    Toleration,
+    TopologySpreadConstraint,
+)
+from webhook.cluster.sharing import BoundedCache, shared
+from webhook.errors import InvalidInput
+
+_labels_by_items: BoundedCache[tuple[tuple[str, str], ...], Mapping[str, str]] = BoundedCache()
+
+
+def read_labels(value: object, path: str) -> Mapping[str, str]:
+    """``checked_labels``, remembered by the raw items."""
+    if value is None:
+        return EMPTY_LABELS
+    if type(value) is not dict or not value:
+        return checked_labels(value, path)
+    items = tuple(value.items())
+    try:
+        found = _labels_by_items.get(items)
+    except TypeError:  # an unhashable value: the checked path names it
+        return checked_labels(value, path)
+    if found is None:
+        found = _labels_by_items.remember(items, checked_labels(value, path))
+    return found
+
+
+def checked_labels(value: object, path: str) -> Mapping[str, str]:
+    raw = json_object(value, path)
+    if not raw:
+        return EMPTY_LABELS
+    result: dict[str, str] = {}
+    for key, val in raw.items():
+        if not isinstance(key, str):
+            raise InvalidInput(f"{path}: keys must be strings")
+        if not isinstance(val, str):
+            val = json_str(val, f"{path}.{key}")
+        result[sys.intern(key)] = sys.intern(val)
+    return shared(FrozenMap(result))
+
+
+def label_selector(value: object, path: str) -> LabelSelector | None:
+    if value is None:
+        return None
+    raw = json_object(value, path)
+    expressions = tuple(
+        _requirement(json_object(expr, f"{path}.matchExpressions[{i}]"), f"{path}.matchExpressions[{i}]")
+        for i, expr in enumerate(json_list(raw.get("matchExpressions"), f"{path}.matchExpressions"))
+    )
+    return LabelSelector(read_labels(raw.get("matchLabels"), f"{path}.matchLabels"), expressions)
+
+
+def _requirement(raw: JsonObject, path: str) -> LabelSelectorRequirement:
+    values = tuple(json_str(v, f"{path}.values") for v in json_list(raw.get("values"), f"{path}.values"))
+    return LabelSelectorRequirement(json_str(raw.get("key"), f"{path}.key"),
+                                    json_str(raw.get("operator"), f"{path}.operator"), values)
+
+
+def node_selector_terms(value: object, path: str) -> tuple[NodeSelectorTerm, ...] | None:
+    if value is None:
+        return None
+    raw = json_object(value, path)
+    terms = []
+    for i, term in enumerate(json_list(raw.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")):
+        tpath = f"{path}.nodeSelectorTerms[{i}]"
+        term = json_object(term, tpath)
+        terms.append(NodeSelectorTerm(
+            tuple(_requirement(json_object(e, tpath), tpath)
+                  for e in json_list(term.get("matchExpressions"), f"{tpath}.matchExpressions")),
+            tuple(_requirement(json_object(e, tpath), tpath)
+                  for e in json_list(term.get("matchFields"), f"{tpath}.matchFields")),
+        ))
+    return tuple(terms)
+
+
+def affinity_terms(value: object, path: str) -> tuple[PodAffinityTerm, ...]:
+    if value is None:
+        return ()
+    terms = []
+    for i, term in enumerate(json_list(value, path)):
+        tpath = f"{path}[{i}]"
+        term = json_object(term, tpath)
+        namespace_selector = term.get("namespaceSelector")
+        terms.append(PodAffinityTerm(
+            label_selector=label_selector(term.get("labelSelector"), f"{tpath}.labelSelector"),
+            topology_key=json_str(term.get("topologyKey"), f"{tpath}.topologyKey"),
+            namespaces=tuple(json_str(n, f"{tpath}.namespaces") for n in json_list(term.get("namespaces"), tpath)),
+            namespace_selector=label_selector(namespace_selector, f"{tpath}.namespaceSelector"),
+        ))
+    return tuple(terms)
+
+
+def spread_constraints(value: object, path: str) -> tuple[TopologySpreadConstraint, ...]:
+    if value is None:
+        return ()
+    constraints = []
+    for i, raw in enumerate(json_list(value, path)):
+        cpath = f"{path}[{i}]"
+        raw = json_object(raw, cpath)
+        constraints.append(TopologySpreadConstraint(
+            max_skew=json_int(raw.get("maxSkew"), f"{cpath}.maxSkew") or 1,
+            topology_key=json_str(raw.get("topologyKey"), f"{cpath}.topologyKey"),
+            when_unsatisfiable=json_str(raw.get("whenUnsatisfiable"), f"{cpath}.whenUnsatisfiable", "DoNotSchedule"),
+            label_selector=label_selector(raw.get("labelSelector"), f"{cpath}.labelSelector"),
+            min_domains=json_int(raw.get("minDomains"), f"{cpath}.minDomains"),
+            node_affinity_policy=json_str(raw.get("nodeAffinityPolicy"), f"{cpath}.nodeAffinityPolicy", "Honor"),
+            node_taints_policy=json_str(raw.get("nodeTaintsPolicy"), f"{cpath}.nodeTaintsPolicy", "Ignore"),
+            match_label_keys=tuple(json_str(k, cpath) for k in json_list(raw.get("matchLabelKeys"), cpath)),
+        ))
+    return tuple(constraints)
+
+
+_tolerations_by_items: BoundedCache[tuple[tuple[tuple[str, object], ...], ...], tuple[Toleration, ...]] = (
+    BoundedCache())
+
+
+def read_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
+    """``checked_tolerations``, remembered by the raw items."""
+    if value is None:
+        return ()
+    if type(value) is not list:
+        return checked_tolerations(value, path)
+    # Most pods carry the same default tolerations (not-ready and unreachable, NoExecute for 300 s).
+    items = tuple([tuple(raw.items()) for raw in value if type(raw) is dict])
+    if len(items) != len(value):
+        return checked_tolerations(value, path)
+    try:
+        found = _tolerations_by_items.get(items)
+    except TypeError:  # an unhashable value: the checked path names it if it matters
+        return checked_tolerations(value, path)
+    if found is None:
+        found = _tolerations_by_items.remember(items, checked_tolerations(value, path))
+    return found
+
+
+def checked_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
+    result = []
+    for i, raw in enumerate(json_list(value, path)):
+        tpath = f"{path}[{i}]"
+        raw = json_object(raw, tpath)
+        result.append(Toleration(
+            key=json_str(raw.get("key"), f"{tpath}.key"),
+            operator=json_str(raw.get("operator"), f"{tpath}.operator", "Equal") or "Equal",
+            value=json_str(raw.get("value"), f"{tpath}.value"),
+            effect=json_str(raw.get("effect"), f"{tpath}.effect"),
+        ))
+    return shared(tuple(result)) if result else ()

@@ -1,0 +1,214 @@
+"""Read a pod's API dict (JSON/YAML) into the model ``Pod``, fast.
+
+The reader has fast paths for the shape the API server sends (inline ``type(...) is`` checks, values
+remembered by their raw items); tests/cluster/test_reader_fast_path.py holds them equal to the checked reading
+of ``webhook.cluster.jsonfields``, ``reader_constraints`` and ``reader_resources``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_object, json_str, parse_time_ns
+from webhook.cluster.model import NO_QUOTA_FACTS, HostPort, Pod
+from webhook.cluster.reader_constraints import (
+    affinity_terms,
+    node_selector_terms,
+    read_labels,
+    read_tolerations,
+    spread_constraints,
+)
+from webhook.cluster.reader_resources import (
+    NO_EXTRAS,
+    QuotaExtras,
+    pod_requests_resources,
+    pod_resources,
+    quota_extras,
+)
+from webhook.cluster.sharing import interned
+
+
+def _holds_host_ports(ctr: object, init: bool) -> bool:
+    """Upstream ``GetHostPorts``: app containers, and init containers only when they are sidecars
+    (``restartPolicy: Always``); a regular init container has exited before the pod runs."""
+    if type(ctr) is not dict and not isinstance(ctr, Mapping):
+        return False
+    return not init or ctr.get("restartPolicy") == "Always"
+
+
+def _host_ports(spec: JsonObject) -> tuple[HostPort, ...]:
+    ports = []
+    for init, containers in ((True, json_list(spec.get("initContainers"), "spec.initContainers")),
+                             (False, json_list(spec.get("containers"), "spec.containers"))):
+        for ctr in containers:
+            if not _holds_host_ports(ctr, init):
+                continue
+            container_ports = ctr.get("ports")
+            if container_ports is None:
+                continue
+            for i, port in enumerate(json_list(container_ports, "ports")):
+                if type(port) is not dict:
+                    port = json_object(port, f"ports[{i}]")
+                host_port = port.get("hostPort")
+                if host_port is None:
+                    continue
+                host_port = json_int(host_port, f"ports[{i}].hostPort")
+                if host_port:
+                    ports.append(HostPort(json_str(port.get("hostIP"), "hostIP") or "0.0.0.0",
+                                          json_str(port.get("protocol"), "protocol") or "TCP", host_port))
+    return tuple(ports)
+
+
+def _unmodeled_features(spec: JsonObject) -> tuple[str, ...]:
+    gaps = []
+    for volume in json_list(spec.get("volumes"), "spec.volumes"):
+        if (type(volume) is dict or isinstance(volume, Mapping)) and "persistentVolumeClaim" in volume:
+            gaps.append("persistentVolumeClaim volumes (VolumeBinding/VolumeZone)")
+            break
+    if spec.get("resourceClaims"):
+        gaps.append("resourceClaims (DynamicResources)")
+    if spec.get("schedulingGates"):
+        gaps.append("schedulingGates (the pod is not scheduled until they are removed)")
+    scheduler = spec.get("schedulerName")
+    if scheduler not in (None, "", "default-scheduler"):
+        gaps.append(f"schedulerName {scheduler} (not the default scheduler)")
+    return tuple(gaps)
+
+
+def _disruption_target_by_preemption(conditions: object) -> bool:
+    for cond in json_list(conditions, "status.conditions"):
+        if isinstance(cond, Mapping) and cond.get("type") == "DisruptionTarget":
+            return cond.get("status") == "True" and cond.get("reason") == "PreemptionByScheduler"
+    return False
+
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_NODE_AFFINITY_REQUIRED_PATH = f"spec.affinity.nodeAffinity.{_REQUIRED}"
+_POD_AFFINITY_REQUIRED_PATH = f"spec.affinity.podAffinity.{_REQUIRED}"
+_POD_ANTI_AFFINITY_REQUIRED_PATH = f"spec.affinity.podAntiAffinity.{_REQUIRED}"
+_NO_AFFINITY: tuple[object, object, object] = (None, None, None)
+
+
+def _required_affinity(value: object) -> tuple[object, object, object]:
+    """The raw required node affinity, pod affinity and pod anti-affinity (None when absent)."""
+    if value is None:
+        return _NO_AFFINITY
+    affinity = json_object(value, "spec.affinity")
+    node_affinity = json_object(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    pod_affinity = json_object(affinity.get("podAffinity"), "spec.affinity.podAffinity")
+    anti_affinity = json_object(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
+    return node_affinity.get(_REQUIRED), pod_affinity.get(_REQUIRED), anti_affinity.get(_REQUIRED)
+
+
+def _interned_str(value: object, path: str) -> str:
+    if type(value) is str:
+        return sys.intern(value) if value else value
+    return "" if value is None else interned(json_str(value, path))
+
+
+def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
+    """The pod, with the ``QuotaFacts`` ResourceQuota admission reads unless ``quota`` is False.
+
+    Only the pod under admission is quota-checked: upstream's ``CheckRequest``
+    (staging/src/k8s.io/apiserver/pkg/admission/plugin/resourcequota/controller.go) charges the new object
+    against ``ResourceQuota.status.used``. So the cluster state's pods (``state_pod_from_dict``,
+    ``object_from_dict``) leave ``Pod.quota`` empty: 150,000 informer pods with mostly distinct request
+    sets would otherwise each hold their own facts (bench/cluster_state.py).
+    """
+    # Fields are checked in this order, so the first wrong one is the one named. Plain JSON values pass the
+    # inline ``type(...) is`` checks; anything else (absent, Mapping subclasses, wrong types) takes the
+    # generic helpers, which apply the defaults and raise the errors.
+    meta = raw.get("metadata")
+    if type(meta) is not dict:
+        meta = json_object(meta, "metadata")
+    spec = raw.get("spec")
+    if type(spec) is not dict:
+        spec = json_object(spec, "spec")
+    status = raw.get("status")
+    if type(status) is not dict:
+        status = json_object(status, "status")
+    node_affinity, pod_affinity, pod_anti_affinity = _required_affinity(spec.get("affinity"))
+
+    name = meta.get("name")
+    if type(name) is not str or not name:
+        name = json_str(name, "metadata.name") or json_str(meta.get("generateName"), "metadata.generateName")
+    namespace = meta.get("namespace")
+    if type(namespace) is str and namespace:
+        namespace = sys.intern(namespace)
+    else:
+        namespace = interned(json_str(namespace, "metadata.namespace") or "default")
+    uid = meta.get("uid")
+    if type(uid) is not str:
+        uid = "" if uid is None else json_str(uid, "metadata.uid")
+    labels = read_labels(meta.get("labels"), "metadata.labels")
+    node_name = _interned_str(spec.get("nodeName"), "spec.nodeName")
+    priority = spec.get("priority")
+    if priority is not None and type(priority) is not int:
+        priority = json_int(priority, "spec.priority")
+    priority_class_name = _interned_str(spec.get("priorityClassName"), "spec.priorityClassName")
+    preemption_policy = spec.get("preemptionPolicy")
+    if preemption_policy is not None and type(preemption_policy) is not str:
+        preemption_policy = json_str(preemption_policy, "spec.preemptionPolicy")
+    phase = _interned_str(status.get("phase"), "status.phase")
+    start_time = status.get("startTime")
+    start_time_ns = None if start_time is None else parse_time_ns(start_time, "status.startTime")
+    deleting = bool(meta.get("deletionTimestamp"))
+    conditions = status.get("conditions")
+    preempted_by_scheduler = conditions is not None and _disruption_target_by_preemption(conditions)
+    nominated_node_name = _interned_str(status.get("nominatedNodeName"), "status.nominatedNodeName")
+    resources = pod_resources(spec) if quota else None
+    requests = pod_requests_resources(spec) if resources is None else resources.requests
+    host_ports = _host_ports(spec)
+    node_selector = read_labels(spec.get("nodeSelector"), "spec.nodeSelector")
+    required_node_affinity = node_selector_terms(node_affinity, _NODE_AFFINITY_REQUIRED_PATH)
+    pod_affinity_terms = affinity_terms(pod_affinity, _POD_AFFINITY_REQUIRED_PATH)
+    pod_anti_affinity_terms = affinity_terms(pod_anti_affinity, _POD_ANTI_AFFINITY_REQUIRED_PATH)
+    topology_spread = spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+    tolerations = read_tolerations(spec.get("tolerations"), "spec.tolerations")
+    grace_period = spec.get("terminationGracePeriodSeconds")
+    if grace_period is not None and type(grace_period) is not int:
+        grace_period = json_int(grace_period, "spec.terminationGracePeriodSeconds")
+    scheduler_name = spec.get("schedulerName")
+    if type(scheduler_name) is not str or not scheduler_name:
+        scheduler_name = json_str(scheduler_name, "spec.schedulerName", "default-scheduler") or "default-scheduler"
+    return Pod(
+        name=name,
+        namespace=namespace,
+        uid=uid,
+        labels=labels,
+        node_name=node_name,
+        priority=priority,
+        priority_class_name=priority_class_name,
+        preemption_policy=preemption_policy,
+        phase=phase,
+        start_time_ns=start_time_ns,
+        deleting=deleting,
+        preempted_by_scheduler=preempted_by_scheduler,
+        nominated_node_name=nominated_node_name,
+        requests=requests,
+        host_ports=host_ports,
+        node_selector=node_selector,
+        required_node_affinity=required_node_affinity,
+        pod_affinity=pod_affinity_terms,
+        pod_anti_affinity=pod_anti_affinity_terms,
+        topology_spread=topology_spread,
+        tolerations=tolerations,
+        termination_grace_period_seconds=grace_period,
+        scheduler_name=scheduler_name,
+        unmodeled=_unmodeled_features(spec),
+        quota=NO_QUOTA_FACTS if resources is None else resources.quota_facts(_quota_extras(meta, spec, status)),
+    )
+
+
+def state_pod_from_dict(raw: JsonObject) -> Pod:
+    """A pod of the cluster state (informers, snapshot files): ``pod_from_dict`` without quota facts."""
+    return pod_from_dict(raw, quota=False)
+
+
+def _quota_extras(meta: JsonObject, spec: JsonObject, status: JsonObject) -> QuotaExtras:
+    """``quota_extras``, without a look at fields that most pods leave unset."""
+    if ("qosClass" in status or "activeDeadlineSeconds" in spec or "affinity" in spec
+            or "deletionTimestamp" in meta or "deletionGracePeriodSeconds" in meta):
+        return quota_extras(meta, spec, status)
+    return NO_EXTRAS

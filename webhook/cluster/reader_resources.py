@@ -1,0 +1,299 @@
+"""Reading quantities and a pod's resource fields from API dicts: ``PodResourceSpec``, ``QuotaFacts``.
+
+``Pod.requests`` is ``resources.pod_requests`` of the spec read here, converted once. The same request
+sets recur on every pod of a workload, so the spec, its requests and its quota facts are remembered by
+the raw containers' items (only inputs the checked reading accepted, so a hit equals a valid input).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_object, json_str, parse_time_ns
+from webhook.cluster.model import (
+    EMPTY_QUANTITIES,
+    ContainerResources,
+    FrozenMap,
+    PodResourceSpec,
+    QuotaFacts,
+    Resources,
+)
+from webhook.cluster.quantity import Quantity, parse_quantity
+from webhook.cluster.resources import allocatable_as_resources, pod_requests, requests_as_resources
+from webhook.cluster.sharing import FAST_PATH_LIMIT, BoundedCache, interned
+from webhook.errors import InvalidInput, QuantityError
+
+# ---- quantities --------------------------------------------------------------------------------------
+
+# The same quantity strings ("100m", "256Mi") recur on every pod; exact parsing is not cheap. A large cluster
+# writes thousands of distinct ones (6,300 in bench/cluster_state.py's): a cache emptied by them would miss.
+_quantity_by_text: BoundedCache[str, Quantity] = BoundedCache(1 << 14)
+
+
+def read_quantity(value: object) -> Quantity:
+    """A quantity as staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go (``UnmarshalJSON``) reads
+    it: surrounding whitespace trimmed. Raises ``QuantityError``."""
+    if type(value) is str:
+        found = _quantity_by_text.get(value)
+        if found is None:
+            found = _quantity_by_text.remember(value, parse_quantity(value.strip()))
+        return found
+    return parse_quantity(value)
+
+
+def _quantities(raw: JsonObject, path: str, field: str = "", names: Iterable[Any] | None = None,
+                ) -> dict[str, Quantity]:
+    """The quantities of ``raw`` (of ``names`` only, if given); ``path + field`` is spelled out for an error."""
+    result: dict[str, Quantity] = {}
+    for name in raw if names is None else names:
+        try:
+            result[str(name)] = read_quantity(raw[name])
+        except QuantityError as exc:
+            raise InvalidInput(f"{path}{field}.{name}: {exc}") from exc
+    return result
+
+
+def quantity_map(value: object, path: str) -> dict[str, Quantity]:
+    """A ResourceList (``{"cpu": "100m", ...}``) as exact quantities; a bad one is named by its field."""
+    return _quantities(json_object(value, path), path)
+
+
+def _frozen(quantities: dict[str, Quantity]) -> Mapping[str, Quantity]:
+    return FrozenMap(quantities) if quantities else EMPTY_QUANTITIES
+
+
+def resources_from_quantities(raw: Mapping[str, object], path: str) -> Resources:
+    """A node's ResourceList as integer millicores/bytes/counts."""
+    try:
+        quantities = {str(name): read_quantity(qty) for name, qty in raw.items()}
+    except QuantityError as exc:
+        raise InvalidInput(f"{path}: {exc}") from exc
+    return allocatable_as_resources(quantities)
+
+
+# ---- the resource fields of a pod spec (checked) ---------------------------------------------------------
+
+def _container_resources(raw: object, path: str) -> ContainerResources:
+    # Paths are spelled out only where a field is not a plain dict (the common case reads none).
+    ctr = raw if type(raw) is dict else json_object(raw, path)
+    resources = ctr.get("resources")
+    if type(resources) is not dict:
+        resources = json_object(resources, f"{path}.resources")
+    raw_requests = resources.get("requests")
+    if type(raw_requests) is not dict:
+        raw_requests = json_object(raw_requests, f"{path}.resources.requests")
+    raw_limits = resources.get("limits")
+    if type(raw_limits) is not dict:
+        raw_limits = json_object(raw_limits, f"{path}.resources.limits")
+    defaulted = raw_requests
+    if raw_limits:  # pkg/apis/core/v1/defaults.go (SetDefaults_Pod): a limit without a request sets the request
+        defaulted = dict(raw_requests)
+        for name, qty in raw_limits.items():
+            defaulted.setdefault(name, qty)
+    requests = _quantities(defaulted, path, ".resources.requests")
+    limits: dict[str, Quantity] = {}
+    if raw_limits:
+        explicit = _quantities(raw_limits, path, ".resources.limits", [n for n in raw_limits if n in raw_requests])
+        limits = {str(name): explicit[str(name)] if name in raw_requests else requests[str(name)]
+                  for name in raw_limits}
+    name = ctr.get("name")
+    return ContainerResources(
+        name=sys.intern(name) if type(name) is str else interned(json_str(name, f"{path}.name")),
+        requests=_frozen(requests),
+        limits=_frozen(limits),
+        sidecar=ctr.get("restartPolicy") == "Always",
+    )
+
+
+def _containers(value: object, path: str) -> tuple[ContainerResources, ...]:
+    if value is None:
+        return ()
+    return tuple([_container_resources(ctr, f"{path}[{i}]") for i, ctr in enumerate(json_list(value, path))])
+
+
+def pod_resource_spec(spec: JsonObject) -> PodResourceSpec:
+    """The resource fields of a pod spec, every field checked (nothing remembered)."""
+    containers = _containers(spec.get("containers"), "spec.containers")
+    init_containers = _containers(spec.get("initContainers"), "spec.initContainers")
+    if spec.get("resources") is None and spec.get("overhead") is None:
+        return PodResourceSpec(containers, init_containers)
+    pod_level = json_object(spec.get("resources"), "spec.resources")
+    return PodResourceSpec(
+        containers=containers,
+        init_containers=init_containers,
+        pod_requests=_frozen(quantity_map(pod_level.get("requests"), "spec.resources.requests")),
+        pod_limits=_frozen(quantity_map(pod_level.get("limits"), "spec.resources.limits")),
+        overhead=_frozen(quantity_map(spec.get("overhead"), "spec.overhead")),
+    )
+
+
+# ---- quota facts (checked) -------------------------------------------------------------------------------
+
+_AFFINITY_KINDS = ("podAffinity", "podAntiAffinity")
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _cross_namespace_term(term: JsonObject) -> bool:
+    """pkg/quota/v1/evaluator/core/pods.go (``crossNamespacePodAffinityTerm``)."""
+    return bool(term.get("namespaces")) or term.get("namespaceSelector") is not None
+
+
+def uses_cross_namespace_pod_affinity(value: object) -> bool:
+    """pkg/quota/v1/evaluator/core/pods.go (``usesCrossNamespacePodAffinity``): any required or preferred
+    (anti-)affinity term."""
+    if value is None:
+        return False
+    affinity = json_object(value, "spec.affinity")
+    for kind in _AFFINITY_KINDS:
+        path = f"spec.affinity.{kind}"
+        section = json_object(affinity.get(kind), path)
+        for i, term in enumerate(json_list(section.get(_REQUIRED), f"{path}.{_REQUIRED}")):
+            if _cross_namespace_term(json_object(term, f"{path}.{_REQUIRED}[{i}]")):
+                return True
+        for i, weighted in enumerate(json_list(section.get(_PREFERRED), f"{path}.{_PREFERRED}")):
+            wpath = f"{path}.{_PREFERRED}[{i}]"
+            term = json_object(json_object(weighted, wpath).get("podAffinityTerm"), f"{wpath}.podAffinityTerm")
+            if _cross_namespace_term(term):
+                return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaExtras:
+    """The quota facts besides the resources (few distinct values: remembered per resource spec)."""
+
+    qos_class: str = ""
+    active_deadline_seconds: int | None = None
+    cross_namespace_pod_affinity: bool = False
+    deletion_timestamp_ns: int | None = None
+    deletion_grace_period_seconds: int | None = None
+
+
+NO_EXTRAS = QuotaExtras()
+
+
+def quota_extras(meta: JsonObject, spec: JsonObject, status: JsonObject) -> QuotaExtras:
+    """Every field checked, in this order."""
+    extras = QuotaExtras(
+        qos_class=interned(json_str(status.get("qosClass"), "status.qosClass")),
+        active_deadline_seconds=json_int(spec.get("activeDeadlineSeconds"), "spec.activeDeadlineSeconds"),
+        cross_namespace_pod_affinity=uses_cross_namespace_pod_affinity(spec.get("affinity")),
+        deletion_timestamp_ns=parse_time_ns(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
+        deletion_grace_period_seconds=json_int(meta.get("deletionGracePeriodSeconds"),
+                                               "metadata.deletionGracePeriodSeconds"),
+    )
+    return NO_EXTRAS if extras == NO_EXTRAS else extras
+
+
+def quota_facts(resources: PodResourceSpec, extras: QuotaExtras) -> QuotaFacts:
+    return QuotaFacts(resources, extras.qos_class, extras.active_deadline_seconds,
+                      extras.cross_namespace_pod_affinity, extras.deletion_timestamp_ns,
+                      extras.deletion_grace_period_seconds)
+
+
+# ---- what a pod reads: checked once per request set, then remembered ---------------------------------
+
+@dataclass(slots=True)
+class PodResources:
+    """A pod spec's resource fields, its requests in integer units, and its quota facts by extras."""
+
+    spec: PodResourceSpec
+    requests: Resources
+    _facts: BoundedCache[QuotaExtras, QuotaFacts] | None = None
+
+    @classmethod
+    def read(cls, spec: JsonObject) -> PodResources:
+        """The checked reading: every field through the generic readers."""
+        resources = pod_resource_spec(spec)
+        return cls(resources, requests_as_resources(pod_requests(resources)))
+
+    def quota_facts(self, extras: QuotaExtras) -> QuotaFacts:
+        if self._facts is None:
+            self._facts = BoundedCache(16)
+        found = self._facts.get(extras)
+        if found is None:
+            found = self._facts.remember(extras, quota_facts(self.spec, extras))
+        return found
+
+
+def read_pod_requests(spec: JsonObject) -> Resources:
+    """The checked reading of a pod's requests alone (the resource fields are not kept)."""
+    return requests_as_resources(pod_requests(pod_resource_spec(spec)))
+
+
+# A container's name, requests items, limits items and whether it is a sidecar.
+_ContainerItems = tuple[object, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], bool]
+_ResourcesKey = tuple[tuple[_ContainerItems, ...], tuple[_ContainerItems, ...]]
+_T = TypeVar("_T")
+_resources_by_containers: BoundedCache[_ResourcesKey, PodResources] = BoundedCache(FAST_PATH_LIMIT)
+# The cluster state's pods remember only their requests: objects kept by a cache that a large cluster
+# cycles through are work for every full garbage collection.
+_requests_by_containers: BoundedCache[_ResourcesKey, Resources] = BoundedCache(FAST_PATH_LIMIT)
+
+
+def pod_resources(spec: JsonObject) -> PodResources:
+    """``PodResources.read(spec)``, remembered by the containers' names, requests and limits."""
+    return _remembered(_resources_by_containers, spec, PodResources.read)
+
+
+def pod_requests_resources(spec: JsonObject) -> Resources:
+    """``read_pod_requests(spec)``, remembered by the containers' names, requests and limits."""
+    return _remembered(_requests_by_containers, spec, read_pod_requests)
+
+
+def _remembered(cache: BoundedCache[_ResourcesKey, _T], spec: JsonObject, read: Callable[[JsonObject], _T]) -> _T:
+    key = _resources_key(spec)
+    if key is None:
+        return read(spec)
+    try:
+        found = cache.get(key)
+    except TypeError:  # an unhashable quantity: the checked path names it
+        return read(spec)
+    if found is None:
+        found = read(spec)
+        if _only_strings(key):  # 1, 1.0 and True are equal keys, but not the same quantity
+            cache.remember(key, found)
+    return found
+
+
+def _resources_key(spec: JsonObject) -> _ResourcesKey | None:
+    """All that decides the resource fields; None with overhead, pod-level resources or other than plain dicts."""
+    if spec.get("overhead") is not None or spec.get("resources") is not None:
+        return None
+    containers = _containers_items(spec.get("containers"))
+    init_containers = _containers_items(spec.get("initContainers"))
+    if containers is None or init_containers is None:
+        return None
+    return containers, init_containers
+
+
+def _containers_items(value: object) -> tuple[_ContainerItems, ...] | None:
+    if value is None:
+        return ()
+    if type(value) is not list:
+        return None
+    result = []
+    for ctr in value:
+        if type(ctr) is not dict:
+            return None
+        resources = ctr.get("resources")
+        if resources is None:
+            requests = limits = None
+        elif type(resources) is dict:
+            requests, limits = resources.get("requests"), resources.get("limits")
+        else:
+            return None
+        if not (requests is None or type(requests) is dict) or not (limits is None or type(limits) is dict):
+            return None
+        result.append((ctr.get("name"), tuple(requests.items()) if requests else (),
+                       tuple(limits.items()) if limits else (), ctr.get("restartPolicy") == "Always"))
+    return tuple(result)
+
+
+def _only_strings(key: _ResourcesKey) -> bool:
+    return all(type(name) is str and all(type(k) is str and type(v) is str for k, v in (*requests, *limits))
+               for containers in key for name, requests, limits, _ in containers)

@@ -1,0 +1,166 @@
+"""The typed ``--config`` document (docs/interfaces.md §6): frozen settings objects and their defaults.
+
+Besides the schema of docs/interfaces.md §6, PreemptGuard adds ``guardrails.denyVictimPriorityAtLeast`` and
+``guardrails.exempt.serviceAccounts`` (docs/interfaces.md, "What PreemptGuard adds", §6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from webhook.cluster.model import LabelSelector, ScopedResourceSelectorRequirement
+
+__all__ = [
+    "AUDIT_DETAILS",
+    "DEFAULT_CONFIG",
+    "DISCLOSURE_MODES",
+    "EXISTS_ONLY_SCOPES",
+    "GUARDRAIL_MODES",
+    "QUOTA_SCOPES",
+    "SCOPE_BEST_EFFORT",
+    "SCOPE_CROSS_NAMESPACE_POD_AFFINITY",
+    "SCOPE_NOT_BEST_EFFORT",
+    "SCOPE_NOT_TERMINATING",
+    "SCOPE_PRIORITY_CLASS",
+    "SCOPE_TERMINATING",
+    "SCOPE_VOLUME_ATTRIBUTES_CLASS",
+    "SELECTOR_OPERATORS",
+    "AuditDetail",
+    "ClassAccessRule",
+    "ClassMatch",
+    "Config",
+    "DisclosureMode",
+    "Exemptions",
+    "GuardrailMode",
+    "GuardrailsConfig",
+    "LimitedResource",
+    "PredictionConfig",
+    "PreemptionSetting",
+    "QuotaConfig",
+    "SchedulerConfig",
+]
+
+GuardrailMode = Literal["off", "warn", "enforce"]
+GUARDRAIL_MODES: tuple[GuardrailMode, ...] = ("off", "warn", "enforce")
+DisclosureMode = Literal["tenant", "cluster"]
+DISCLOSURE_MODES: tuple[DisclosureMode, ...] = ("tenant", "cluster")
+AuditDetail = Literal["tenant", "full"]
+AUDIT_DETAILS: tuple[AuditDetail, ...] = ("tenant", "full")
+PreemptionSetting = Literal["enabled", "disabled"]
+
+# Pod scopes of ResourceQuota (core/v1 ResourceQuotaScope); VolumeAttributesClass is the PVC scope.
+SCOPE_TERMINATING = "Terminating"
+SCOPE_NOT_TERMINATING = "NotTerminating"
+SCOPE_BEST_EFFORT = "BestEffort"
+SCOPE_NOT_BEST_EFFORT = "NotBestEffort"
+SCOPE_PRIORITY_CLASS = "PriorityClass"
+SCOPE_CROSS_NAMESPACE_POD_AFFINITY = "CrossNamespacePodAffinity"
+SCOPE_VOLUME_ATTRIBUTES_CLASS = "VolumeAttributesClass"
+QUOTA_SCOPES = (
+    SCOPE_TERMINATING, SCOPE_NOT_TERMINATING, SCOPE_BEST_EFFORT, SCOPE_NOT_BEST_EFFORT,
+    SCOPE_PRIORITY_CLASS, SCOPE_CROSS_NAMESPACE_POD_AFFINITY, SCOPE_VOLUME_ATTRIBUTES_CLASS,
+)
+# Scopes that take no values: upstream ValidateScopedResourceSelectorRequirement allows only Exists.
+EXISTS_ONLY_SCOPES = (
+    SCOPE_TERMINATING, SCOPE_NOT_TERMINATING, SCOPE_BEST_EFFORT, SCOPE_NOT_BEST_EFFORT,
+    SCOPE_CROSS_NAMESPACE_POD_AFFINITY,
+)
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+@dataclass(frozen=True, slots=True)
+class PredictionConfig:
+    budget_milliseconds: int = 250
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Mirror of the cluster's kube-scheduler profile (DefaultPreemptionArgs)."""
+
+    preemption: PreemptionSetting = "enabled"
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+
+    @property
+    def preemption_enabled(self) -> bool:
+        return self.preemption == "enabled"
+
+
+@dataclass(frozen=True, slots=True)
+class LimitedResource:
+    """One ``ResourceQuotaConfiguration.limitedResources`` entry (upstream schema)."""
+
+    resource: str
+    api_group: str = ""
+    match_contains: tuple[str, ...] = ()
+    match_scopes: tuple[ScopedResourceSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClassMatch:
+    """Selects PriorityClasses by name or by value; a class matching either field matches."""
+
+    names: tuple[str, ...] = ()
+    value_at_least: int | None = None
+
+    def matches(self, class_name: str, value: int) -> bool:
+        if class_name in self.names:
+            return True
+        return self.value_at_least is not None and value >= self.value_at_least
+
+
+@dataclass(frozen=True, slots=True)
+class ClassAccessRule:
+    """``quota.classes[i]``: which namespaces may use the matched classes (listed OR selected)."""
+
+    match: ClassMatch
+    allowed_namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaConfig:
+    limited_resources: tuple[LimitedResource, ...] = ()
+    classes: tuple[ClassAccessRule, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.limited_resources and not self.classes
+
+
+@dataclass(frozen=True, slots=True)
+class Exemptions:
+    namespaces: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    # "<namespace>/<name>", or "<namespace>/*" for every service account of a namespace.
+    service_accounts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GuardrailsConfig:
+    mode: GuardrailMode = "warn"
+    tenant_label: str | None = None
+    deny_cross_tenant_preemption: bool = False
+    max_victims: int | None = None
+    max_pdb_violations: int | None = None
+    deny_victim_priority_at_least: int | None = None
+    exempt: Exemptions = field(default_factory=Exemptions)
+    # docs/interfaces.md §7: who may be named in answers (the requesting pod's tenant, or everyone), and
+    # whether audit annotations name every victim (honoured only when callers present client certificates).
+    disclosure: DisclosureMode = "tenant"
+    audit_detail: AuditDetail = "tenant"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    prediction: PredictionConfig = field(default_factory=PredictionConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    quota: QuotaConfig = field(default_factory=QuotaConfig)
+    guardrails: GuardrailsConfig = field(default_factory=GuardrailsConfig)
+    # Where this configuration came from (a file path, or "<defaults>").
+    source: str = "<defaults>"
+
+
+DEFAULT_CONFIG = Config()

@@ -1,0 +1,113 @@
+"""What one requester may be told about a prediction's victims (docs/interfaces.md §7).
+
+A tenant is a namespace, or with ``guardrails.tenantLabel`` the namespaces sharing that label's value. Every
+answer to an admission request names victims (pod and namespace names) only in the requesting pod's tenant;
+victims of other tenants are counts, with their PDB violations, and no namespace name. ``disclosure:
+cluster`` names everything (single-tenant clusters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.cluster.model import Namespace
+from webhook.config import DisclosureMode
+from webhook.preemption.results import PreemptionResult, VictimInfo
+
+OTHER_TENANTS_KEY = "otherTenantVictims"
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """A namespace's tenant: the value of ``tenantLabel``, or the namespace itself when unlabelled."""
+
+    by_label: bool
+    name: str
+
+    def describe(self, tenant_label: str | None) -> str:
+        return f"{tenant_label}={self.name}" if self.by_label else f"namespace {self.name}"
+
+
+def tenant_of(namespace: str, namespaces: Mapping[str, Namespace], tenant_label: str | None) -> Tenant:
+    if tenant_label:
+        found = namespaces.get(namespace)
+        value = found.labels.get(tenant_label) if found is not None else None
+        if value:
+            return Tenant(True, value)
+    return Tenant(False, namespace)
+
+
+@dataclass(frozen=True, slots=True)
+class Audience:
+    """Who is told: the requesting pod's tenant (``everything`` under ``disclosure: cluster``)."""
+
+    tenant: Tenant
+    namespaces: Mapping[str, Namespace]
+    tenant_label: str | None
+    everything: bool = False
+
+    def may_name(self, victim: VictimInfo) -> bool:
+        return self.everything or tenant_of(victim.namespace, self.namespaces, self.tenant_label) == self.tenant
+
+    def split(self, victims: Iterable[VictimInfo]) -> tuple[list[VictimInfo], list[VictimInfo]]:
+        """(victims that may be named, victims of other tenants), each in the given order."""
+        named: list[VictimInfo] = []
+        hidden: list[VictimInfo] = []
+        for victim in victims:
+            (named if self.may_name(victim) else hidden).append(victim)
+        return named, hidden
+
+
+def audience_of(namespace: str, namespaces: Mapping[str, Namespace], tenant_label: str | None,
+                mode: DisclosureMode) -> Audience:
+    return Audience(tenant_of(namespace, namespaces, tenant_label), namespaces, tenant_label, mode == "cluster")
+
+
+FULL_DETAIL = Audience(Tenant(False, ""), {}, None, everything=True)
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def count_by_namespace(victims: Iterable[VictimInfo]) -> dict[str, int]:
+    """Victim counts per namespace, most victims first (then by name)."""
+    counts: dict[str, int] = {}
+    for victim in victims:
+        counts[victim.namespace] = counts.get(victim.namespace, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def other_tenants_phrase(hidden: list[VictimInfo]) -> str:
+    """``3 pods of other tenants, 1 PDB violation`` (no namespace name)."""
+    violations = sum(v.pdb_violation for v in hidden)
+    note = f", {plural(violations, 'PDB violation')}" if violations else ""
+    return f"{plural(len(hidden), 'pod')} of other tenants{note}"
+
+
+def _redacted_result(entry: Mapping[str, Any], result: PreemptionResult, audience: Audience) -> dict[str, Any]:
+    _named, hidden = audience.split(result.victims)
+    if not hidden:
+        return dict(entry)
+    shown = [v for v, victim in zip(entry["victims"], result.victims, strict=True) if audience.may_name(victim)]
+    return {**entry, "victims": shown,
+            OTHER_TENANTS_KEY: {"count": len(hidden), "pdbViolations": sum(v.pdb_violation for v in hidden)}}
+
+
+def redact_preview_document(document: Mapping[str, Any], results: list[PreemptionResult],
+                            audience: Audience) -> dict[str, Any]:
+    """A PreemptionPreview (``build_preview(results)``) with other tenants' victims reduced to counts: each
+    result keeps its own tenant's victims and gains ``otherTenantVictims: {count, pdbViolations}``; the
+    summary's ``namespacesAffected`` lists only the requester's tenant (``victims`` still counts every one)."""
+    if audience.everything:
+        return dict(document)
+    entries = [_redacted_result(entry, result, audience)
+               for entry, result in zip(document["results"], results, strict=True)]
+    named = sorted({v.namespace for r in results for v in audience.split(r.victims)[0]})
+    hidden = sum(len(audience.split(r.victims)[1]) for r in results)
+    summary = {**document["summary"], "namespacesAffected": named}
+    if hidden:
+        summary[OTHER_TENANTS_KEY] = hidden
+    return {**document, "results": entries, "summary": summary}

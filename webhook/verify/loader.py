@@ -140,7 +140,8 @@ def _by_kind(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str
 
 
 def load_cluster(plane: ControlPlane, objects: Sequence[Mapping[str, Any]], *, timeout: float = 30.0) -> None:
-    """Write every supported object (docs/interfaces.md §1 kinds) into ``plane`` and wait until the scheduler has them."""
+    """Write every supported object (the kinds of docs/interfaces.md §1) into ``plane``; wait until the scheduler
+    has them."""
     grouped = _by_kind(objects)
     namespaces = {str((o.get("metadata") or {}).get("namespace") or "default")
                   for kind in ("Pod", "PodDisruptionBudget", "ResourceQuota") for o in grouped[kind]}

@@ -25,11 +25,7 @@ SAMPLE_SEED, SAMPLE_SIZE = 16, 30
 # Disagreements the bench or the examples found that are PreemptGuard's to fix (kept for replay in
 # tests/vectors/real_scheduler/): scenario -> the start of its ``why``. Each must still disagree so, or this
 # list is out of date.
-KNOWN_FINDINGS = {
-    # tests/vectors/real_scheduler/quota-exceeded-is-rejected
-    "11-unschedulable-too-big": 'predicted Unschedulable, observed Rejected: pods "giant-simulation" is forbidden:'
-                                " exceeded quota: high-priority,",
-}
+KNOWN_FINDINGS: dict[str, str] = {}
 
 
 def verify_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from webhook.verify.compare import ERROR, FITS, PREEMPTS, UNSCHEDULABLE, Observed, Predicted, compare
+from webhook.preemption.results import Outcome as Out
+from webhook.verify.compare import ERROR, Observed, Predicted, compare
 from webhook.verify.engine import Prediction
 from webhook.verify.observe import Observation
 from webhook.verify.report import exit_status, format_table, render, report_json
@@ -23,12 +24,12 @@ def result(scenario: str, pod: str, predicted: tuple[str, str | None, tuple[str,
     return VerifyResult(scenario, pod, prediction, observed, comparison)
 
 
-AGREE = result("s1", "team-a/web-0", (PREEMPTS, "n1", ("batch/a",), ("n1",)),
-               Observation(PREEMPTS, "n1", ("batch/a",), "preempting 1 victims", pod_name="web-0", bound_node="n1"))
-TIED = result("s2", "team-a/web-1", (PREEMPTS, "n1", ("batch/b",), ("n1", "n2")),
-              Observation(PREEMPTS, "n2", ("batch/c",), "preempting 1 victims", pod_name="web-1"))
-DIFFER = result("s3", "team-a/api", (FITS, "n1", (), ()), Observation(UNSCHEDULABLE, message="0/3 nodes"))
-UNOBSERVED = result("s4", "team-a/slow", (FITS, "n1", (), ()), Observation(ERROR, message="no decision within 5s"))
+AGREE = result("s1", "team-a/web-0", (Out.PREEMPTS, "n1", ("batch/a",), ("n1",)),
+               Observation(Out.PREEMPTS, "n1", ("batch/a",), "preempting 1 victims", pod_name="web-0", bound_node="n1"))
+TIED = result("s2", "team-a/web-1", (Out.PREEMPTS, "n1", ("batch/b",), ("n1", "n2")),
+              Observation(Out.PREEMPTS, "n2", ("batch/c",), "preempting 1 victims", pod_name="web-1"))
+DIFFER = result("s3", "team-a/api", (Out.FITS, "n1", (), ()), Observation(Out.UNSCHEDULABLE, message="0/3 nodes"))
+UNOBSERVED = result("s4", "team-a/slow", (Out.FITS, "n1", (), ()), Observation(ERROR, message="no decision within 5s"))
 
 
 def test_json_has_the_contract_shape() -> None:
@@ -48,7 +49,7 @@ def test_json_has_the_contract_shape() -> None:
 
 
 def test_single_snapshot_results_carry_no_scenario() -> None:
-    single = result("", "team-a/web-0", (FITS, "n1", (), ()), Observation(FITS, "n2", pod_name="web-0"))
+    single = result("", "team-a/web-0", (Out.FITS, "n1", (), ()), Observation(Out.FITS, "n2", pod_name="web-0"))
     assert "scenario" not in report_json([single], "v1.37.2")["results"][0]
     assert "SCENARIO" not in format_table([single], "v1.37.2")
 

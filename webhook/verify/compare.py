@@ -10,12 +10,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 
-FITS = "Fits"
-PREEMPTS = "Preempts"
-UNSCHEDULABLE = "Unschedulable"
-REJECTED = "Rejected"
-ERROR = "Error"  # the observation could not be made (timeout, an API failure); never an agreement
-OUTCOMES = (FITS, PREEMPTS, UNSCHEDULABLE, REJECTED)
+from webhook.preemption.results import Outcome
+
+# An observed outcome beyond the predictor's ``Outcome``s: the observation could not be made (timeout, an API
+# failure); never an agreement.
+ERROR = "Error"
 
 
 class Verdict(StrEnum):
@@ -77,12 +76,13 @@ def compare(predicted: Predicted, observed: Observed) -> Comparison:
     if predicted.outcome != observed.outcome:
         where = f" on {observed.node}" if observed.node else ""
         why = f"predicted {predicted.outcome}, observed {observed.outcome}{where}."
-        if observed.outcome == REJECTED and observed.message:  # the API server's words say which rule refused it
+        # The API server's words say which rule refused it.
+        if observed.outcome == Outcome.REJECTED and observed.message:
             why = f"{why[:-1]}: {observed.message}"
-        if PREEMPTS in (predicted.outcome, observed.outcome) and predicted.sampled:
+        if Outcome.PREEMPTS in (predicted.outcome, observed.outcome) and predicted.sampled:
             return Comparison(False, why + _sampling_note(predicted), Verdict.OUTCOME_DIFFERS, SAMPLING)
         return Comparison(False, why, Verdict.OUTCOME_DIFFERS)
-    if predicted.outcome != PREEMPTS:
+    if predicted.outcome != Outcome.PREEMPTS:
         return Comparison(True, "", Verdict.AGREE)
     if observed.node == predicted.node:
         if set(observed.victims) == set(predicted.victims):

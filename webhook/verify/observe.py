@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from webhook.verify.compare import ERROR, FITS, PREEMPTS, REJECTED, UNSCHEDULABLE
+from webhook.preemption.results import Outcome
+from webhook.verify.compare import ERROR
 from webhook.verify.controlplane import ControlPlane, collection_path
 from webhook.verify.loader import force_delete_pod
 
@@ -90,7 +91,7 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
     log = SchedulerLog(plane)
     code, body = plane.request("POST", collection_path(manifest), manifest)
     if 400 <= code < 500:
-        return Observation(REJECTED, message=_api_message(body))
+        return Observation(Outcome.REJECTED, message=_api_message(body))
     if code not in (200, 201):
         return Observation(ERROR, message=f"the API server answered {code}: {_api_message(body)}")
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
@@ -106,7 +107,7 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
         nominated = (pod.get("status") or {}).get("nominatedNodeName")
         scheduled = _condition(pod, "PodScheduled") or {}
         if node:
-            return Observation(FITS, node=node, message=f"bound to {node}", pod_name=name)
+            return Observation(Outcome.FITS, node=node, message=f"bound to {node}", pod_name=name)
         if nominated:
             return _observe_preemption(plane, f"{namespace}/{name}", path, str(nominated), before, log, deadline,
                                        timeout)
@@ -116,7 +117,7 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
                 return Observation(ERROR, message=f"{reason}: {scheduled.get('message', '')}", pod_name=name)
             refused_since = refused_since if refused_since is not None else time.monotonic()
             if time.monotonic() - refused_since >= UNSCHEDULABLE_SETTLE_SECONDS:
-                return Observation(UNSCHEDULABLE, message=str(scheduled.get("message", reason)), pod_name=name)
+                return Observation(Outcome.UNSCHEDULABLE, message=str(scheduled.get("message", reason)), pod_name=name)
         time.sleep(POLL_SECONDS)
     return Observation(ERROR, message=f"no scheduling decision within {timeout:g}s", pod_name=name)
 
@@ -132,7 +133,8 @@ def _observe_preemption(plane: ControlPlane, key: str, path: str, node: str, bef
         announced = VICTIM_COUNT.search(message)
         victims = (terminating_pods(plane) - before) | log.already_deleting_victims(key)
         if announced is not None and len(victims) >= int(announced.group(1)):
-            return Observation(PREEMPTS, node=node, victims=tuple(sorted(victims)), message=message, pod_name=name)
+            return Observation(Outcome.PREEMPTS, node=node, victims=tuple(sorted(victims)), message=message,
+                               pod_name=name)
         time.sleep(POLL_SECONDS)
     return Observation(ERROR, node=node, victims=tuple(sorted(victims)), pod_name=name,
                        message=f"nominated to {node}, but its victims were not all seen within {timeout:g}s"
@@ -144,10 +146,10 @@ def settle(plane: ControlPlane, observation: Observation, namespace: str, *, tim
     name = observation.pod_name
     if not name:
         return observation
-    if observation.outcome in (UNSCHEDULABLE, ERROR):
+    if observation.outcome in (Outcome.UNSCHEDULABLE, ERROR):
         force_delete_pod(plane, namespace, name)
         return observation
-    if observation.outcome != PREEMPTS:
+    if observation.outcome != Outcome.PREEMPTS:
         return observation
     for victim in observation.victims:
         victim_namespace, victim_name = victim.split("/", 1)

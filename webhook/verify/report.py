@@ -6,7 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.verify.compare import ERROR, PREEMPTS, SAMPLING
+from webhook.preemption.results import Outcome
+from webhook.verify.compare import ERROR, SAMPLING
 from webhook.verify.runner import VerifyResult
 
 API_VERSION = "preemptguard.io/v1alpha1"
@@ -18,7 +19,7 @@ EXIT_AGREE, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 def is_tied(result: VerifyResult) -> bool:
     """A preemption whose node upstream picks at random among several that tie on every criterion."""
     predicted = result.predicted
-    return predicted is not None and predicted.outcome == PREEMPTS and len(predicted.tied_nodes) > 1
+    return predicted is not None and predicted.outcome == Outcome.PREEMPTS and len(predicted.tied_nodes) > 1
 
 
 def result_json(result: VerifyResult) -> dict[str, Any]:

@@ -55,6 +55,13 @@ def test_kube_bin_flag_then_environment_then_conformance_bin(tmp_path: Path) -> 
     assert default_kube_bin({KUBE_BIN_ENV: ""}) == REPO / "conformance" / "bin"
 
 
+def test_a_relative_kube_bin_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The components run in a temporary working directory: `--kube-bin conformance/bin` must still find them."""
+    fake_binaries(tmp_path / "bin")
+    monkeypatch.chdir(tmp_path)
+    assert kube_bin_dir("bin") == tmp_path / "bin"
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--snapshot", str(SNAPSHOT)], "give --snapshot FILE with at least one -f FILE, or --scenarios DIR"),
     (["-f", str(POD)], "give --snapshot FILE"),

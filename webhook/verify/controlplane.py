@@ -57,7 +57,8 @@ def default_kube_bin(environ: Mapping[str, str] = os.environ) -> Path:
 def kube_bin_dir(directory: str | os.PathLike[str] | None = None, environ: Mapping[str, str] = os.environ) -> Path:
     """``directory``, else ``$PREEMPTGUARD_KUBE_BIN``, else ``conformance/bin``; missing executables raise
     ``MissingBinaries`` with one line that names conformance/build."""
-    where = Path(directory) if directory is not None else default_kube_bin(environ)
+    # Absolute: the components run with a temporary directory as their working directory.
+    where = (Path(directory) if directory is not None else default_kube_bin(environ)).resolve()
     missing = [name for name in BINARIES if not os.access(where / name, os.X_OK)]
     if missing:
         raise MissingBinaries(f"{', '.join(missing)} not found in {where}: run conformance/build [--out DIR] "

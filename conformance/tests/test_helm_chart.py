@@ -17,7 +17,7 @@ from controlplane import ControlPlane
 from helm_tool import CHART, NAMESPACE, RELEASE, bin_dir, helm, pinned_version, template
 from manifest_build import build, with_components
 
-from webhook.server.tls import generate_ca
+from webhook.certs.issuance import generate_ca
 
 CA_PEM = generate_ca("admission-client-ca", 1)[0].decode()
 MONITORING = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},

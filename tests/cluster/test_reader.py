@@ -360,3 +360,19 @@ def test_quota_fields_name_the_field(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidInput) as excinfo:
         pod_from_dict(raw)
     assert str(excinfo.value).startswith(message)
+
+
+def test_match_and_mismatch_label_keys_merge_into_the_affinity_selector_as_the_api_server_does() -> None:
+    """pkg/registry/core/pod/strategy.go (applyMatchLabelKeysAndMismatchLabelKeys), found by the real-scheduler
+    bench: the pod's own values become ``key In`` / ``key NotIn`` requirements; a missing label adds nothing."""
+    term = {"labelSelector": {"matchLabels": {"tier": "backend"}}, "topologyKey": "zone",
+            "matchLabelKeys": ["app", "absent"], "mismatchLabelKeys": ["team"]}
+    pod = pod_from_dict({"metadata": {"name": "p", "labels": {"app": "etl", "team": "data"}}, "spec": {"affinity": {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]},
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{**term, "labelSelector": None}]}}}})
+    (anti,) = pod.pod_anti_affinity
+    assert anti.label_selector is not None
+    assert [(r.key, r.operator, r.values) for r in anti.label_selector.match_expressions] == [
+        ("app", "In", ("etl",)), ("team", "NotIn", ("data",))]
+    (affinity,) = pod.pod_affinity
+    assert affinity.label_selector is None  # a nil selector matches nothing: nothing to merge into

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from webhook.cluster.reader import pod_from_dict
-from webhook.preemption.filters import ERROR, CycleState, NodeInfo
+from webhook.preemption.filters import ERROR, NodeInfo
 from webhook.preemption.pdb import PdbIndex
+from webhook.preemption.prefilter import CycleState
 from webhook.preemption.victims import select_victims_on_node
 
 from .clusters import bound_item, cluster, node_item, pod_manifest

@@ -13,16 +13,15 @@ from dataclasses import dataclass, field
 
 from webhook.cluster.model import Pod, Taint
 from webhook.errors import PredictionTimeout
-from webhook.preemption.filters import (
+from webhook.preemption.filters import nominated_pods_for, tolerates_unschedulable
+from webhook.preemption.pdb import PdbIndex
+from webhook.preemption.prefilter import (
     AffinityState,
     CycleState,
     SpreadState,
     hard_spread_constraints,
     new_spread_state,
-    nominated_pods_for,
-    tolerates_unschedulable,
 )
-from webhook.preemption.pdb import PdbIndex
 from webhook.preemption.results import PreemptionArgs
 from webhook.preemption.view import ClusterView
 

@@ -25,8 +25,8 @@ from webhook.preemption.filters import (
     NodeInfo,
     Status,
     resource_fit_status,
-    status_with_nominated,
 )
+from webhook.preemption.prefilter import status_with_nominated
 from webhook.preemption.selectors import first_untolerated_taint, required_node_affinity_matches
 
 # A pod that fits usually fits on one of the first nodes: try them one by one before the bulk path.

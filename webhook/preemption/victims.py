@@ -12,18 +12,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from webhook.cluster.model import Pod, Resources
-from webhook.preemption.filters import (
-    ERR_NO_VICTIMS,
-    ERROR,
-    OK,
-    UNRESOLVABLE,
-    CycleState,
-    NodeInfo,
-    Status,
-    resource_fit_status,
-    status_with_nominated,
-)
+from webhook.preemption.filters import ERR_NO_VICTIMS, ERROR, OK, UNRESOLVABLE, NodeInfo, Status, resource_fit_status
 from webhook.preemption.pdb import PdbIndex, classify_violations
+from webhook.preemption.prefilter import CycleState, status_with_nominated
 from webhook.preemption.results import Candidate, importance_key
 from webhook.preemption.summary import NodeSummary, Usage
 

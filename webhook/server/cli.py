@@ -1,4 +1,4 @@
-"""``preempt-guard``: ``serve`` the admission webhook, manage its ``certs``, or run the ``demo``.
+"""``preempt-guard``: ``serve`` the admission webhook, manage its ``certs``, run the ``demo``, or ``verify``.
 
 Errors end the process with one line on stderr and the exit code of the ``PreemptGuardError`` tree.
 """
@@ -32,6 +32,7 @@ from webhook.server.settings import (
     ServerSettings,
     settings_from_args,
 )
+from webhook.verify import command as verify_command
 from webhook.version import package_version
 
 PROG = "preempt-guard"
@@ -94,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_demo_arguments(demo_parser)
     certs_command.add_arguments(
         commands.add_parser("certs", help="create or rotate the webhook's TLS certificates"))
+    verify_command.add_arguments(
+        commands.add_parser("verify", help="hold the prediction against a real kube-scheduler on a snapshot"))
     return parser
 
 
@@ -178,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "certs":
             return certs_command.run(args)
+        if args.command == "verify":
+            return verify_command.run(args)
         if args.command == "demo":
             configure_logging("warning")
             code = demo.run(args)

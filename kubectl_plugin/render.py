@@ -184,8 +184,8 @@ def summary_line(preview: Mapping[str, Any]) -> str:
     namespaces = list(s.get("namespacesAffected") or [])
     others = int(s.get("otherTenantVictims") or 0)
     where = f" in {_plural(len(namespaces), 'namespace')} ({', '.join(namespaces)})" if namespaces else ""
-    if others:
-        where += f"{',' if namespaces else ''} {others} of them of other tenants"
+    if others:  # victims of other tenants the webhook counted without naming (docs/interfaces.md §7)
+        where += f", {others} of them of other tenants" if namespaces else " of other tenants"
     return (f"{_plural(pods, 'pod')}: {int(s.get('fits') or 0)} fit, {int(s.get('preempting') or 0)} preempt, "
             f"{int(s.get('unschedulable') or 0)} unschedulable, {int(s.get('rejected') or 0)} rejected; "
             f"{_plural(int(s.get('victims') or 0), 'victim')}{where}, "

@@ -76,7 +76,8 @@ class Observer:
 def observer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observer]:
     work = tmp_path_factory.mktemp("observed")
     # No ServiceAccount admission: the snapshot carries no ServiceAccounts and no controller makes them.
-    plane = ControlPlane(work / "plane", kube_bin_dir(), extra_apiserver_args=["--disable-admission-plugins=ServiceAccount"])
+    plane = ControlPlane(work / "plane", kube_bin_dir(),
+                         extra_apiserver_args=["--disable-admission-plugins=ServiceAccount"])
     try:
         plane.start()
         load_cluster(plane, read_objects(EXAMPLES / "cluster.yaml"), timeout=60)
@@ -149,7 +150,6 @@ def _pod(name: str, cpu: str, class_name: str, *, node: str = "", gated: bool = 
     spec: dict[str, Any] = {
         "priorityClassName": class_name, "nodeSelector": {"observe": "disagree"},
         "tolerations": [{"key": "observe", "operator": "Exists", "effect": "NoSchedule"}],
-        "terminationGracePeriodSeconds": 0,
         "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]}
     if node:
         spec["nodeName"] = node
@@ -182,7 +182,8 @@ def test_a_higher_priority_pod_that_takes_the_node_first_is_a_disagreement(obser
     assert status == 201 and created["metadata"]["annotations"][PREDICTION_ID_ANNOTATION], created
     # ... while a higher-priority pod created right after it takes the node (and agrees with its own prediction).
     first = observe_pod(plane, _pod("first", "1500m", "observe-top"), timeout=30)
-    assert (first.outcome, first.node, first.victims) == (Outcome.PREEMPTS, "observe-node", ("observe/victim",))
+    assert (first.outcome, first.node, first.victims) == (Outcome.PREEMPTS, "observe-node", ("observe/victim",)), (
+        first, log_tail(plane.scheduler_log, 10))
     settle(plane, first, "observe", timeout=30)
     time.sleep(1)
     status, _ = plane.request("PATCH", "/api/v1/namespaces/observe/pods/late", {"spec": {"schedulingGates": None}},

@@ -8,7 +8,7 @@ plane, and prints
 
     real-scheduler agreement: A/N (T tied)
 
-A scenario agrees when every one of its pods does (``webhook.verify.compare``: tie-aware, so with a full tie
+A scenario agrees when every one of its pods does (``webhook.observe.compare``: tie-aware, so with a full tie
 the observed node only has to be one of ``tiedNodes``); T counts scenarios with such a tie. Every scenario that
 does not agree is copied to ``--keep`` (default ``bench/disagreements/seed-S``) with its ``snapshot.yaml``,
 ``pod.yaml`` and ``verdict.json``, ready for ``preempt-guard verify --scenarios``; ``README.md`` there has a line
@@ -32,7 +32,7 @@ sys.path[:0] = [str(ROOT)]
 
 from bench.scenariogen import features, generate_scenario, scenario_name, write_scenarios  # noqa: E402
 from webhook.config import DEFAULT_CONFIG, load_config  # noqa: E402
-from webhook.verify.compare import ERROR  # noqa: E402
+from webhook.observe.compare import ERROR  # noqa: E402
 from webhook.verify.controlplane import kube_bin_dir, kubernetes_version  # noqa: E402
 from webhook.verify.report import is_tied, result_json  # noqa: E402
 from webhook.verify.runner import VerifyResult, run_scenarios, start_plane  # noqa: E402

@@ -9,9 +9,11 @@ import pytest
 
 from webhook.cluster.model import (
     NO_QUOTA_FACTS,
+    PREDICTION_ID_ANNOTATION,
     LabelSelectorRequirement,
     Namespace,
     PodAffinityTerm,
+    PredictionTrace,
     Taint,
     Toleration,
 )
@@ -118,6 +120,22 @@ def test_only_the_first_disruption_target_condition_counts() -> None:
         {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"},
     ]})
     assert not pod_from_dict(raw).preempted_by_scheduler
+
+
+def test_a_predicted_pod_carries_its_prediction_id_and_the_scheduler_s_refusal_until_bound() -> None:
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/1 nodes are available: 1 Insufficient cpu. preemption: found a potential placement for"
+                            " pod on node n1, preempting 2 victims"}
+    meta = {"annotations": {PREDICTION_ID_ANNOTATION: "a1b2"}}
+    pending = state_pod_from_dict(pod(metadata=meta, status={"conditions": [scheduled]}))
+    assert pending.trace == PredictionTrace("a1b2", True, scheduled["message"])
+    assert state_pod_from_dict(pod(metadata=meta)).trace == PredictionTrace("a1b2")
+    gated = {**scheduled, "reason": "SchedulingGated", "message": ""}
+    assert state_pod_from_dict(pod(metadata=meta, status={"conditions": [gated]})).trace == PredictionTrace("a1b2")
+    # Bound: the observer holds the pending pod already; the cache's bound pods carry nothing.
+    assert state_pod_from_dict(pod({"nodeName": "n1"}, metadata=meta)).trace is None
+    assert state_pod_from_dict(pod(metadata={"annotations": {"other": "x"}})).trace is None
+    assert state_pod_from_dict(pod()).trace is None
 
 
 def test_priority_fields_and_nomination() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.verify.compare import Observed, Predicted, compare
+from webhook.observe.compare import Observed, Predicted, compare
 from webhook.verify.engine import DEFAULT_CONFIG, predict_in_order, state_from_objects
 from webhook.verify.loader import read_objects
 from webhook.verify.scenarios import discover, read_pods

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from webhook.observe.compare import ERROR, Observed, Predicted, compare
 from webhook.preemption.results import Outcome as Out
-from webhook.verify.compare import ERROR, Observed, Predicted, compare
 from webhook.verify.engine import Prediction
 from webhook.verify.observe import Observation
 from webhook.verify.report import exit_status, format_table, render, report_json

@@ -50,7 +50,11 @@ class Audience:
     everything: bool = False
 
     def may_name(self, victim: VictimInfo) -> bool:
-        return self.everything or tenant_of(victim.namespace, self.namespaces, self.tenant_label) == self.tenant
+        return self.names_namespace(victim.namespace)
+
+    def names_namespace(self, namespace: str) -> bool:
+        """Whether pods of ``namespace`` may be named to this audience."""
+        return self.everything or tenant_of(namespace, self.namespaces, self.tenant_label) == self.tenant
 
     def split(self, victims: Iterable[VictimInfo]) -> tuple[list[VictimInfo], list[VictimInfo]]:
         """(victims that may be named, victims of other tenants), each in the given order."""

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from webhook.observe.compare import ERROR
 from webhook.preemption.results import Outcome
-from webhook.verify.compare import ERROR
 from webhook.verify.controlplane import ControlPlane, collection_path
 from webhook.verify.loader import force_delete_pod
 

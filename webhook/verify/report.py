@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from webhook.observe.compare import ERROR, SAMPLING
 from webhook.preemption.results import Outcome
-from webhook.verify.compare import ERROR, SAMPLING
 from webhook.verify.runner import VerifyResult
 
 API_VERSION = "preemptguard.io/v1alpha1"

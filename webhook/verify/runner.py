@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webhook.errors import PreemptGuardError
-from webhook.verify.compare import ERROR, Comparison, Observed, Predicted, compare
+from webhook.observe.compare import ERROR, Comparison, Observed, Predicted, compare
 from webhook.verify.controlplane import ControlPlane
 from webhook.verify.engine import Prediction, SchedulerConfig, check_snapshot, predict, state_from_objects
 from webhook.verify.loader import empty_cluster, load_cluster, read_back, read_objects, restore_cluster

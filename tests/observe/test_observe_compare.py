@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from webhook.observe.compare import ERROR, SAMPLING, Comparison, Observed, Predicted, Verdict, compare
 from webhook.preemption.results import Outcome as Out
-from webhook.verify.compare import ERROR, SAMPLING, Comparison, Observed, Predicted, Verdict, compare
 
 P = Predicted(Out.PREEMPTS, "n1", ("b/a", "b/b"), ("n1",))
 TIED = Predicted(Out.PREEMPTS, "n1", ("b/a",), ("n1", "n2", "n3"))

@@ -92,7 +92,10 @@ class Kubectl:
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR", "PYTHONPATH")}
-        env.update(PATH=f"{self.plugin_dir}{os.pathsep}{os.environ.get('PATH', '')}", HOME=str(self.home))
+        # Other installs of the plugin (an activated venv) would be reported by `kubectl plugin list` as shadowed.
+        others = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+                  if d and not (Path(d) / "kubectl-preempt_preview").exists()]
+        env.update(PATH=os.pathsep.join([str(self.plugin_dir), *others]), HOME=str(self.home))
         env.update(extra or {})
         return env
 

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 import yaml
 
 from webhook.preemption.results import Outcome
+from webhook.tasks import cancel_and_wait
 
 TABLES = ("table", "wide")
 NONE = "<none>"
@@ -286,10 +287,7 @@ class Progress:
         try:
             yield
         finally:
-            if ticker is not None:
-                ticker.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await ticker
+            await cancel_and_wait(ticker)
             self.finish()
 
 

@@ -11,7 +11,6 @@ auth and TLS), skipping the slow model deserialisation, and converted straight i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -33,6 +32,7 @@ from webhook.cluster.reader import (
 )
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import InvalidInput
+from webhook.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -181,11 +181,7 @@ class Informer:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait(task)
 
     async def run(self) -> None:
         """List, then watch forever; relist on 410, back off on errors. Ends only by cancellation."""

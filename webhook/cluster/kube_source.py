@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from webhook.cluster.informer import (
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import ClusterUnavailable, ConfigError, InvalidInput
+from webhook.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +80,8 @@ class KubernetesSource:
     async def stop(self) -> None:
         """Cancel the informers and close the HTTP client this source created (a passed-in one stays open)."""
         await asyncio.gather(*(informer.stop() for informer in self.informers))
-        if self._token_refresh is not None:
-            self._token_refresh.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._token_refresh
-            self._token_refresh = None
+        refresh, self._token_refresh = self._token_refresh, None
+        await cancel_and_wait(refresh)
         if self._owns_client and self.api_client is not None:
             await self.api_client.close()
             self.api_client = None

@@ -18,6 +18,7 @@ from enum import Enum
 from webhook.config.model import Config
 from webhook.config.parse import load_config, load_config_or_defaults
 from webhook.errors import ConfigError
+from webhook.tasks import running_in_background
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +106,5 @@ class LiveConfig:
         if self.path is None:
             yield
             return
-        task = asyncio.create_task(self.watch(), name="preemptguard-config-reload")
-        try:
+        async with running_in_background(self.watch(), name="preemptguard-config-reload"):
             yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task

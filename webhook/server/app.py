@@ -8,7 +8,6 @@ collaborators: the cluster source, the prediction service and the metrics observ
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import os
@@ -53,6 +52,7 @@ from webhook.server.metrics import AdmissionMetrics, WebhookMetrics, make_metric
 from webhook.server.observing import PredictionObserver, not_observing, observer_lifecycle
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ServingTLS, serving_tls
+from webhook.tasks import cancel_and_wait, running_in_background
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +100,7 @@ async def _gc_lifecycle(app: web.Application) -> AsyncIterator[None]:
     if app[SETTINGS_KEY].freeze_gc_after_sync:
         task = asyncio.create_task(freeze_gc_once_ready(app[SOURCE_KEY]), name="preemptguard-gc-freeze")
     yield
-    if task is not None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    await cancel_and_wait(task)
 
 
 async def warm_up_predictor_once_ready(app: web.Application, poll_seconds: float = 0.1) -> None:
@@ -118,11 +115,8 @@ async def warm_up_predictor_once_ready(app: web.Application, poll_seconds: float
 
 
 async def _predictor_lifecycle(app: web.Application) -> AsyncIterator[None]:
-    task = asyncio.create_task(warm_up_predictor_once_ready(app), name="preemptguard-predictor-warm-up")
-    yield
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    async with running_in_background(warm_up_predictor_once_ready(app), name="preemptguard-predictor-warm-up"):
+        yield
     app[PREDICTOR_KEY].shutdown()
 
 

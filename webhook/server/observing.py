@@ -12,7 +12,6 @@ live cluster source: a snapshot never changes, so there is nothing to observe.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable
@@ -31,6 +30,7 @@ from webhook.server.events import MISMATCH_REASON, PodEvents
 from webhook.server.logs import FIELDS
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.settings import ServerSettings
+from webhook.tasks import running_in_background
 
 log = logging.getLogger("webhook.observe")
 
@@ -107,11 +107,8 @@ def not_observing() -> dict[str, Any]:
 
 async def observer_lifecycle(observer: PredictionObserver) -> AsyncIterator[None]:
     """Tick while the app runs; on shutdown count what is left as ``unobserved`` (before the source stops)."""
-    task = asyncio.create_task(observer.run(), name="preemptguard-prediction-observer")
     try:
-        yield
+        async with running_in_background(observer.run(), name="preemptguard-prediction-observer"):
+            yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
         await observer.close()

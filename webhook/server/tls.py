@@ -7,7 +7,6 @@ without a restart, or from a self-signed certificate generated at start-up (``we
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import logging
 import os
@@ -21,6 +20,7 @@ from cryptography import x509
 
 from webhook.certs.issuance import self_signed_serving_certificate
 from webhook.errors import ConfigError
+from webhook.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -147,11 +147,8 @@ class ReloadingTLS:
             self._task = asyncio.create_task(self._watch(), name="tls-reload")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
 
 class SelfSignedTLS:

@@ -146,6 +146,18 @@ class StateIndex:
         self._pdbs_version = -1
         self._pdb_indexes: dict[tuple[bool, bool], PdbIndex] = {}
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled (the snapshot cache, snapshot_cache.py) without its lock and the PDB indexes of past predictions
+        (rebuilt on first use)."""
+        kept = dict(vars(self))
+        del kept["lock"]
+        kept["_pdb_indexes"] = {}
+        return kept
+
+    def __setstate__(self, kept: dict[str, object]) -> None:
+        vars(self).update(kept)
+        self.lock = threading.RLock()
+
     # ---- synchronisation ------------------------------------------------------------------------
     def sync(self) -> None:
         """Bring the index up to the state's current version (O(pods on the changed nodes))."""
@@ -317,6 +329,12 @@ def state_index(state: ClusterState) -> StateIndex:
                 index = StateIndex(state)
                 _INDEXES[state] = index
     return index
+
+
+def adopt_index(index: StateIndex) -> None:
+    """Make ``index`` (restored by the snapshot cache) the index of its state."""
+    with _INDEXES_LOCK:
+        _INDEXES[index.state] = index
 
 
 def index_sync_is_cheap(state: ClusterState, max_nodes: int = 64) -> bool:

@@ -7,9 +7,11 @@ nor its JSON encoding is counted against the informer. Prints:
   <= 150 MB (taken as 150 MiB) for 150,000 pods
 * full-sync time (paginated LIST of every kind into the indexed state, tracemalloc off)
 * pod event throughput: a stream of ADDED/MODIFIED/DELETED pod events replayed to the watch; target
-  >= 10,000 events/s on one core (the informer is one asyncio thread; CPU seconds are shown too)
+  >= 10,000 events/s on one core (the informer is one asyncio thread; CPU seconds are shown too). With
+  ``--observe N`` the live observer's tracker (webhook/observe/tracker.py) listens to the pod changes while
+  following N predictions, as a busy server does
 
-Usage: python bench/cluster_state.py [--nodes 5000] [--pods-per-node 30] [--events 50000]
+Usage: python bench/cluster_state.py [--nodes 5000] [--pods-per-node 30] [--events 50000] [--observe 1000]
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from fake_apiserver import FakeApiServer  # noqa: E402
 
 from webhook.cluster.informer import InformerSettings  # noqa: E402
 from webhook.cluster.kube_source import KubernetesSource  # noqa: E402
+from webhook.observe.compare import Predicted  # noqa: E402
+from webhook.observe.tracker import PredictionRecord, PredictionTracker  # noqa: E402
 
 TOKEN = "bench-token"
 HEAP_TARGET_BYTES = 150 * 1024 * 1024
@@ -138,7 +142,16 @@ async def synced_source(kubeconfig: Path, settings: InformerSettings) -> tuple[K
     return source, time.perf_counter() - started
 
 
-async def measure(conn: Connection, port: int, events: int, page_size: int) -> dict[str, Any]:
+def observe(source: KubernetesSource, predictions: int) -> PredictionTracker:
+    """The tracker on the source's pod changes, following predictions of pods that never show up."""
+    tracker = PredictionTracker(lambda decision: None, window_seconds=3600, max_predictions=max(predictions, 1))
+    for i in range(predictions):
+        tracker.follow(PredictionRecord(f"bench-{i}", "default", f"p-{i}", 1000, Predicted("Fits", "node-0")))
+    source.state.pod_listener = tracker.pod_changed
+    return tracker
+
+
+async def measure(conn: Connection, port: int, events: int, page_size: int, observed: int = 0) -> dict[str, Any]:
     settings = InformerSettings(page_size=page_size, request_timeout_seconds=300)
     loop = asyncio.get_running_loop()
     results: dict[str, Any] = {}
@@ -166,6 +179,8 @@ async def measure(conn: Connection, port: int, events: int, page_size: int) -> d
         # 3. Pod events: the pod watch is paused, the server records the events in its history, then
         #    the informer resumes from its resourceVersion and the fake replays them at full speed.
         pods = next(i for i in source.informers if i.kind == "Pod")
+        if observed:
+            observe(source, observed)
         await pods.stop()
         conn.send(("events", events))
         _, final_version, pod_count, mix = await loop.run_in_executor(None, conn.recv)
@@ -196,7 +211,8 @@ def report(args: argparse.Namespace, counts: dict[str, int], generate_seconds: f
     print(f"full sync (paginated LIST of 6 kinds, page size {args.page_size}): {r['sync_seconds']:.2f}s "
           f"({pods / r['sync_seconds']:.0f} pods/s; {r['traced_sync']:.2f}s under tracemalloc)")
     print(f"pod events: {r['events']} applied {r['mix']} in {r['event_wall']:.2f}s wall, {r['event_cpu']:.2f}s CPU "
-          f"-> {rate:.0f} events/s wall, {cpu_rate:.0f} events/s per CPU second; target "
+          f"-> {rate:.0f} events/s wall, {cpu_rate:.0f} events/s per CPU second"
+          f"{f' (observer following {args.observe} predictions)' if args.observe else ''}; target "
           f">= {EVENTS_TARGET_PER_SECOND}/s -> {'OK' if rate >= EVENTS_TARGET_PER_SECOND else 'UNDER'}")
     status = "OK" if r["pods_held"] == r["pods_expected"] else "MISMATCH"
     print(f"consistency: informer holds {r['pods_held']} pods, server has {r['pods_expected']} -> {status}")
@@ -209,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--page-size", type=int, default=500)
+    parser.add_argument("--observe", type=int, default=0, metavar="N",
+                        help="attach the live observer's tracker, following N predictions, during the event stream")
     args = parser.parse_args(argv)
 
     context = multiprocessing.get_context("spawn")
@@ -218,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     try:
         _, port, counts, generate_seconds = parent.recv()
-        results = asyncio.run(measure(parent, port, args.events, args.page_size))
+        results = asyncio.run(measure(parent, port, args.events, args.page_size, args.observe))
         report(args, counts, generate_seconds, results)
         parent.send(("stop",))
         parent.recv()

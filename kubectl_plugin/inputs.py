@@ -235,8 +235,11 @@ class ResourceType:
         return self.api_version.split("/")[0] if "/" in self.api_version else ""
 
     def path(self, namespace: str, name: str) -> str:
+        return f"{self.collection_path(namespace)}/{name}"
+
+    def collection_path(self, namespace: str) -> str:
         prefix = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
-        return f"{prefix}/namespaces/{namespace}/{self.plural}/{name}"
+        return f"{prefix}/namespaces/{namespace}/{self.plural}"
 
     @property
     def qualified(self) -> str:

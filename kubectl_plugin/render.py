@@ -1,5 +1,6 @@
-"""Printing a ``PreemptionPreview``: kubectl-style tables (default and ``-o wide``), or the document itself as
-JSON or YAML; colour only on a terminal without ``NO_COLOR``; progress on stderr for long runs on a terminal."""
+"""Printing a ``PreemptionPreview``: kubectl-style tables (default and ``-o wide``, ``--no-headers``), one
+``pod/NAME`` per pod (``-o name``), or the document itself as JSON or YAML; colour only on a terminal without
+``NO_COLOR``; progress on stderr for long runs on a terminal."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import yaml
 
 from webhook.preemption.results import Outcome
 
-OUTPUTS = ("table", "wide", "json", "yaml")
+TABLES = ("table", "wide")
 NONE = "<none>"
+NOTHING = "No pods to preview.\n"
 
 _RESET = "\033[0m"
 _COLOURS: dict[str, str] = {
@@ -37,12 +39,32 @@ def _is_tty(stream: TextIO) -> bool:
 
 
 # ---- documents ------------------------------------------------------------------------------------
-def render(preview: Mapping[str, Any], output: str, *, colour: bool = False) -> str:
+def render(preview: Mapping[str, Any], output: str, *, colour: bool = False, no_headers: bool = False) -> str:
+    """What goes to stdout."""
     if output == "json":
         return json.dumps(preview, indent=2) + "\n"
     if output == "yaml":
         return str(yaml.safe_dump(_plain(preview), sort_keys=False, default_flow_style=False, width=1 << 16))
+    if output == "name":
+        return "".join(f"{pod_name(r)}\n" for r in preview.get("results") or [])
+    if no_headers:
+        return format_rows(preview, wide=output == "wide", colour=colour)
     return format_tables(preview, wide=output == "wide", colour=colour)
+
+
+def render_aside(preview: Mapping[str, Any], output: str, *, no_headers: bool = False) -> str:
+    """What goes to stderr with it: with ``--no-headers`` the tables' rows stand alone on stdout, and the
+    messages and summary line that end the tables go to stderr, where kubectl writes "No resources found"."""
+    if output not in TABLES or not no_headers:
+        return ""
+    if not preview.get("results"):
+        return NOTHING
+    return "\n".join([*notes(preview, wide=output == "wide"), summary_line(preview)]) + "\n"
+
+
+def pod_name(result: Mapping[str, Any]) -> str:
+    """``pod/NAME``, as ``kubectl create --dry-run=client -o name`` prints a created pod."""
+    return "pod/" + str(result.get("pod") or "").rpartition("/")[2]
 
 
 def _plain(value: object) -> object:
@@ -58,13 +80,14 @@ def _plain(value: object) -> object:
 Cell = tuple[str, str]  # (text, ANSI colour or "")
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[Cell]], *, colour: bool) -> list[str]:
-    """Columns three spaces apart, left-aligned, widths from the plain text (kubectl's printer)."""
-    widths = [len(h) for h in header]
+def table(header: Sequence[str], rows: Sequence[Sequence[Cell]], *, colour: bool, headers: bool = True) -> list[str]:
+    """Columns three spaces apart, left-aligned, widths from the plain text (kubectl's printer); without
+    ``headers`` the widths come from the rows alone, as kubectl's ``--no-headers`` aligns them."""
+    widths = [len(h) if headers else 0 for h in header]
     for row in rows:
         for i, (text, _) in enumerate(row):
             widths[i] = max(widths[i], len(text))
-    lines = ["   ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines = ["   ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()] if headers else []
     for row in rows:
         cells = []
         for (text, style), width in zip(row, widths, strict=True):
@@ -161,8 +184,8 @@ def summary_line(preview: Mapping[str, Any]) -> str:
     namespaces = list(s.get("namespacesAffected") or [])
     others = int(s.get("otherTenantVictims") or 0)
     where = f" in {_plural(len(namespaces), 'namespace')} ({', '.join(namespaces)})" if namespaces else ""
-    if others:
-        where += f"{',' if namespaces else ''} {others} of them of other tenants"
+    if others:  # victims of other tenants the webhook counted without naming (docs/interfaces.md §7)
+        where += f", {others} of them of other tenants" if namespaces else " of other tenants"
     return (f"{_plural(pods, 'pod')}: {int(s.get('fits') or 0)} fit, {int(s.get('preempting') or 0)} preempt, "
             f"{int(s.get('unschedulable') or 0)} unschedulable, {int(s.get('rejected') or 0)} rejected; "
             f"{_plural(int(s.get('victims') or 0), 'victim')}{where}, "
@@ -177,19 +200,33 @@ def format_tables(preview: Mapping[str, Any], *, wide: bool, colour: bool = Fals
     """The results table, the victims table (if any), the messages worth reading, and a summary line."""
     results: Sequence[Mapping[str, Any]] = preview.get("results") or []
     if not results:
-        return "No pods to preview.\n"
+        return NOTHING
     lines = table(*result_rows(results, wide=wide), colour=colour)
     header, rows = victim_rows(results, wide=wide)
     if rows:
         lines += ["", *table(header, rows, colour=colour)]
-    # The message explains every outcome; by default only those where the pod would not run.
-    pending = (Outcome.UNSCHEDULABLE, Outcome.REJECTED)
-    notes = [r for r in results if r.get("message") and (wide or r.get("outcome") in pending)]
-    if notes:
-        lines.append("")
-        lines += [f"{r.get('pod')}: {r.get('message')}" for r in notes]
+    messages = notes(preview, wide=wide)
+    if messages:
+        lines += ["", *messages]
     lines += ["", summary_line(preview)]
     return "\n".join(lines) + "\n"
+
+
+def format_rows(preview: Mapping[str, Any], *, wide: bool, colour: bool = False) -> str:
+    """``--no-headers``: the rows of both tables, the victims' after the pods', with no header and no blank line
+    between them (``kubectl get pods,services --no-headers`` drops the separator with the headers)."""
+    results: Sequence[Mapping[str, Any]] = preview.get("results") or []
+    lines = table(*result_rows(results, wide=wide), colour=colour, headers=False)
+    header, rows = victim_rows(results, wide=wide)
+    lines += table(header, rows, colour=colour, headers=False)
+    return "".join(f"{line}\n" for line in lines)
+
+
+def notes(preview: Mapping[str, Any], *, wide: bool) -> list[str]:
+    """``POD: message``: the message explains every outcome; by default only those where the pod would not run."""
+    pending = (Outcome.UNSCHEDULABLE, Outcome.REJECTED)
+    return [f"{r.get('pod')}: {r.get('message')}" for r in preview.get("results") or []
+            if r.get("message") and (wide or r.get("outcome") in pending)]
 
 
 # ---- progress -------------------------------------------------------------------------------------

@@ -41,6 +41,12 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     _permission("authorization.k8s.io", "subjectaccessreviews", "create"),
 )
 
+# ``serve --events`` (webhook/server/events.py): an Event on a pod whose prediction the scheduler did not bear
+# out. Granted only where --events is turned on: manifests/components/events and the chart's observe.events.
+EVENTS_PERMISSIONS: tuple[Permission, ...] = (
+    _permission("", "events", "create"),
+)
+
 # ``preempt-guard certs`` (webhook/certs/kube.py), as the ServiceAccount ``preemptguard-certs``:
 # Secrets of its own namespace only (Role) ...
 CERTS_NAMESPACED_PERMISSIONS: tuple[Permission, ...] = (

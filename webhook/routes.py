@@ -11,6 +11,8 @@ PREVIEW_PATH = "/preview"
 HEALTHZ_PATH = "/healthz"
 READYZ_PATH = "/readyz"
 METRICS_PATH = "/metrics"
+# On the metrics listener: the live observer's summary (docs/interfaces.md §9).
+DEBUG_PREDICTIONS_PATH = "/debug/predictions"
 
 DEFAULT_PORT = 8443
 DEFAULT_METRICS_PORT = 9090

@@ -17,7 +17,7 @@ from controlplane import ControlPlane
 from helm_tool import CHART, NAMESPACE, RELEASE, bin_dir, helm, pinned_version, template
 from manifest_build import build, with_components
 
-from webhook.server.tls import generate_ca
+from webhook.certs.issuance import generate_ca
 
 CA_PEM = generate_ca("admission-client-ca", 1)[0].decode()
 MONITORING = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
@@ -28,7 +28,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "certManager": {"certificates": {"mode": "certManager"}},
     "certManager-own-issuer": {"certificates": {"mode": "certManager", "certManager": {
         "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}}}},
-    "everything-on": {"clientAuth": {"enabled": True, "caBundle": CA_PEM},
+    "everything-on": {"clientAuth": {"enabled": True, "caBundle": CA_PEM}, "observe": {"events": True},
                       "image": {"digest": "sha256:" + "0" * 64}, "extraArgs": ["--log-level=debug"], **MONITORING},
 }
 
@@ -104,6 +104,7 @@ PAIRS = {
     "client-ca": (lambda: build("overlays/client-ca"),
                   {"clientAuth": {"enabled": True, "existingConfigMap": "preemptguard-client-ca"}}),
     "monitoring": (lambda: with_components("overlays/self-signed", "components/monitoring"), MONITORING),
+    "events": (lambda: with_components("overlays/self-signed", "components/events"), {"observe": {"events": True}}),
 }
 
 

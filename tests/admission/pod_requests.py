@@ -79,10 +79,22 @@ class RecordingObserver:
         self.events.append(("decided", decision.decision))
 
 
+@dataclass
+class RecordingFollower:
+    """A ``PredictionFollower`` that records what it was asked to follow and numbers the ids."""
+
+    followed: list[tuple[str, str, PreemptionResult]] = field(default_factory=list)
+
+    def follow(self, review: PodReview, result: PreemptionResult) -> str:
+        self.followed.append((review.namespace, review.name_for_messages, result))
+        return f"id-{len(self.followed)}"
+
+
 def pipeline(state: ClusterState, *, config: Config = DEFAULT_CONFIG, predictor: FixedPredictor | None = None,
-             source: MemorySource | None = None, steps: list[PodStep] | None = None) -> PodAdmission:
+             source: MemorySource | None = None, steps: list[PodStep] | None = None,
+             follower: RecordingFollower | None = None) -> PodAdmission:
     return PodAdmission(source or MemorySource(state), predictor or FixedPredictor(), RecordingObserver(),
-                        lambda: config, list(steps or ()))
+                        lambda: config, list(steps or ()), follower=follower)
 
 
 def admit(admission: PodAdmission, request: AdmissionRequest) -> AdmissionOutcome:

@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pod_requests import FixedPredictor, RecordingObserver, admit, pipeline, pod_request, state_of
+from pod_requests import (
+    FixedPredictor,
+    RecordingFollower,
+    RecordingObserver,
+    admit,
+    pipeline,
+    pod_request,
+    state_of,
+)
 
 from webhook.admission.outcome import AdmissionOutcome, forbidden
 from webhook.admission.pod import PodReview
@@ -101,6 +109,28 @@ def test_guardrail_outcome_sets_the_annotation_through_the_patch() -> None:
     dry = admit(pipeline(state_of(HIGH), config=cluster_wide, predictor=FixedPredictor(RESULT)),
                 request(dry_run=True))
     assert json.loads(dry.patch[-1]["value"][PREDICTION_ANNOTATION]) == build_preview([RESULT])
+
+
+def test_an_admitted_prediction_is_followed_under_the_id_the_patch_writes() -> None:
+    follower = RecordingFollower()
+    meta = {"generateName": "web-", "namespace": "team-a", "annotations": {"preemptguard.io/prediction-id": "forged"}}
+    outcome = admit(pipeline(state_of(HIGH), predictor=FixedPredictor(RESULT), follower=follower),
+                    request(meta=meta))
+    assert follower.followed == [("team-a", "web", RESULT)]  # the request's name, as upstream names it in messages
+    assert outcome.patch[-1] == {"op": "replace", "path": "/metadata/annotations/preemptguard.io~1prediction-id",
+                                 "value": "id-1"}
+    # No id: a dry run, a denial, no prediction (mode off), an UPDATE.
+    enforce = config(guardrails={"mode": "enforce", "maxVictims": 0})
+    for admission, req in (
+            (pipeline(state_of(HIGH), predictor=FixedPredictor(RESULT), follower=follower), request(dry_run=True)),
+            (pipeline(state_of(HIGH), config=enforce, predictor=FixedPredictor(RESULT), follower=follower),
+             request()),
+            (pipeline(state_of(HIGH, QUIET), predictor=FixedPredictor(RESULT), follower=follower),
+             request(namespace="quiet")),
+            (pipeline(state_of(HIGH), predictor=FixedPredictor(RESULT), follower=follower), request("UPDATE"))):
+        answer = admit(admission, req)
+        assert not any("prediction-id" in op["path"] or "prediction-id" in str(op.get("value")) for op in answer.patch)
+    assert len(follower.followed) == 1
 
 
 def test_guardrail_denials_and_skips() -> None:

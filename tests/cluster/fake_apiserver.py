@@ -9,7 +9,8 @@ compact the history, drop open watches mid-stream, and take the whole server dow
 
 It also answers TokenReviews (authentication.k8s.io/v1) and SubjectAccessReviews (authorization.k8s.io/v1)
 from test-controlled tables: ``add_user(token, username, groups)`` and ``grant(subject, verb, resource,
-namespace)`` (subject: a username or ``group:<name>``; namespace ``*``: every namespace).
+namespace)`` (subject: a username or ``group:<name>``; namespace ``*``: every namespace), and records the
+``core/v1`` Events created in a namespace (``events``; ``event_status`` other than 201 refuses them).
 
 (The ``kmock`` package was considered: it has no resourceVersions, pagination, bookmarks, 410 or
 server-side timeouts, so this small server is used instead.)
@@ -125,6 +126,8 @@ class FakeApiServer:
         self.grants: set[tuple[str, str, str, str]] = set()
         self.token_reviews: list[JsonDict] = []
         self.access_reviews: list[JsonDict] = []
+        self.events: list[JsonDict] = []
+        self.event_status = 201
 
     # ---- lifecycle ------------------------------------------------------------------------------
     async def __aenter__(self) -> FakeApiServer:
@@ -138,6 +141,7 @@ class FakeApiServer:
         app = web.Application(middlewares=[self._middleware])
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
         app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._subject_access_review)
+        app.router.add_post("/api/v1/namespaces/{namespace}/events", self._create_event)
         app.router.add_get("/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1, handler_cancellation=True)
         await self._runner.setup()
@@ -294,6 +298,17 @@ class FakeApiServer:
         status: JsonDict = {"allowed": allowed} if allowed else {"allowed": False, "reason": "no RBAC rule"}
         return web.json_response({"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
                                   "metadata": {"creationTimestamp": None}, "spec": spec, "status": status},
+                                 status=201)
+
+    async def _create_event(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        namespace = request.match_info["namespace"]
+        if self.event_status != 201:
+            return _status_response(self.event_status, "Forbidden", f'events is forbidden in namespace "{namespace}"')
+        if body.get("kind") != "Event" or (body.get("metadata") or {}).get("namespace", namespace) != namespace:
+            return _status_response(400, "BadRequest", "expected a v1 Event of this namespace")
+        self.events.append(body)
+        return web.json_response({**body, "metadata": {**body["metadata"], "name": f"event-{len(self.events)}"}},
                                  status=201)
 
     # ---- internals ------------------------------------------------------------------------------

@@ -9,9 +9,11 @@ import pytest
 
 from webhook.cluster.model import (
     NO_QUOTA_FACTS,
+    PREDICTION_ID_ANNOTATION,
     LabelSelectorRequirement,
     Namespace,
     PodAffinityTerm,
+    PredictionTrace,
     Taint,
     Toleration,
 )
@@ -118,6 +120,22 @@ def test_only_the_first_disruption_target_condition_counts() -> None:
         {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"},
     ]})
     assert not pod_from_dict(raw).preempted_by_scheduler
+
+
+def test_a_predicted_pod_carries_its_prediction_id_and_the_scheduler_s_refusal_until_bound() -> None:
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/1 nodes are available: 1 Insufficient cpu. preemption: found a potential placement for"
+                            " pod on node n1, preempting 2 victims"}
+    meta = {"annotations": {PREDICTION_ID_ANNOTATION: "a1b2"}}
+    pending = state_pod_from_dict(pod(metadata=meta, status={"conditions": [scheduled]}))
+    assert pending.trace == PredictionTrace("a1b2", True, scheduled["message"])
+    assert state_pod_from_dict(pod(metadata=meta)).trace == PredictionTrace("a1b2")
+    gated = {**scheduled, "reason": "SchedulingGated", "message": ""}
+    assert state_pod_from_dict(pod(metadata=meta, status={"conditions": [gated]})).trace == PredictionTrace("a1b2")
+    # Bound: the observer holds the pending pod already; the cache's bound pods carry nothing.
+    assert state_pod_from_dict(pod({"nodeName": "n1"}, metadata=meta)).trace is None
+    assert state_pod_from_dict(pod(metadata={"annotations": {"other": "x"}})).trace is None
+    assert state_pod_from_dict(pod()).trace is None
 
 
 def test_priority_fields_and_nomination() -> None:
@@ -360,3 +378,19 @@ def test_quota_fields_name_the_field(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidInput) as excinfo:
         pod_from_dict(raw)
     assert str(excinfo.value).startswith(message)
+
+
+def test_match_and_mismatch_label_keys_merge_into_the_affinity_selector_as_the_api_server_does() -> None:
+    """pkg/registry/core/pod/strategy.go (applyMatchLabelKeysAndMismatchLabelKeys), found by the real-scheduler
+    bench: the pod's own values become ``key In`` / ``key NotIn`` requirements; a missing label adds nothing."""
+    term = {"labelSelector": {"matchLabels": {"tier": "backend"}}, "topologyKey": "zone",
+            "matchLabelKeys": ["app", "absent"], "mismatchLabelKeys": ["team"]}
+    pod = pod_from_dict({"metadata": {"name": "p", "labels": {"app": "etl", "team": "data"}}, "spec": {"affinity": {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]},
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{**term, "labelSelector": None}]}}}})
+    (anti,) = pod.pod_anti_affinity
+    assert anti.label_selector is not None
+    assert [(r.key, r.operator, r.values) for r in anti.label_selector.match_expressions] == [
+        ("app", "In", ("etl",)), ("team", "NotIn", ("data",))]
+    (affinity,) = pod.pod_affinity
+    assert affinity.label_selector is None  # a nil selector matches nothing: nothing to merge into

@@ -20,8 +20,10 @@ from webhook.cluster import reader_constraints, reader_pod, reader_resources
 from webhook.cluster.jsonfields import json_int, json_list, json_object, json_str, parse_time_ns
 from webhook.cluster.model import (
     NO_QUOTA_FACTS,
+    PREDICTION_ID_ANNOTATION,
     HostPort,
     Pod,
+    PredictionTrace,
     Toleration,
 )
 from webhook.cluster.reader import pod_from_dict, state_pod_from_dict
@@ -76,6 +78,20 @@ def _disruption_target_by_preemption(status: Mapping[str, Any]) -> bool:
     return False
 
 
+def _prediction_trace(meta: Mapping[str, Any], spec: Mapping[str, Any],
+                      status: Mapping[str, Any]) -> PredictionTrace | None:
+    annotations = meta.get("annotations")
+    prediction_id = annotations.get(PREDICTION_ID_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if not isinstance(prediction_id, str) or not prediction_id or spec.get("nodeName"):
+        return None
+    for cond in _list(status.get("conditions"), "status.conditions"):
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled":
+            message = cond.get("message")
+            refused = cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
+            return PredictionTrace(prediction_id, refused, message if isinstance(message, str) else "")
+    return PredictionTrace(prediction_id)
+
+
 def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
     meta = _mapping(raw.get("metadata"), "metadata")
     spec = _mapping(raw.get("spec"), "spec")
@@ -116,6 +132,7 @@ def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
         or "default-scheduler",
         unmodeled=_unmodeled_features(spec),
         quota=quota_facts(resources, quota_extras(meta, spec, status)) if quota else NO_QUOTA_FACTS,
+        trace=_prediction_trace(meta, spec, status),
     )
 
 
@@ -236,11 +253,15 @@ STATUS = objects(
     phase=value(st.sampled_from(["Pending", "Running", "Succeeded"])),
     startTime=value(st.sampled_from(["2025-06-02T09:30:00Z", "2025-06-02T09:30:00.5+01:00", "yesterday"])),
     nominatedNodeName=value(TEXT), qosClass=value(st.sampled_from(["BestEffort", "Burstable", "Guaranteed"])),
-    conditions=lists(objects(type=st.just("DisruptionTarget"), status=st.sampled_from(["True", "False"]),
-                             reason=st.sampled_from(["PreemptionByScheduler", "Other"]))),
+    conditions=lists(objects(type=st.sampled_from(["DisruptionTarget", "PodScheduled"]),
+                             status=st.sampled_from(["True", "False"]),
+                             reason=st.sampled_from(["PreemptionByScheduler", "Unschedulable", "Other"]),
+                             message=value(st.sampled_from(["preempting 2 victims", 3])))),
 )
 METADATA = objects(name=value(TEXT), generateName=value(TEXT), namespace=value(TEXT), uid=value(TEXT),
                    labels=LABELS, deletionTimestamp=value(st.just("2025-06-02T09:30:00Z")),
+                   annotations=value(st.sampled_from([{PREDICTION_ID_ANNOTATION: "p-1"}, {PREDICTION_ID_ANNOTATION: ""},
+                                                      {"other": "x"}, ["a"]])),
                    deletionGracePeriodSeconds=INTEGER)
 POD = st.fixed_dictionaries({"kind": st.just("Pod")}, optional={"metadata": METADATA, "spec": SPEC, "status": STATUS})
 # Pods that differ only in what decides their requests (the remembered request sets).

@@ -113,6 +113,20 @@ def test_other_kinds_upsert_and_delete() -> None:
     state.delete("Pod", "ns/missing")  # unknown keys are ignored
 
 
+def test_the_pod_listener_hears_every_pod_change_with_the_pod_before_and_after() -> None:
+    state = build([make_pod("a", "n1"), make_pod("b", "n1")])
+    heard: list[tuple[str | None, str | None]] = []
+    state.pod_listener = lambda old, new: heard.append((old and old.node_name, new and new.node_name))
+    state.upsert(make_pod("c"))
+    state.upsert(make_pod("c", "n2"))
+    state.delete("Pod", "ns/a")
+    state.delete("Pod", "ns/missing")  # nothing was there: nothing to hear
+    state.upsert(Node("n3"))
+    # A relist: the unchanged pod b comes again, c is gone.
+    state.replace_kind("Pod", [make_pod("b", "n1")])
+    assert heard == [(None, ""), ("", "n2"), ("n1", None), ("n2", None), ("n1", "n1")]
+
+
 def test_global_default_classes() -> None:
     state = build([PriorityClass("a", 1, global_default=True), PriorityClass("b", 2)])
     assert [pc.name for pc in state.global_default_classes()] == ["a"]

@@ -168,14 +168,26 @@ async def test_certificate_rotation_under_load(tmp_path: Path) -> None:
     try:
         pooled = Traffic(base, client, workers=3).start()
         fresh = Traffic(base, client, workers=3, new_connections=True).start()
-        serials = set()
-        for _ in range(4):
-            await asyncio.sleep(0.4)
-            issue()
+        serials: set[str] = set()
+
+        async def served_serial() -> str:
             _, writer = await asyncio.open_connection("127.0.0.1", server.https_port, ssl=client,
                                                       server_hostname="localhost")
-            serials.add(writer.get_extra_info("ssl_object").getpeercert()["serialNumber"])
+            serial = str(writer.get_extra_info("ssl_object").getpeercert()["serialNumber"])
             writer.close()
+            return serial
+
+        for _ in range(4):
+            await asyncio.sleep(0.4)
+            before = await served_serial()
+            issue()
+            # The reload happens on the watcher's next tick: give a loaded machine up to 5 s to take it.
+            for _ in range(100):
+                serial = await served_serial()
+                if serial != before:
+                    break
+                await asyncio.sleep(0.05)
+            serials.add(serial)
         await asyncio.sleep(0.3)
         await pooled.stop()
         await fresh.stop()

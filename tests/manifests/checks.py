@@ -13,7 +13,12 @@ from test_manifests_webhooks import server_routes, webhook_entries
 from test_manifests_workloads import containers
 
 from webhook import routes
-from webhook.rbac import CERTS_CLUSTER_PERMISSIONS, CERTS_NAMESPACED_PERMISSIONS, REQUIRED_PERMISSIONS
+from webhook.rbac import (
+    CERTS_CLUSTER_PERMISSIONS,
+    CERTS_NAMESPACED_PERMISSIONS,
+    EVENTS_PERMISSIONS,
+    REQUIRED_PERMISSIONS,
+)
 
 
 def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -83,11 +88,14 @@ def _role_of(objects: list[dict[str, Any]], account: str, binding_kind: str) -> 
 
 
 def check_rbac_is_declared(objects: list[dict[str, Any]]) -> None:
-    """The server's ClusterRole and (when there is one) the certificate job's roles grant exactly the declared
-    calls; no wildcard anywhere; caBundle may be patched only on PreemptGuard's own configurations."""
+    """The server's ClusterRole (with ``create events`` exactly when it runs with ``--events``) and (when there is
+    one) the certificate job's roles grant exactly the declared calls; no wildcard anywhere; caBundle may be
+    patched only on PreemptGuard's own configurations."""
     specs = pod_specs(objects)
-    server_account = specs[f"Deployment/{one(objects, 'Deployment')['metadata']['name']}"]["serviceAccountName"]
-    assert granted(_role_of(objects, server_account, "ClusterRoleBinding")) == declared(REQUIRED_PERMISSIONS)
+    server = specs[f"Deployment/{one(objects, 'Deployment')['metadata']['name']}"]
+    events = "--events" in server["containers"][0].get("args", [])
+    expected = REQUIRED_PERMISSIONS + (EVENTS_PERMISSIONS if events else ())
+    assert granted(_role_of(objects, server["serviceAccountName"], "ClusterRoleBinding")) == declared(expected)
     certs_accounts = {spec["serviceAccountName"] for key, spec in specs.items() if not key.startswith("Deployment/")}
     for account in certs_accounts:
         assert granted(_role_of(objects, account, "RoleBinding")) == declared(CERTS_NAMESPACED_PERMISSIONS)

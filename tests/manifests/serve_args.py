@@ -1,6 +1,6 @@
 """Parse a container's ``serve`` arguments with the server's own parser.
 
-``--client-ca`` and ``--client-cn`` (contract §7) are being added to the server separately; until its parser
+``--client-ca`` and ``--client-cn`` (docs/interfaces.md §7) are being added to the server separately; until its parser
 knows them they are checked by name only, and from then on they are parsed like every other flag.
 """
 

@@ -87,6 +87,7 @@ def test_alerts_cover_what_the_issue_asks(exported: set[str]) -> None:
         "PreemptGuardPredictionsSkipped": {"preemptguard_predictions_skipped_total"},
         "PreemptGuardCertificateExpiring": {"preemptguard_serving_certificate_expiry_timestamp_seconds"},
         "PreemptGuardCacheStale": {"preemptguard_cluster_cache_staleness_seconds"},
+        "PreemptGuardPredictionsDisagree": {"preemptguard_prediction_observed_total"},
     }
     for rule in alert_rules():
         assert rule["labels"]["severity"] in ("warning", "critical") and rule["annotations"]["summary"]
@@ -107,6 +108,11 @@ def test_dashboard_reads_only_exported_metrics(exported: set[str]) -> None:
         assert names <= exported | SCRAPE_SERIES, expression
         used |= names
     assert "preemptguard_admission_duration_seconds_bucket" in used
+    assert "preemptguard_prediction_observed_total" in used  # the agreement rate (docs/interfaces.md §9)
+
+
+def test_the_server_exports_every_observed_verdict_from_the_start(exported: set[str]) -> None:
+    assert "preemptguard_prediction_observed_total" in exported
 
 
 def test_metric_name_extraction_is_not_vacuous() -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from manifest_build import KUSTOMIZATIONS, build, find, find_all, pod_specs
+from manifest_build import KUSTOMIZATIONS, OVERLAYS, build, find, find_all, pod_specs, with_components
+from serve_args import parse_serve_args
 
 from webhook.cluster.informer import RESOURCE_KINDS
 from webhook.rbac import (
     CERTS_CLUSTER_PERMISSIONS,
     CERTS_NAMESPACED_PERMISSIONS,
+    EVENTS_PERMISSIONS,
     REQUIRED_PERMISSIONS,
     Permission,
 )
@@ -38,6 +40,18 @@ def declared(permissions: tuple[Permission, ...]) -> set[Grant]:
 def test_server_cluster_role_grants_exactly_the_declared_permissions(kustomization: str) -> None:
     role = find(build(kustomization), "ClusterRole", "preemptguard")
     assert granted(role) == declared(REQUIRED_PERMISSIONS)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_events_component_adds_create_events_and_turns_on_events(overlay: str) -> None:
+    """Only where --events is on does the server's ClusterRole grant what it needs (webhook/rbac.py)."""
+    with_events = with_components(overlay, "components/events")
+    role = find(with_events, "ClusterRole", "preemptguard")
+    assert granted(role) == declared(REQUIRED_PERMISSIONS + EVENTS_PERMISSIONS)
+    args, _ = parse_serve_args(pod_specs(with_events)["Deployment/preemptguard"]["containers"][0]["args"])
+    assert args.events is True
+    args, _ = parse_serve_args(pod_specs(build(overlay))["Deployment/preemptguard"]["containers"][0]["args"])
+    assert args.events is False
 
 
 def test_declared_list_watch_is_what_the_informers_watch() -> None:

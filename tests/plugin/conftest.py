@@ -31,6 +31,7 @@ EXAMPLES = ROOT / "examples"
 CLUSTER = EXAMPLES / "cluster.yaml"
 POD_FILES = sorted((EXAMPLES / "pods").glob("*.yaml"))
 PLUGIN = "kubectl-preempt_preview"
+COMPLETER = "kubectl_complete-preempt_preview"  # what kubectl >= 1.26 runs to complete a plugin's arguments
 EXPECT_RE = re.compile(r"^# expect: (\S+)$", re.MULTILINE)
 RESULT_RE = re.compile(r"^# expect-result: (\S+) (\S+) node=(\S+) victims=(\S+)$", re.MULTILINE)
 
@@ -112,12 +113,11 @@ class Kubectl:
         return Run(process.returncode, out.decode(), err.decode())
 
 
-def write_shim(directory: Path) -> Path:
+def write_shim(directory: Path, name: str = PLUGIN, module: str = "kubectl_plugin.cli") -> Path:
     """``kubectl-preempt_preview``: runs ``python -m kubectl_plugin.cli`` of this checkout (what
-    ``pipx install .`` puts on PATH as a console script)."""
-    shim = directory / PLUGIN
-    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m kubectl_plugin.cli "$@"\n',
-                    encoding="utf-8")
+    ``pipx install .`` puts on PATH as a console script); likewise ``kubectl_complete-preempt_preview``."""
+    shim = directory / name
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m {module} "$@"\n', encoding="utf-8")
     shim.chmod(0o755)
     return shim
 
@@ -130,6 +130,7 @@ def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
                     "requires it too)", pytrace=False)
     plugin_dir = tmp_path_factory.mktemp("plugins")
     write_shim(plugin_dir)
+    write_shim(plugin_dir, COMPLETER, "kubectl_plugin.completion")
     return Kubectl(Path(found), plugin_dir, tmp_path_factory.mktemp("home"))
 
 

@@ -76,7 +76,8 @@ async def test_dry_run_returns_the_webhooks_full_preview(kubectl: Kubectl, api: 
     assert len(api.reviews) == len(paths)
     assert all(r["request"]["dryRun"] is True and r["request"]["userInfo"]["username"] == "alice"
                for r in api.reviews)
-    assert [(m, q) for m, p, q in api.requests if p.endswith("/pods")] == [("POST", {"dryRun": "All"})] * len(paths)
+    assert [(m, q) for m, p, q in api.requests if p.endswith("/pods")] == [
+        ("POST", {"dryRun": "All", "timeout": "1m0s"})] * len(paths)  # --request-timeout (60s) as client-go sends it
 
 
 def same_namespace(victim: str, pod: str) -> bool:
@@ -130,7 +131,7 @@ async def test_existing_workload_by_type_and_name(kubectl: Kubectl, api: Admissi
     results = json.loads(run.stdout)["results"]
     assert [r["pod"] for r in results] == ["team-a/recommendations-0", "team-a/recommendations-1"]
     assert {(r["priorityClassName"], r["priority"]) for r in results} == {("standard", 1000)}
-    assert ("GET", "/apis/apps/v1/namespaces/team-a/deployments/recommendations", {}) in api.requests
+    assert ("GET", "/apis/apps/v1/namespaces/team-a/deployments/recommendations", {"timeout": "1m0s"}) in api.requests
     # The namespace comes from the kubeconfig context when -n is not given; TYPE NAME works too.
     context_ns = write_kubeconfig(kubeconfig.parent / "ns-kubeconfig", api.kubeconfig(ALICE, namespace="team-a"))
     run, missing = await asyncio.gather(preview(kubectl, context_ns, "deploy", "recommendations", "-o", "json"),
@@ -149,6 +150,11 @@ async def test_existing_pod_name_is_previewed_under_a_generated_name(
     assert result["pod"].startswith(f"team-b/{pod['metadata']['name']}-")
     sent = api.reviews[-1]["request"]["object"]
     assert "nodeName" not in sent["spec"] and "status" not in sent
+    # -o name prints the name the API server generated, as kubectl create -o name would.
+    named = await preview(kubectl, kubeconfig, f"pod/{pod['metadata']['name']}", "-n", "team-b", "-o", "name")
+    assert named.returncode == run.returncode
+    assert named.stdout == f"pod/{api.reviews[-1]['request']['object']['metadata']['name']}\n"
+    assert named.stdout.startswith(f"pod/{pod['metadata']['name']}-")
 
 
 async def test_missing_webhook_is_an_error(kubectl: Kubectl, tmp_path: Path) -> None:

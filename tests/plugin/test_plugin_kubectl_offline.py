@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -10,7 +12,18 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CLUSTER, EXAMPLES, PLUGIN, POD_FILES, Kubectl, Run, expected_outcome, expected_results, results_of
+from conftest import (
+    CLUSTER,
+    EXAMPLES,
+    PLUGIN,
+    POD_FILES,
+    ROOT,
+    Kubectl,
+    Run,
+    expected_outcome,
+    expected_results,
+    results_of,
+)
 
 OFFLINE = ("--snapshot", str(CLUSTER))
 EXIT_FOR = {"Fits": 0, "Preempts": 1, "Unschedulable": 1, "Rejected": 1}
@@ -90,6 +103,47 @@ def test_wide_output_adds_priorities_candidates_and_tied_nodes(kubectl: Kubectl)
     assert lines[header + 1].split() == [victim["namespace"], victim["name"], victim["node"], str(victim["priority"]),
                                          "yes", result["pod"]]
     assert f"{result['pod']}: {result['message']}" in lines
+
+
+def test_name_output_is_one_pod_line_per_pod_and_keeps_the_exit_status(kubectl: Kubectl) -> None:
+    """kubectl create --dry-run=client -o name prints pod/NAME: here one line per previewed pod, rejected or not."""
+    deployment, rejected, fits = (str(EXAMPLES / f"pods/{n}.yaml")
+                                  for n in ("14-deployment-high", "04-unknown-class", "08-small-fits"))
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", deployment, "-f", rejected, "-o", "name")
+    assert (run.returncode, run.stderr) == (1, "")
+    assert run.stdout.splitlines() == [f"pod/recommendations-{i}" for i in range(4)] + ["pod/vip-api"]
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", fits, "-o", "name")
+    assert (run.returncode, run.stdout, run.stderr) == (0, "pod/checkout-debug\n", "")
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", deployment, "--replicas", "0", "-o", "name")
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize("output", ["table", "wide"])
+def test_no_headers_prints_the_rows_alone_and_the_summary_on_stderr(kubectl: Kubectl, output: str) -> None:
+    """As kubectl get a,b --no-headers: the rows of both tables, no header and no blank line between them; the
+    messages and the summary line, which are not rows, go to stderr (where kubectl says "No resources found")."""
+    files = ("-f", str(EXAMPLES / "pods/14-deployment-high.yaml"), "-f", str(EXAMPLES / "pods/04-unknown-class.yaml"))
+    full = kubectl.run("preempt-preview", *OFFLINE, *files, "-o", output)
+    bare = kubectl.run("preempt-preview", *OFFLINE, *files, "-o", output, "--no-headers")
+    assert bare.returncode == full.returncode == 1
+    blocks = full.stdout.split("\n\n")  # pods, victims, messages, summary
+    assert len(blocks) == 4
+    pods, victims = blocks[0].splitlines()[1:], blocks[1].splitlines()[1:]
+    assert [line.split() for line in bare.stdout.splitlines()] == [line.split() for line in pods + victims]
+    assert len(bare.stdout.splitlines()) == 9 and "" not in bare.stdout.splitlines()
+    assert bare.stderr == blocks[2] + "\n" + blocks[3]
+    assert bare.stderr.splitlines()[-1].startswith("5 pods: 0 fit, 4 preempt, 0 unschedulable, 1 rejected")
+    # Widths come from the rows alone: the POD column is as wide as its longest name, plus three spaces.
+    assert bare.stdout.splitlines()[0].startswith("team-a/recommendations-0   high   Preempts")
+    # Other outputs ignore --no-headers, as kubectl's do.
+    as_json = kubectl.run("preempt-preview", *OFFLINE, *files, "-o", "json", "--no-headers")
+    assert json.loads(as_json.stdout)["summary"]["pods"] == 5 and as_json.stderr == ""
+
+
+def test_no_headers_with_nothing_to_preview(kubectl: Kubectl) -> None:
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", str(EXAMPLES / "pods/14-deployment-high.yaml"),
+                      "--replicas", "0", "--no-headers")
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "No pods to preview.\n")
 
 
 def test_yaml_output_is_the_preview(kubectl: Kubectl) -> None:
@@ -261,3 +315,26 @@ def test_a_pod_with_node_name_is_never_preempted_for(kubectl: Kubectl) -> None:
     (result,) = preview["results"]
     assert (result["outcome"], result["node"], result["victims"]) == ("Unschedulable", None, [])
     assert "kubelet will reject it" in result["message"] and run.returncode == 1
+
+
+# ---- the README shows real output ------------------------------------------------------------------------
+def readme_offline_runs() -> list[tuple[list[str], str, str]]:
+    """(arguments, stream, output) of every ``$ kubectl preempt-preview --snapshot ...`` in the README, with
+    ``2>/dev/null`` (stdout shown) or ``>/dev/null`` (stderr shown) at the end."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    runs = []
+    for block in re.findall(r"^```\w*\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
+        for command, output in re.findall(r"^\$ (kubectl preempt-preview --snapshot .*?)\n((?:(?!\$ ).*\n)*)",
+                                          block.replace("\\\n", " "), re.MULTILINE):
+            words = shlex.split(command)
+            stream = {"2>/dev/null": "stdout", ">/dev/null": "stderr"}.get(words[-1], "stdout")
+            runs.append(([w for w in words[2:] if not w.endswith("/dev/null")], stream, output))
+    return runs
+
+
+def test_the_readme_shows_real_output(kubectl: Kubectl) -> None:
+    runs = readme_offline_runs()
+    assert len(runs) >= 4, runs
+    for args, stream, output in runs:
+        run = kubectl.run("preempt-preview", *args)
+        assert getattr(run, stream) == output, args

@@ -8,7 +8,7 @@ import tomllib
 from typing import Any
 
 import yaml
-from conftest import PLUGIN, ROOT
+from conftest import COMPLETER, PLUGIN, ROOT
 
 TEMPLATE = ROOT / "krew" / "preempt-preview.yaml"
 ADD_URI_AND_SHA = re.compile(r'^(\s*)\{\{addURIAndSha "([^"]+)" \.TagName \}\}$', re.MULTILINE)
@@ -28,6 +28,8 @@ def render_template(tag: str) -> dict[str, Any]:
 def test_console_script_is_the_kubectl_plugin_name() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["scripts"][PLUGIN] == "kubectl_plugin.cli:main"
+    # kubectl >= 1.26 completes "kubectl preempt-preview" by running kubectl_complete-preempt_preview.
+    assert project["scripts"][COMPLETER] == "kubectl_plugin.completion:main"
 
 
 def test_krew_manifest_renders_to_a_valid_plugin() -> None:
@@ -47,4 +49,7 @@ def test_krew_manifest_renders_to_a_valid_plugin() -> None:
         assert f"{labels['os']}_{labels['arch']}" in platform["uri"]
         assert re.fullmatch(r"[0-9a-f]{64}", platform["sha256"])
         assert {"from": PLUGIN, "to": "."} in platform["files"]
+        assert {"from": COMPLETER, "to": "."} in platform["files"]  # krew/kubectl_complete-preempt_preview
     assert selectors == {("linux", "amd64"), ("linux", "arm64"), ("darwin", "amd64"), ("darwin", "arm64")}
+    # krew links only `bin` into its bin directory (krew issue 812): the caveats say how to add the completer.
+    assert f"/store/preempt-preview/*/{COMPLETER}" in spec["caveats"]

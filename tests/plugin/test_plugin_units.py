@@ -23,20 +23,14 @@ from kubectl_plugin.inputs import (
     with_priority_class,
 )
 from kubectl_plugin.render import Progress, colour_wanted, format_tables, render
-from kubectl_plugin.sources import (
-    ApiAnswer,
-    ClusterPreviewSource,
-    KubeCluster,
-    WebhookPreviewSource,
-    combine_previews,
-    kubeconfig_paths,
-    parse_warning_headers,
-    summarize,
-)
+from kubectl_plugin.sources.dry_run import ClusterPreviewSource
+from kubectl_plugin.sources.kube_api import ApiAnswer, KubeCluster, kubeconfig_paths, parse_warning_headers
+from kubectl_plugin.sources.webhook_url import WebhookPreviewSource
 from webhook.cluster.loader import load_snapshot
 from webhook.errors import ClusterUnavailable, ConfigError, Forbidden, InvalidInput, Unauthorized
-from webhook.preemption.preview import preview_objects
+from webhook.preemption.preview import preview_document, preview_objects, summarize
 from webhook.preemption.workloads import expand_object
+from webhook.server.auth import redact_preview
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"},
        "spec": {"priority": 5, "preemptionPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}
@@ -133,7 +127,7 @@ def deployment_preview() -> dict[str, Any]:
 
 
 def test_combined_results_have_the_predictors_summary(deployment_preview: dict[str, Any]) -> None:
-    assert combine_previews(deployment_preview["results"]) == deployment_preview
+    assert preview_document(deployment_preview["results"]) == deployment_preview
 
 
 def answer(status: int, body: Mapping[str, Any] | str) -> ApiAnswer:
@@ -194,6 +188,27 @@ async def test_webhook_source_sends_the_token_and_maps_errors(aiohttp_server: An
                         (ClusterUnavailable, "cache not ready"), (InvalidInput, "no such endpoint")]:
         with pytest.raises(error, match=text):
             await source.preview([POD], namespace=None, replicas=None, progress=Progress())
+
+
+async def test_webhook_answers_combined_keep_the_servers_summary_of_redacted_victims(
+        aiohttp_server: Any, deployment_preview: dict[str, Any]) -> None:
+    """/preview redacts the victims of namespaces the caller may not list; the plugin combines one answer per
+    object, and the combined summary still counts them, as the server's did."""
+    redacted = redact_preview(deployment_preview, {"batch"})
+    assert redacted["summary"] == deployment_preview["summary"] and redacted["redactedNamespaces"] == ["batch"]
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response(redacted)
+
+    app = web.Application()
+    app.router.add_post("/preview", handler)
+    server = await aiohttp_server(app)
+    got = await WebhookPreviewSource(f"http://127.0.0.1:{server.port}").preview(
+        [POD, POD], namespace=None, replicas=None, progress=Progress())
+    assert got.preview["results"] == redacted["results"] * 2
+    assert got.preview["summary"] == summarize(deployment_preview["results"] * 2)
+    assert got.preview["summary"]["victims"] == 8 and got.preview["summary"]["namespacesAffected"] == ["batch"]
+    assert got.preview["redactedNamespaces"] == ["batch"]
 
 
 def test_kubeconfig_paths(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import yaml
 from webhook.cluster.loader import parse_documents
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PredictionTimeout
-from webhook.preemption.preview import build_preview, preview_exit_code, preview_object
+from webhook.preemption.preview import build_preview, preview_exit_code, preview_object, result_json, summarize
 from webhook.preemption.results import Outcome, PreemptionArgs
 from webhook.preemption.simulate import predict_preemption
 from webhook.preemption.workloads import expand_object
@@ -138,6 +138,31 @@ def test_sampling_note_when_candidates_exceed_upstream_sample() -> None:
 
 def test_build_preview_of_nothing() -> None:
     assert build_preview([])["summary"]["pods"] == 0
+
+
+def test_the_summary_is_computed_from_the_json_results() -> None:
+    results = predict_preemption(_state(), expand_object(_pod("1500m"))[0], replicas=3)
+    assert build_preview(results)["summary"] == summarize([result_json(r) for r in results])
+
+
+def _victim(namespace: str, name: str) -> dict[str, Any]:
+    return {"namespace": namespace, "name": name, "node": "n1", "priority": 1, "pdbViolation": False}
+
+
+def test_the_summary_counts_victims_redacted_or_of_other_tenants() -> None:
+    """Named, redacted by /preview (namespaces kept, as before redaction) and counted for another tenant (no
+    namespace; the total repeated as ``otherTenantVictims``)."""
+    results = [
+        {"outcome": "Preempts", "pdbViolations": 2, "victims": [_victim("team-a", "x")],
+         "otherTenantVictims": {"count": 3, "pdbViolations": 1}},
+        {"outcome": "Preempts", "pdbViolations": 1, "victims": [],
+         "redactedVictims": [{"namespace": "team-z", "count": 2, "pdbViolations": 1}]},
+        {"outcome": "Fits", "victims": []}, {"outcome": "Rejected"}, {"outcome": "Unschedulable", "victims": []},
+    ]
+    assert summarize(results) == {"pods": 5, "fits": 1, "preempting": 2, "unschedulable": 1, "rejected": 1,
+                                  "victims": 6, "pdbViolations": 3, "namespacesAffected": ["team-a", "team-z"],
+                                  "otherTenantVictims": 3}
+    assert "otherTenantVictims" not in summarize(results[1:])
 
 
 def test_preview_object_honours_the_deadline() -> None:

@@ -217,3 +217,23 @@ def test_replicas_get_distinct_names_and_uids() -> None:
     assert [(p.name, p.uid) for p in replica_pods(pod, 3)] == [("web-0", "u-0"), ("web-1", "u-1"), ("web-2", "u-2")]
     assert replica_pods(pod, 1) == [pod]
     assert [p.uid for p in replica_pods(dataclasses.replace(pod, uid=""), 2)] == ["", ""]
+
+
+def test_replicas_over_the_namespace_quota_are_rejected_as_the_api_server_would() -> None:
+    """The ResourceQuota admission plugin runs after the Priority plugin at create, each admitted replica charged
+    before the next (tests/vectors/real_scheduler/quota-exceeded-is-rejected, found by preempt-guard verify)."""
+    quota = """
+- apiVersion: v1
+  kind: ResourceQuota
+  metadata: {name: compute, namespace: team-a}
+  spec: {hard: {requests.cpu: "3"}}
+  status: {hard: {requests.cpu: "3"}, used: {requests.cpu: "1"}}
+"""
+    state = cluster(node_item("n1", cpu="8") + quota)
+    results = preview_object(state, pod_manifest(cpu="1"), replicas=3)["results"]
+    assert [r["outcome"] for r in results] == ["Fits", "Fits", "Rejected"]
+    assert results[2]["message"] == ('pods "web-2" is forbidden: exceeded quota: compute, requested: '
+                                     "requests.cpu=1, used: requests.cpu=3, limited: requests.cpu=3")
+    # another namespace is not charged
+    other = {**pod_manifest(cpu="1"), "metadata": {"name": "web", "namespace": "team-b"}}
+    assert {r["outcome"] for r in preview_object(state, other, replicas=3)["results"]} == {"Fits"}

@@ -62,6 +62,23 @@ def test_flags_become_settings() -> None:
         build_parser().parse_args(["serve", "--cluster-snapshot", "f", "--in-cluster"])
 
 
+def test_observe_flags_become_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    defaults = settings_from_args(build_parser().parse_args(["serve", "--tls-self-signed"]), environ={})
+    assert (defaults.observe_window_seconds, defaults.observe_max_predictions, defaults.events) == (600, 100_000, False)
+    args = build_parser().parse_args(["serve", "--tls-self-signed", "--observe-window", "120", "--observe-max", "500",
+                                      "--events"])
+    settings = settings_from_args(args, environ={})
+    assert (settings.observe_window_seconds, settings.observe_max_predictions, settings.events) == (120, 500, True)
+    off = settings_from_args(build_parser().parse_args(["serve", "--observe-window", "0"]), environ={})
+    assert off.observe_window_seconds == 0
+    snapshot = tmp_path / "s.yaml"
+    snapshot.write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    for flag, value, message in (("--observe-window", "-1", "--observe-window must not be negative, got -1"),
+                                 ("--observe-max", "0", "--observe-max must be at least 1, got 0")):
+        assert main(["serve", "--cluster-snapshot", str(snapshot), "--tls-self-signed", flag, value]) == 2
+        assert capsys.readouterr().err.strip() == f"preempt-guard: error: {message}"
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from webhook.observe.compare import Verdict
 from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
 from webhook.server.metrics import WebhookMetrics
 
@@ -37,3 +38,11 @@ def test_cached_children_count_per_label_values() -> None:
     assert sample(metrics, "preemptguard_prediction_duration_seconds_count", {"endpoint": "mutate_pods"}) == 1
     assert sample(metrics, "preemptguard_guardrail_decisions_total", {"decision": "warned", "mode": "warn"}) == 1
     assert sample(metrics, "preemptguard_predicted_victims_total", {"namespace": "team-b"}) == 2
+
+
+def test_every_observed_verdict_is_exported_from_the_start() -> None:
+    metrics = WebhookMetrics()
+    for verdict in ("agree", "node_differs", "victims_differ", "outcome_differs", "unobserved"):
+        assert sample(metrics, "preemptguard_prediction_observed_total", {"verdict": verdict}) == 0
+    metrics.observe_prediction_verdict(Verdict.VICTIMS_DIFFER)
+    assert sample(metrics, "preemptguard_prediction_observed_total", {"verdict": "victims_differ"}) == 1

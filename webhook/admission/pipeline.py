@@ -5,7 +5,8 @@
 ``PodAdmission.admit`` takes a parsed ``AdmissionRequest`` and returns an ``AdmissionOutcome``; the server
 turns JSON into the one and the other back into JSON. Its collaborators come in through small protocols:
 the cluster source (``webhook.cluster.source.ClusterSource``), a ``Predictor`` (the prediction thread pool
-with its time budget) and an ``AdmissionObserver`` (metrics and logs).
+with its time budget), an ``AdmissionObserver`` (metrics and logs) and, with a live cluster, a
+``PredictionFollower`` (the observer of docs/interfaces.md §9, which learns what the scheduler then did).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from webhook.admission.outcome import ALLOWED, AdmissionOutcome, internal_error
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
 from webhook.admission.priority import admit_priority
 from webhook.admission.review import AdmissionRequest
-from webhook.cluster.model import EMPTY_LABELS, Pod, PriorityClass
+from webhook.cluster.model import EMPTY_LABELS, PREDICTION_ID_ANNOTATION, Pod, PriorityClass
 from webhook.cluster.snapshot import ClusterState
 from webhook.cluster.source import ClusterSource
 from webhook.config import Config, GuardrailsConfig, QuotaConfig, SchedulerConfig
@@ -37,6 +38,7 @@ from webhook.priority.quota import admit_pod_quota
 from webhook.priority.resolution import effective_classes
 
 ANNOTATION_PATH = ("metadata", "annotations", PREDICTION_ANNOTATION)
+PREDICTION_ID_PATH = ("metadata", "annotations", PREDICTION_ID_ANNOTATION)
 GUARDRAIL_DENIAL = "PreemptGuard guardrail denied the predicted preemption"
 
 
@@ -60,6 +62,15 @@ class AdmissionObserver(Protocol):
                           dry_run: bool) -> None: ...
 
 
+class PredictionFollower(Protocol):
+    """Follows a pod predicted at a non-dry-run CREATE that is allowed, to hold the prediction against what the
+    scheduler does (docs/interfaces.md §9)."""
+
+    def follow(self, review: PodReview, result: PreemptionResult) -> str:
+        """Start following; returns the id the patch writes in ``preemptguard.io/prediction-id``."""
+        ...
+
+
 # An extra stage after the quota: an allowed outcome (warnings, audit annotations) or a denial.
 PodStep = Callable[[PodReview], AdmissionOutcome]
 
@@ -76,6 +87,8 @@ class PodAdmission:
     steps: list[PodStep] = field(default_factory=list)
     # The API server proves itself with a client certificate (``--client-ca``): ``auditDetail: full`` applies.
     callers_authenticated: bool = False
+    # With a live cluster source: each admitted prediction is followed (the patch writes its id on the pod).
+    follower: PredictionFollower | None = None
 
     async def admit(self, request: AdmissionRequest) -> AdmissionOutcome:
         if not is_pod_admission(request):
@@ -120,7 +133,11 @@ class PodAdmission:
                                      callers_authenticated=self.callers_authenticated)
         result = predicted if isinstance(predicted, PreemptionResult) else None
         self.observer.guardrail_decided(decision, result, dry_run=review.request.dry_run)
-        return guardrail_outcome(review, decision)
+        outcome = guardrail_outcome(review, decision)
+        # The last stage: an allowed pod is created unless a later admission step refuses it.
+        if decision.allowed and result is not None and self.follower is not None and not review.request.dry_run:
+            review.patch.set(PREDICTION_ID_PATH, self.follower.follow(review, result))
+        return outcome
 
     async def predict(self, review: PodReview, state: ClusterState, config: Config) -> PreemptionResult | SkipReason:
         if not self.source.is_ready():

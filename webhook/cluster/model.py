@@ -15,7 +15,9 @@ from webhook.cluster.quantity import Quantity
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 PREEMPT_NEVER = "Never"
 PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
-
+# Written by the admission patch on a pod PreemptGuard predicted at CREATE (docs/interfaces.md §9): at
+# mutating admission the pod has no UID (and with generateName no name), so the observer finds it by this.
+PREDICTION_ID_ANNOTATION = "preemptguard.io/prediction-id"
 
 
 class FrozenMap(dict[str, Any]):
@@ -185,6 +187,24 @@ NO_QUOTA_FACTS = QuotaFacts(PodResourceSpec())
 
 
 @dataclass(frozen=True, slots=True)
+class PredictionTrace:
+    """What the live observer (``webhook.observe``) reads of a pod carrying ``PREDICTION_ID_ANNOTATION``.
+
+    Only such pods have one, and only until they are bound (``spec.nodeName``): the observer sees a binding as
+    the change from the pending pod the cluster state holds. So the informer cache's bound pods (150,000 of
+    them in bench/cluster_state.py) pay a single ``None`` field.
+    """
+
+    prediction_id: str
+    # Condition PodScheduled=False with reason Unschedulable: the scheduler's failed attempt, with or without a
+    # nomination (pkg/scheduler/schedule_one.go, handleSchedulingFailure).
+    unschedulable: bool = False
+    # That condition's message, e.g. "... preemption: found a potential placement for pod on node n1,
+    # preempting 2 victims" (the PostFilter status of pkg/scheduler/framework/preemption/preemption.go).
+    scheduling_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     name: str
     namespace: str
@@ -214,6 +234,7 @@ class Pod:
     # Scheduling features this model does not simulate (named in prediction messages).
     unmodeled: tuple[str, ...] = ()
     quota: QuotaFacts = NO_QUOTA_FACTS
+    trace: PredictionTrace | None = None
 
     @property
     def key(self) -> str:

@@ -91,7 +91,11 @@ def node_selector_terms(value: object, path: str) -> tuple[NodeSelectorTerm, ...
     return tuple(terms)
 
 
-def affinity_terms(value: object, path: str) -> tuple[PodAffinityTerm, ...]:
+def affinity_terms(value: object, path: str, labels: Mapping[str, str] = EMPTY_LABELS) -> tuple[PodAffinityTerm, ...]:
+    """Required pod (anti-)affinity terms, with ``matchLabelKeys``/``mismatchLabelKeys`` merged into the selector
+    from the pod's own ``labels`` as the API server does on create (``key In (value)`` / ``key NotIn (value)``):
+    pkg/registry/core/pod/strategy.go (applyMatchLabelKeysAndMismatchLabelKeys). Admission webhooks see a pod
+    before that merge; a stored pod has it already, and merging again adds an identical requirement."""
     if value is None:
         return ()
     terms = []
@@ -99,8 +103,18 @@ def affinity_terms(value: object, path: str) -> tuple[PodAffinityTerm, ...]:
         tpath = f"{path}[{i}]"
         term = json_object(term, tpath)
         namespace_selector = term.get("namespaceSelector")
+        selector = label_selector(term.get("labelSelector"), f"{tpath}.labelSelector")
+        match_keys = [json_str(k, f"{tpath}.matchLabelKeys") for k in json_list(term.get("matchLabelKeys"), tpath)]
+        mismatch_keys = [json_str(k, f"{tpath}.mismatchLabelKeys")
+                         for k in json_list(term.get("mismatchLabelKeys"), tpath)]
+        if selector is not None and (match_keys or mismatch_keys):
+            merged = tuple(LabelSelectorRequirement(key, operator, (labels[key],))
+                           for keys, operator in ((match_keys, "In"), (mismatch_keys, "NotIn"))
+                           for key in keys if key in labels)
+            if merged:
+                selector = LabelSelector(selector.match_labels, selector.match_expressions + merged)
         terms.append(PodAffinityTerm(
-            label_selector=label_selector(term.get("labelSelector"), f"{tpath}.labelSelector"),
+            label_selector=selector,
             topology_key=json_str(term.get("topologyKey"), f"{tpath}.topologyKey"),
             namespaces=tuple(json_str(n, f"{tpath}.namespaces") for n in json_list(term.get("namespaces"), tpath)),
             namespace_selector=label_selector(namespace_selector, f"{tpath}.namespaceSelector"),

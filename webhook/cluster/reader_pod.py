@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 
 from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_object, json_str, parse_time_ns
-from webhook.cluster.model import NO_QUOTA_FACTS, HostPort, Pod
+from webhook.cluster.model import NO_QUOTA_FACTS, PREDICTION_ID_ANNOTATION, HostPort, Pod, PredictionTrace
 from webhook.cluster.reader_constraints import (
     affinity_terms,
     node_selector_terms,
@@ -81,6 +81,21 @@ def _disruption_target_by_preemption(conditions: object) -> bool:
         if isinstance(cond, Mapping) and cond.get("type") == "DisruptionTarget":
             return cond.get("status") == "True" and cond.get("reason") == "PreemptionByScheduler"
     return False
+
+
+def _prediction_trace(annotations: object, conditions: object) -> PredictionTrace | None:
+    """The observer's view of a pod PreemptGuard predicted (None for every other pod: one dict lookup)."""
+    if type(annotations) is not dict and not isinstance(annotations, Mapping):
+        return None
+    prediction_id = annotations.get(PREDICTION_ID_ANNOTATION)
+    if type(prediction_id) is not str or not prediction_id:
+        return None
+    for cond in json_list(conditions, "status.conditions"):
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled":
+            unschedulable = cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
+            message = cond.get("message")
+            return PredictionTrace(prediction_id, unschedulable, message if type(message) is str else "")
+    return PredictionTrace(prediction_id)
 
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -157,13 +172,14 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
     conditions = status.get("conditions")
     preempted_by_scheduler = conditions is not None and _disruption_target_by_preemption(conditions)
     nominated_node_name = _interned_str(status.get("nominatedNodeName"), "status.nominatedNodeName")
+    annotations = meta.get("annotations")
     resources = pod_resources(spec) if quota else None
     requests = pod_requests_resources(spec) if resources is None else resources.requests
     host_ports = _host_ports(spec)
     node_selector = read_labels(spec.get("nodeSelector"), "spec.nodeSelector")
     required_node_affinity = node_selector_terms(node_affinity, _NODE_AFFINITY_REQUIRED_PATH)
-    pod_affinity_terms = affinity_terms(pod_affinity, _POD_AFFINITY_REQUIRED_PATH)
-    pod_anti_affinity_terms = affinity_terms(pod_anti_affinity, _POD_ANTI_AFFINITY_REQUIRED_PATH)
+    pod_affinity_terms = affinity_terms(pod_affinity, _POD_AFFINITY_REQUIRED_PATH, labels)
+    pod_anti_affinity_terms = affinity_terms(pod_anti_affinity, _POD_ANTI_AFFINITY_REQUIRED_PATH, labels)
     topology_spread = spread_constraints(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
     tolerations = read_tolerations(spec.get("tolerations"), "spec.tolerations")
     grace_period = spec.get("terminationGracePeriodSeconds")
@@ -198,6 +214,8 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         scheduler_name=scheduler_name,
         unmodeled=_unmodeled_features(spec),
         quota=NO_QUOTA_FACTS if resources is None else resources.quota_facts(_quota_extras(meta, spec, status)),
+        # A bound pod keeps none: the observer sees its binding as the change from the pending pod it holds.
+        trace=None if annotations is None or node_name else _prediction_trace(annotations, conditions),
     )
 
 

@@ -7,7 +7,7 @@ admission hot path reads ready-made views and never scans the whole cluster.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from webhook.cluster.model import (
@@ -68,6 +68,10 @@ def holds_node_resources(pod: Pod) -> bool:
 # How many node-name changes ``ClusterState.nodes_changed_since`` can look back over.
 NODE_LOG_LENGTH = 1 << 16
 
+# Told of every pod change as (the pod before, the pod after): (None, pod) added, (pod, None) deleted. Relists
+# arrive as the same calls (``replace_kind``), so an unchanged pod comes as (pod, equal pod).
+PodListener = Callable[[Pod | None, Pod | None], None]
+
 
 class ClusterState:
     """PriorityClasses, Namespaces, Nodes, Pods, PDBs and ResourceQuotas, indexed for admission."""
@@ -96,13 +100,17 @@ class ClusterState:
         self.settled_version = 0
         # (version, node name) of the latest node-name changes, newest last (see ``nodes_changed_since``).
         self._node_log: deque[tuple[int, str]] = deque(maxlen=NODE_LOG_LENGTH)
+        # The live observer's hook (webhook.observe.tracker): called on the writer's thread after each pod change.
+        self.pod_listener: PodListener | None = None
 
     # ---- writes -------------------------------------------------------------------------------
     def upsert(self, obj: ClusterObject) -> None:
         self.version += 1
         if isinstance(obj, Pod):
-            self._remove_pod(obj.key)
+            old = self._remove_pod(obj.key)
             self._add_pod(obj)
+            if self.pod_listener is not None:
+                self.pod_listener(old, obj)
         elif isinstance(obj, PriorityClass):
             self.priority_classes[obj.name] = obj
         elif isinstance(obj, Node):
@@ -121,7 +129,9 @@ class ClusterState:
         """Remove one object by kind and ``object_key``; unknown keys are ignored."""
         self.version += 1
         if kind == "Pod":
-            self._remove_pod(key)
+            old = self._remove_pod(key)
+            if old is not None and self.pod_listener is not None:
+                self.pod_listener(old, None)
         elif kind == "PriorityClass":
             self.priority_classes.pop(key, None)
         elif kind == "Node":
@@ -186,10 +196,10 @@ class ClusterState:
         elif pod.nominated_node_name and not pod.node_name and not pod.is_terminal:
             self.nominated_by_node.setdefault(pod.nominated_node_name, {})[key] = pod
 
-    def _remove_pod(self, key: str) -> None:
+    def _remove_pod(self, key: str) -> Pod | None:
         pod = self.pods.pop(key, None)
         if pod is None:
-            return
+            return None
         self._touch_pod_nodes(pod)
         _discard(self.pods_by_namespace, pod.namespace, key)
         _discard(self.pods_by_priority_class, pod.priority_class_name, key)
@@ -200,6 +210,7 @@ class ClusterState:
             if usage.pod_count == 0:
                 del self.node_usage[pod.node_name]
         _discard(self.nominated_by_node, pod.nominated_node_name, key)
+        return pod
 
     # ---- reads --------------------------------------------------------------------------------
     def nodes_changed_since(self, version: int) -> set[str] | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from webhook.cluster.model import Namespace
 from webhook.config import DisclosureMode
+from webhook.preemption.preview import summarize
 from webhook.preemption.results import PreemptionResult, VictimInfo
 
 OTHER_TENANTS_KEY = "otherTenantVictims"
@@ -49,7 +50,11 @@ class Audience:
     everything: bool = False
 
     def may_name(self, victim: VictimInfo) -> bool:
-        return self.everything or tenant_of(victim.namespace, self.namespaces, self.tenant_label) == self.tenant
+        return self.names_namespace(victim.namespace)
+
+    def names_namespace(self, namespace: str) -> bool:
+        """Whether pods of ``namespace`` may be named to this audience."""
+        return self.everything or tenant_of(namespace, self.namespaces, self.tenant_label) == self.tenant
 
     def split(self, victims: Iterable[VictimInfo]) -> tuple[list[VictimInfo], list[VictimInfo]]:
         """(victims that may be named, victims of other tenants), each in the given order."""
@@ -105,9 +110,4 @@ def redact_preview_document(document: Mapping[str, Any], results: list[Preemptio
         return dict(document)
     entries = [_redacted_result(entry, result, audience)
                for entry, result in zip(document["results"], results, strict=True)]
-    named = sorted({v.namespace for r in results for v in audience.split(r.victims)[0]})
-    hidden = sum(len(audience.split(r.victims)[1]) for r in results)
-    summary = {**document["summary"], "namespacesAffected": named}
-    if hidden:
-        summary[OTHER_TENANTS_KEY] = hidden
-    return {**document, "results": entries, "summary": summary}
+    return {**document, "results": entries, "summary": summarize(entries)}

@@ -32,24 +32,41 @@ def result_json(result: PreemptionResult) -> dict[str, Any]:
     }
 
 
+def summarize(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``summary`` of a PreemptionPreview, from its ``results`` as JSON: the one summary of the server,
+    the admission webhook's dry-run annotation and the plugin (which combines results from several answers).
+
+    ``victims`` counts every victim: those named; those ``/preview`` redacted, counted per namespace in
+    ``redactedVictims`` (their namespaces stay in ``namespacesAffected``, as before redaction); and those of
+    other tenants the admission webhook only counted in ``otherTenantVictims`` (docs/interfaces.md §7), whose
+    total is also ``summary.otherTenantVictims`` and whose namespaces are never named."""
+    outcomes = [r.get("outcome") for r in results]
+    named = [v for r in results for v in r.get("victims") or []]
+    redacted = [h for r in results for h in r.get("redactedVictims") or []]
+    others = sum(int((r.get("otherTenantVictims") or {}).get("count") or 0) for r in results)
+    summary: dict[str, Any] = {
+        "pods": len(results),
+        "fits": outcomes.count(Outcome.FITS),
+        "preempting": outcomes.count(Outcome.PREEMPTS),
+        "unschedulable": outcomes.count(Outcome.UNSCHEDULABLE),
+        "rejected": outcomes.count(Outcome.REJECTED),
+        "victims": len(named) + sum(int(h.get("count") or 0) for h in redacted) + others,
+        "pdbViolations": sum(int(r.get("pdbViolations") or 0) for r in results),
+        "namespacesAffected": sorted({str(v.get("namespace")) for v in [*named, *redacted]}),
+    }
+    if others:
+        summary["otherTenantVictims"] = others
+    return summary
+
+
+def preview_document(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The PreemptionPreview of results already in JSON (one entry per pod, in order)."""
+    return {"apiVersion": API_VERSION, "kind": KIND, "results": list(results), "summary": summarize(results)}
+
+
 def build_preview(results: Sequence[PreemptionResult]) -> dict[str, Any]:
     """The PreemptionPreview for the results of one simulation (one entry per replica, in order)."""
-    outcomes = [r.outcome for r in results]
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "results": [result_json(r) for r in results],
-        "summary": {
-            "pods": len(results),
-            "fits": outcomes.count(Outcome.FITS),
-            "preempting": outcomes.count(Outcome.PREEMPTS),
-            "unschedulable": outcomes.count(Outcome.UNSCHEDULABLE),
-            "rejected": outcomes.count(Outcome.REJECTED),
-            "victims": sum(len(r.victims) for r in results),
-            "pdbViolations": sum(r.pdb_violations for r in results),
-            "namespacesAffected": sorted({v.namespace for r in results for v in r.victims}),
-        },
-    }
+    return preview_document([result_json(r) for r in results])
 
 
 def preview_objects(state: ClusterState, objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.cluster.copying import replace_fields
-from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod
+from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod, ResourceQuota
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PredictionTimeout
 from webhook.preemption.context import new_context
@@ -45,6 +45,7 @@ from webhook.priority.resolution import (
     effective_classes,
     resolve_pod_priority,
 )
+from webhook.priority.resource_quota import charge_quotas, check_resource_quota
 
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 PREEMPTION_DISABLED = (
@@ -210,16 +211,35 @@ def resolve_priority(state: ClusterState, pod: Pod) -> Pod:
                           priority_class_name=resolved.priority_class_name)
 
 
+def _rejected(pod: Pod, message: str, priority: int | None = None) -> PreemptionResult:
+    return PreemptionResult(pod=pod.key, priority=priority, priority_class_name=pod.priority_class_name,
+                            preemption_policy=pod.preemption_policy or PREEMPT_LOWER_PRIORITY,
+                            outcome=Outcome.REJECTED, message=message)
+
+
 def resolve_each(state: ClusterState, pods: Sequence[Pod]) -> list[Pod | PreemptionResult]:
-    """Each pod as the Priority plugin would store it, or its own ``Rejected`` result."""
+    """Each pod as the API server would store it, or its own ``Rejected`` result: the Priority plugin, then the
+    ResourceQuota admission plugin (on by default) against the namespace's quotas, each admitted pod charged
+    before the next is checked (the real control plane refuses a pod over its quota before the scheduler sees
+    it: tests/vectors/real_scheduler/quota-exceeded-is-rejected)."""
     entries: list[Pod | PreemptionResult] = []
+    quotas: dict[str, list[ResourceQuota]] = {}
     for pod in pods:
         try:
-            entries.append(resolve_priority(state, pod))
+            resolved = resolve_priority(state, pod)
         except PriorityRejection as exc:
-            entries.append(PreemptionResult(pod=pod.key, priority=None, priority_class_name=pod.priority_class_name,
-                                            preemption_policy=pod.preemption_policy or PREEMPT_LOWER_PRIORITY,
-                                            outcome=Outcome.REJECTED, message=str(exc)))
+            entries.append(_rejected(pod, str(exc)))
+            continue
+        namespace_quotas = quotas.get(resolved.namespace)
+        if namespace_quotas is None:
+            namespace_quotas = quotas[resolved.namespace] = state.quotas_in(resolved.namespace)
+        if namespace_quotas:
+            denial = check_resource_quota(resolved, operation="CREATE", quotas=namespace_quotas, limited_resources=())
+            if denial is not None:
+                entries.append(_rejected(resolved, denial.message, resolved.priority))
+                continue
+            quotas[resolved.namespace] = charge_quotas(resolved, namespace_quotas)
+        entries.append(resolved)
     return entries
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import Pod, ResourceQuota, ScopedResourceSelectorRequirement
 from webhook.cluster.quantity import Quantity, format_quantity
 from webhook.cluster.resources import ResourceList, add_quantities, is_pod_level_resources_set, pod_limits, pod_requests
@@ -334,3 +335,25 @@ def check_resource_quota(
                      f"limited: {_pretty_print({n: quota.hard[n] for n in exceeded})}")
             return forbidden(pod, inner, RULE_RESOURCE_QUOTA)
     return None
+
+
+def charge_quotas(pod: Pod, quotas: Sequence[ResourceQuota], now_ns: int | None = None) -> list[ResourceQuota]:
+    """The namespace's quotas after admitting ``pod``: each quota that matches it is charged its usage, as the
+    admission controller records it in ``status.used`` before the next create is checked (controller.go
+    ``CheckRequest`` → the quota accessor's ``UpdateQuotaStatus``). Used to admit replicas one by one."""
+    usage = pod_usage(pod, now_ns)
+    charged = []
+    for quota in quotas:
+        try:
+            matches = quota_matches(quota, pod)
+        except ScopeSelectorError:
+            matches = False
+        if matches:
+            used = dict(quota.used)
+            for name, qty in usage.items():
+                if name in quota.hard:
+                    used[name] = add_quantities(used[name], qty) if name in used else qty
+            quota = replace_fields(quota, used=used)
+        charged.append(quota)
+    return charged
+

@@ -25,6 +25,7 @@ from webhook.prediction.service import PredictionService
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import Authenticator, KubernetesAuthenticator, NoAuthentication
 from webhook.server.client_auth import client_certificate_middleware
+from webhook.server.events import PodEvents
 from webhook.server.handlers import (
     AUTHENTICATOR_KEY,
     CONFIG_KEY,
@@ -49,12 +50,16 @@ from webhook.server.limits import (
     runner_options,
 )
 from webhook.server.metrics import AdmissionMetrics, WebhookMetrics, make_metrics_app
+from webhook.server.observing import PredictionObserver, not_observing, observer_lifecycle
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ServingTLS, serving_tls
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONFIG_KEY", "METRICS_KEY", "PIPELINE_KEY", "SOURCE_KEY", "RunningServer", "make_app", "start_server"]
+__all__ = ["CONFIG_KEY", "METRICS_KEY", "OBSERVER_KEY", "PIPELINE_KEY", "SOURCE_KEY", "RunningServer", "make_app",
+           "start_server"]
+
+OBSERVER_KEY = web.AppKey("prediction_observer", PredictionObserver)
 
 
 # ---- application --------------------------------------------------------------------------------
@@ -121,11 +126,30 @@ async def _predictor_lifecycle(app: web.Application) -> AsyncIterator[None]:
     app[PREDICTOR_KEY].shutdown()
 
 
+def is_live(source: ClusterSource) -> bool:
+    """A live cluster (``KubernetesSource``): it has an API client to call, and its state follows the cluster."""
+    return hasattr(source, "api_client")
+
+
 def default_authenticator(source: ClusterSource) -> Authenticator:
     """No authentication for a snapshot; TokenReview/SubjectAccessReview through a live source's API client."""
-    if hasattr(source, "api_client"):
+    if is_live(source):
         return KubernetesAuthenticator(lambda: getattr(source, "api_client", None))
     return NoAuthentication()
+
+
+async def _observer_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    async for _ in observer_lifecycle(app[OBSERVER_KEY]):
+        yield
+
+
+def make_observer(source: ClusterSource, settings: ServerSettings, metrics: WebhookMetrics,
+                  live: LiveConfig) -> PredictionObserver | None:
+    """The live observer of docs/interfaces.md §9: with a live source and a non-zero --observe-window only."""
+    if not is_live(source) or settings.observe_window_seconds <= 0:
+        return None
+    events = PodEvents(lambda: getattr(source, "api_client", None)) if settings.events else None
+    return PredictionObserver(source, metrics, lambda: live.current, settings, events=events)
 
 
 def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config | None = None,
@@ -159,11 +183,17 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
                                            inline_seconds=settings.inline_prediction_seconds)
     app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)
     live = app[CONFIG_KEY]
+    observer = make_observer(source, settings, metrics, live)
     app[PIPELINE_KEY] = PodAdmission(source, app[PREDICTOR_KEY], AdmissionMetrics(metrics), lambda: live.current,
-                                     list(pod_steps or ()), callers_authenticated=settings.client_ca is not None)
+                                     list(pod_steps or ()), callers_authenticated=settings.client_ca is not None,
+                                     follower=observer)
     register_admission_routes(app)
     register_health_routes(app)
     app.cleanup_ctx.append(_source_lifecycle)
+    if observer is not None:
+        app[OBSERVER_KEY] = observer
+        # After the source: its cleanup runs first, counting what is left before the informers stop.
+        app.cleanup_ctx.append(_observer_lifecycle)
     app.cleanup_ctx.append(_predictor_lifecycle)
     app.cleanup_ctx.append(_config_lifecycle)
     app.cleanup_ctx.append(_gc_lifecycle)
@@ -230,7 +260,9 @@ async def start_server(
         https_port = _bound_port(runner)
         metrics_port: int | None = None
         if settings.metrics_port:
-            metrics_app = make_metrics_app(app[METRICS_KEY])
+            observer = app.get(OBSERVER_KEY)
+            summary = observer.document if observer is not None else not_observing
+            metrics_app = make_metrics_app(app[METRICS_KEY], summary)
             metrics_app.middlewares.append(limits.metrics_guard.middleware())
             metrics_app.middlewares.append(metrics_gate_middleware(limits.metrics_gate))
             metrics_runner = web.AppRunner(metrics_app, handle_signals=False, access_log=None,

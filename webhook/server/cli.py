@@ -1,4 +1,4 @@
-"""``preempt-guard``: ``serve`` the admission webhook, manage its ``certs``, or run the ``demo``.
+"""``preempt-guard``: ``serve`` the admission webhook, manage its ``certs``, run the ``demo``, or ``verify``.
 
 Errors end the process with one line on stderr and the exit code of the ``PreemptGuardError`` tree.
 """
@@ -26,12 +26,15 @@ from webhook.server.logs import LOG_FORMATS, LogFormat, configure_logging
 from webhook.server.settings import (
     DEFAULT_ADMISSION_DEADLINE_SECONDS,
     DEFAULT_ADMISSION_MAX_IN_FLIGHT,
+    DEFAULT_OBSERVE_MAX_PREDICTIONS,
+    DEFAULT_OBSERVE_WINDOW_SECONDS,
     DEFAULT_PREVIEW_BUDGET_SECONDS,
     DEFAULT_SHUTDOWN_GRACE_SECONDS,
     LOG_LEVELS,
     ServerSettings,
     settings_from_args,
 )
+from webhook.verify import command as verify_command
 from webhook.version import package_version
 
 PROG = "preempt-guard"
@@ -82,6 +85,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     limits.add_argument("--shutdown-grace", type=float, metavar="SECONDS", default=None,
                         help="on SIGTERM, report not ready and keep serving this long before stopping "
                              f"(default {DEFAULT_SHUTDOWN_GRACE_SECONDS:g})")
+    observe = parser.add_argument_group("observed outcomes (with a cluster source)")
+    observe.add_argument("--observe-window", type=float, metavar="SECONDS", default=None,
+                         help="follow each prediction made at pod creation this long for what the scheduler then does "
+                              f"(default {DEFAULT_OBSERVE_WINDOW_SECONDS:g}; 0 turns observing off)")
+    observe.add_argument("--observe-max", type=int, metavar="N", default=None,
+                         help="follow at most this many predictions at once; the oldest is counted unobserved "
+                              f"(default {DEFAULT_OBSERVE_MAX_PREDICTIONS})")
+    observe.add_argument("--events", action="store_true",
+                         help="create a Kubernetes Event (reason PreemptionPredictionMismatch) on each pod whose "
+                              "prediction the scheduler did not bear out (needs create on events)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_demo_arguments(demo_parser)
     certs_command.add_arguments(
         commands.add_parser("certs", help="create or rotate the webhook's TLS certificates"))
+    verify_command.add_arguments(
+        commands.add_parser("verify", help="hold the prediction against a real kube-scheduler on a snapshot"))
     return parser
 
 
@@ -119,6 +134,10 @@ def validate_serve_settings(settings: ServerSettings) -> None:
         raise ConfigError(f"--admission-deadline must be positive, got {settings.admission_deadline_seconds:g}")
     if settings.shutdown_grace_seconds < 0:
         raise ConfigError(f"--shutdown-grace must not be negative, got {settings.shutdown_grace_seconds:g}")
+    if settings.observe_window_seconds < 0:
+        raise ConfigError(f"--observe-window must not be negative, got {settings.observe_window_seconds:g}")
+    if settings.observe_max_predictions < 1:
+        raise ConfigError(f"--observe-max must be at least 1, got {settings.observe_max_predictions}")
 
 
 def make_source(settings: ServerSettings) -> ClusterSource:
@@ -178,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "certs":
             return certs_command.run(args)
+        if args.command == "verify":
+            return verify_command.run(args)
         if args.command == "demo":
             configure_logging("warning")
             code = demo.run(args)

@@ -9,6 +9,8 @@ Series (all prefixed ``preemptguard_``):
   ``failed``), ``predictions_skipped_total{endpoint,reason}``, ``prediction_duration_seconds{endpoint}``;
 - ``predicted_victims_total{namespace}``: victims predicted for pods actually admitted (not dry runs);
 - ``guardrail_decisions_total{decision,mode}``;
+- ``prediction_observed_total{verdict}``: predictions made at pod creation held against what kube-scheduler then
+  did (docs/interfaces.md §9), every ``verdict`` present from the start (0 without a live cluster);
 - ``cluster_cache_staleness_seconds`` (the source's ``staleness_seconds()``);
 - ``config_reloads_total`` and ``config_reload_failures_total``;
 - ``build_info{version,python,kubernetes_client}`` (always 1) and ``serving_certificate_expiry_timestamp_seconds``
@@ -22,11 +24,12 @@ from __future__ import annotations
 
 import logging
 import platform
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import orjson
 from aiohttp import web
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -44,8 +47,9 @@ from webhook.admission.pod import PodReview
 from webhook.config import ReloadOutcome
 from webhook.errors import InvalidInput
 from webhook.guardrails import GuardrailDecision, SkipReason
+from webhook.observe.compare import Verdict
 from webhook.preemption.results import PreemptionResult
-from webhook.routes import METRICS_PATH
+from webhook.routes import DEBUG_PREDICTIONS_PATH, METRICS_PATH
 from webhook.version import package_version
 
 log = logging.getLogger(__name__)
@@ -143,6 +147,14 @@ class WebhookMetrics:
             ["decision", "mode"],
             registry=self.registry,
         )
+        self.prediction_observed = Counter(
+            "preemptguard_prediction_observed",
+            "Predictions made at pod creation held against what kube-scheduler then did, by verdict (agree, "
+            "node_differs, victims_differ, outcome_differs, unobserved).",
+            ["verdict"],
+            registry=self.registry,
+        )
+        self._prediction_observed = {verdict: self.prediction_observed.labels(str(verdict)) for verdict in Verdict}
         self.cache_staleness = Gauge(
             "preemptguard_cluster_cache_staleness_seconds",
             "Seconds since the cluster cache was last known to match the cluster (0 for a snapshot file).",
@@ -207,6 +219,9 @@ class WebhookMetrics:
     def observe_victims(self, result: PreemptionResult) -> None:
         for victim in result.victims:
             self._predicted_victims[(victim.namespace,)].inc()
+
+    def observe_prediction_verdict(self, verdict: Verdict) -> None:
+        self._prediction_observed[verdict].inc()
 
     def observe_guardrail(self, decision: str, mode: str) -> None:
         self._guardrail_decisions[decision, mode].inc()
@@ -274,8 +289,10 @@ class AdmissionMetrics:
             self.metrics.observe_victims(result)
 
 
-def make_metrics_app(metrics: WebhookMetrics) -> web.Application:
-    """``GET /metrics`` in the Prometheus text format (served on the plain-HTTP metrics port)."""
+def make_metrics_app(metrics: WebhookMetrics,
+                     predictions: Callable[[], Mapping[str, Any]] | None = None) -> web.Application:
+    """``GET /metrics`` in the Prometheus text format (served on the plain-HTTP metrics port), and with
+    ``predictions`` ``GET /debug/predictions``: the live observer's summary, tenant-redacted (docs/interfaces.md §9)."""
 
     async def serve_metrics(request: web.Request) -> web.Response:
         response = web.Response(body=metrics.render())
@@ -284,4 +301,12 @@ def make_metrics_app(metrics: WebhookMetrics) -> web.Application:
 
     app = web.Application()
     app.router.add_get(METRICS_PATH, serve_metrics)
+    if predictions is not None:
+        summary = predictions
+
+        async def serve_predictions(request: web.Request) -> web.Response:
+            return web.Response(body=orjson.dumps(summary(), option=orjson.OPT_INDENT_2),
+                                content_type="application/json")
+
+        app.router.add_get(DEBUG_PREDICTIONS_PATH, serve_predictions)
     return app

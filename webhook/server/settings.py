@@ -15,6 +15,8 @@ DEFAULT_PREVIEW_BUDGET_SECONDS = 10.0
 DEFAULT_ADMISSION_DEADLINE_SECONDS = 2.5
 DEFAULT_ADMISSION_MAX_IN_FLIGHT = 64
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 5.0
+DEFAULT_OBSERVE_WINDOW_SECONDS = 600.0
+DEFAULT_OBSERVE_MAX_PREDICTIONS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,15 @@ class ServerSettings:
     shutdown_timeout: float = 10.0
     # The event loop (webhook/server/eventloop.py): "auto" is uvloop when installed, else asyncio.
     event_loop: str = "auto"
+    # The live observer (docs/interfaces.md §9, webhook/server/observing.py), with a cluster source only: each
+    # prediction is followed this long (0 turns observing off), at most this many at once (oldest evicted).
+    observe_window_seconds: float = DEFAULT_OBSERVE_WINDOW_SECONDS
+    observe_max_predictions: int = DEFAULT_OBSERVE_MAX_PREDICTIONS
+    # After a nomination, how long to wait for victims the scheduler did not announce; how often time decides.
+    observe_settle_seconds: float = 10.0
+    observe_tick_seconds: float = 1.0
+    # --events: a Kubernetes Event on each pod whose prediction the scheduler did not bear out.
+    events: bool = False
 
 
 def _path(value: str | None) -> Path | None:
@@ -118,6 +129,10 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
                                     or DEFAULT_ADMISSION_DEADLINE_SECONDS),
         shutdown_grace_seconds=_non_negative(getattr(args, "shutdown_grace", None), DEFAULT_SHUTDOWN_GRACE_SECONDS),
         event_loop=getattr(args, "event_loop", None) or "auto",
+        observe_window_seconds=_non_negative(getattr(args, "observe_window", None), DEFAULT_OBSERVE_WINDOW_SECONDS),
+        observe_max_predictions=(DEFAULT_OBSERVE_MAX_PREDICTIONS if getattr(args, "observe_max", None) is None
+                                 else args.observe_max),
+        events=bool(getattr(args, "events", False)),
     )
 
 

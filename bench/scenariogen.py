@@ -1,0 +1,404 @@
+"""Random small clusters and incoming pods across the predictor's features, as ``verify`` scenarios.
+
+``generate_scenario(seed, index)`` returns ``(snapshot objects, pod object)``: raw Kubernetes API dicts,
+deterministic for a seed and an index. ``write_scenarios(directory, n, seed)`` writes ``<name>/snapshot.yaml``
+and ``<name>/pod.yaml`` for ``preempt-guard verify --scenarios``.
+
+Features drawn per scenario: cpu/memory/pod-count and an extended resource (``example.com/gpu``); taints and
+tolerations; node selectors and required node affinity; cordoned nodes; PDBs with 0 or 1 disruptions allowed;
+several priorities, equal priorities with different start times, ``preemptionPolicy: Never``; identical nodes
+running identical pods (full ties, which upstream breaks at random); a pending pod
+nominated to a node; terminating pods (some already preempted); host ports; Deployments of 2-3 replicas;
+required pod affinity and anti-affinity; topology spread. Start times are distinct on one node on purpose:
+upstream sorts a node's victims with an unstable sort, so two equal pods (priority and start time) on one node
+have no defined order there.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ZONES = ("zone-a", "zone-b", "zone-c")
+POOLS = ("general", "batch")
+NAMESPACES = ("team-a", "team-b", "batch")
+APPS = ("web", "api", "cache", "etl", "report")
+GPU = "example.com/gpu"
+# name, value, preemptionPolicy
+CLASSES = (("low", 100, "PreemptLowerPriority"), ("mid", 1000, "PreemptLowerPriority"),
+           ("high", 100_000, "PreemptLowerPriority"), ("polite", 50_000, "Never"),
+           ("top", 1_000_000, "PreemptLowerPriority"))
+VALUE = {name: value for name, value, _ in CLASSES}
+POLICY = {name: policy for name, _, policy in CLASSES}
+EPOCH = 1_750_000_000
+IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def _time(seconds: int) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _weighted(rng: random.Random, table: tuple[tuple[Any, int], ...]) -> Any:
+    return rng.choices([item for item, _ in table], weights=[weight for _, weight in table])[0]
+
+
+def _node(rng: random.Random, i: int) -> dict[str, Any]:
+    name = f"node-{i}"
+    gpu = rng.random() < 0.25
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+              "topology.kubernetes.io/zone": ZONES[i % len(ZONES)] if rng.random() < 0.7 else rng.choice(ZONES),
+              "pool": "gpu" if gpu else rng.choice(POOLS)}
+    allocatable = {"cpu": rng.choice(["2", "4", "4", "8"]), "memory": f"{rng.choice([4, 8, 16])}Gi",
+                   "pods": str(rng.choice([110, 110, 110, 5, 8])), "ephemeral-storage": "100Gi"}
+    if gpu:
+        allocatable[GPU] = str(rng.choice([1, 2, 4]))
+    spec: dict[str, Any] = {}
+    if gpu and rng.random() < 0.7:
+        spec["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    elif rng.random() < 0.12:
+        spec["taints"] = [{"key": "dedicated", "value": "batch", "effect": rng.choice(["NoSchedule", "NoExecute"])}]
+    if rng.random() < 0.1:
+        spec["unschedulable"] = True
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": spec,
+            "status": {"allocatable": allocatable, "capacity": dict(allocatable),
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _milli(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def _container(cpu: str, memory: str, extra: dict[str, str] | None = None,
+               host_port: int | None = None) -> dict[str, Any]:
+    requests = {"cpu": cpu, "memory": memory, **(extra or {})}
+    container: dict[str, Any] = {"name": "main", "image": IMAGE, "resources": {"requests": requests}}
+    if extra:
+        container["resources"]["limits"] = dict(extra)  # extended resources need limit == request
+    if host_port:
+        container["ports"] = [{"containerPort": host_port, "hostPort": host_port}]
+    return container
+
+
+def _pod_priority(pc: str | None) -> dict[str, Any]:
+    if pc is None:
+        return {}
+    return {"priorityClassName": pc, "priority": VALUE[pc], "preemptionPolicy": POLICY[pc]}
+
+
+def _existing_pods(rng: random.Random, nodes: list[dict[str, Any]], starts: set[int]) -> list[dict[str, Any]]:
+    pods: list[dict[str, Any]] = []
+    for node in nodes:
+        alloc = node["status"]["allocatable"]
+        budget = _milli(alloc["cpu"]) * rng.uniform(0.7, 1.0)
+        slots = int(alloc["pods"])
+        gpus = int(alloc.get(GPU, "0"))
+        used = 0
+        tolerations = [{"key": "dedicated", "operator": "Exists"}]
+        while len([p for p in pods if p["spec"]["nodeName"] == node["metadata"]["name"]]) < slots:
+            cpu = rng.choice(["250m", "500m", "500m", "1", "1500m"])
+            if used + _milli(cpu) > budget:
+                break
+            used += _milli(cpu)
+            pc = _weighted(rng, (("low", 40), ("mid", 30), ("high", 18), ("top", 6), ("polite", 6)))
+            app = rng.choice(APPS)
+            start = EPOCH + rng.randrange(0, 2_000_000)
+            while start in starts:
+                start += 1
+            starts.add(start)
+            extra = {GPU: "1"} if gpus and rng.random() < 0.5 else None
+            gpus -= 1 if extra else 0
+            port = 8080 if rng.random() < 0.08 else None
+            name = f"{app}-{len(pods)}"
+            spec: dict[str, Any] = {"nodeName": node["metadata"]["name"], **_pod_priority(pc),
+                                    "containers": [_container(cpu, rng.choice(["256Mi", "512Mi", "1Gi"]), extra, port)],
+                                    "tolerations": tolerations, "terminationGracePeriodSeconds": rng.choice([30, 60])}
+            if rng.random() < 0.05:  # a sidecar: its requests count for the whole life of the pod
+                sidecar = _container("250m", "128Mi")
+                sidecar.update(name="sidecar", restartPolicy="Always")
+                spec["initContainers"] = [sidecar]
+            if rng.random() < 0.12:  # an existing pod that keeps others of an app (maybe the incoming one's) away
+                spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": rng.choice([app, *APPS])}},
+                     "topologyKey": "kubernetes.io/hostname"}]}}
+            status: dict[str, Any] = {"phase": "Running", "startTime": _time(start),
+                                      "conditions": [{"type": "PodScheduled", "status": "True"}]}
+            meta: dict[str, Any] = {"name": name, "namespace": rng.choice(NAMESPACES),
+                                    "labels": {"app": app, "tier": rng.choice(["frontend", "backend"])}}
+            roll = rng.random()
+            if roll < 0.03:
+                status["phase"] = "Succeeded"
+            elif roll < 0.08:
+                meta["deletionTimestamp"] = _time(EPOCH + 3_000_000)
+                meta["deletionGracePeriodSeconds"] = 30
+                if rng.random() < 0.5:
+                    status["conditions"].append({"type": "DisruptionTarget", "status": "True",
+                                                 "reason": "PreemptionByScheduler",
+                                                 "message": "default-scheduler: preempting to accommodate a higher"
+                                                            " priority pod"})
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status})
+    return pods
+
+
+def _twins(rng: random.Random, count: int, starts: set[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Identical nodes running identical pods (the same start times too): preemption ties on every upstream
+    criterion, and upstream picks among the tied nodes at random."""
+    first = _node(rng, 0)
+    first["spec"].pop("unschedulable", None)
+    pods = _existing_pods(rng, [first], starts)
+    nodes, clones = [first], []
+    for i in range(1, count):
+        node = copy.deepcopy(first)
+        name = f"node-{i}"
+        node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+        nodes.append(node)
+        for pod in pods:
+            clone = copy.deepcopy(pod)
+            clone["metadata"]["name"] = f"{pod['metadata']['name']}-{i}"
+            clone["spec"]["nodeName"] = name
+            clones.append(clone)
+    return nodes, pods + clones
+
+
+def _pdbs(rng: random.Random, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    pdbs = []
+    for i in range(rng.choice([0, 1, 1, 2, 3])):
+        namespace, app = rng.choice(NAMESPACES), rng.choice(APPS)
+        matching = [p for p in pods
+                    if p["metadata"]["namespace"] == namespace and p["metadata"]["labels"]["app"] == app]
+        allowed = rng.choice([0, 0, 1, 2])
+        selector: dict[str, Any] = ({"matchLabels": {"app": app}} if rng.random() < 0.8 else
+                                    {"matchExpressions": [{"key": "app", "operator": "In", "values": [app]}]})
+        pdbs.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                     "metadata": {"name": f"pdb-{i}", "namespace": namespace},
+                     "spec": {"selector": selector, "maxUnavailable": allowed},
+                     "status": {"disruptionsAllowed": allowed, "currentHealthy": len(matching),
+                                "desiredHealthy": max(0, len(matching) - allowed), "expectedPods": len(matching),
+                                "observedGeneration": 1}})
+    return pdbs
+
+
+def _nominated(rng: random.Random, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if rng.random() > 0.12:
+        return []
+    node = rng.choice(nodes)["metadata"]["name"]
+    pc = rng.choice(["high", "top", "mid"])
+    return [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "waiting-0", "namespace": "team-b",
+                                                             "labels": {"app": "api"}},
+             "spec": {**_pod_priority(pc), "containers": [_container(rng.choice(["500m", "1", "2"]), "512Mi")]},
+             "status": {"phase": "Pending", "nominatedNodeName": node,
+                        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}]
+
+
+def _incoming_containers(rng: random.Random, spec: dict[str, Any]) -> dict[str, str] | None:
+    """Containers (sometimes with init containers and a sidecar, limits only, or pod-level requests)."""
+    cpu = _weighted(rng, (("500m", 10), ("1", 25), ("1500m", 20), ("2", 25), ("3", 10), ("4", 7), ("12", 3)))
+    memory = rng.choice(["512Mi", "1Gi", "2Gi"])
+    extra = {GPU: rng.choice(["1", "2"])} if rng.random() < 0.15 else None
+    main = _container(cpu, memory, extra, 8080 if rng.random() < 0.06 else None)
+    roll = rng.random()
+    if roll < 0.1:  # limits only: API defaulting makes them the requests
+        main["resources"] = {"limits": {**main["resources"]["requests"]}}
+    elif roll < 0.15:  # pod-level requests (PodLevelResources) instead of the container's
+        spec["resources"] = {"requests": {"cpu": cpu, "memory": memory}}
+        main["resources"].pop("requests")
+        if not main["resources"]:
+            main.pop("resources")
+    spec["containers"] = [main]
+    if rng.random() < 0.15 and "resources" not in spec:  # pod-level requests must cover the init containers too
+        init = _container(rng.choice(["1", "2", "3"]), "256Mi")
+        init["name"] = "init"
+        sidecar = _container(rng.choice(["250m", "500m"]), "128Mi")
+        sidecar.update(name="sidecar", restartPolicy="Always")
+        spec["initContainers"] = rng.sample([init, sidecar], 2) if rng.random() < 0.5 else [init]
+    return extra
+
+
+def _incoming_tolerations(rng: random.Random, gpu: bool) -> list[dict[str, Any]]:
+    tolerations: list[dict[str, Any]] = []
+    if gpu or rng.random() < 0.3:
+        tolerations.append({"key": "dedicated", "operator": "Equal", "effect": "NoSchedule",
+                            "value": "gpu" if gpu else rng.choice(["gpu", "batch"])})
+    if rng.random() < 0.05:
+        tolerations.append({"operator": "Exists"})  # tolerates every taint
+    if rng.random() < 0.05:
+        tolerations.append({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"})
+    return tolerations
+
+
+def _node_affinity(rng: random.Random) -> dict[str, Any]:
+    roll = rng.random()
+    if roll < 0.6:
+        requirement = {"key": "topology.kubernetes.io/zone", "operator": "In",
+                       "values": rng.sample(ZONES, rng.choice([1, 2]))}
+    elif roll < 0.75:
+        requirement = {"key": "pool", "operator": rng.choice(["NotIn", "DoesNotExist"]), "values": ["batch"]}
+        if requirement["operator"] == "DoesNotExist":
+            requirement.pop("values")
+    else:  # a node field selector takes exactly one value: several nodes are several (ORed) terms
+        terms = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [f"node-{i}"]}]}
+                 for i in rng.sample(range(7), 3)]
+        return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    terms = [{"matchExpressions": [requirement]}]
+    if rng.random() < 0.2:  # terms are ORed
+        terms.append({"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]})
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+
+
+def _pod_term(rng: random.Random, app: str, topology: str) -> dict[str, Any]:
+    term: dict[str, Any] = {"labelSelector": {"matchLabels": {"app": rng.choice([app, app, *APPS])}},
+                            "topologyKey": topology}
+    roll = rng.random()
+    if roll < 0.1:  # the API server merges these into the selector on create (MatchLabelKeysInPodAffinity, GA)
+        term["labelSelector"] = {"matchLabels": {"tier": rng.choice(["frontend", "backend", "incoming"])}}
+        term["matchLabelKeys" if rng.random() < 0.6 else "mismatchLabelKeys"] = ["app"]
+    elif roll < 0.2:
+        term["namespaceSelector"] = {"matchLabels": {"team": rng.choice(NAMESPACES)}}
+    elif roll < 0.3:
+        term["namespaces"] = rng.sample(NAMESPACES, 2)
+    return term
+
+
+def _spread(rng: random.Random, app: str) -> dict[str, Any]:
+    constraint: dict[str, Any] = {"maxSkew": rng.choice([1, 1, 2]), "whenUnsatisfiable": "DoNotSchedule",
+                                  "topologyKey": rng.choice(["topology.kubernetes.io/zone", "kubernetes.io/hostname"]),
+                                  "labelSelector": {"matchLabels": {"app": app}}}
+    if rng.random() < 0.15:
+        constraint["minDomains"] = rng.choice([2, 3, 4])
+    if rng.random() < 0.15:
+        constraint["nodeAffinityPolicy"] = "Ignore"
+    if rng.random() < 0.15:
+        constraint["nodeTaintsPolicy"] = "Honor"
+    if rng.random() < 0.15:
+        constraint["labelSelector"] = {"matchLabels": {"tier": "incoming"}}
+        constraint["matchLabelKeys"] = ["app"]
+    return constraint
+
+
+def _incoming_spec(rng: random.Random, app: str) -> dict[str, Any]:
+    pc = _weighted(rng, (("high", 45), ("top", 20), ("mid", 10), ("polite", 8), ("low", 4), (None, 8),
+                         ("gold", 2)))
+    spec: dict[str, Any] = {}
+    gpu = _incoming_containers(rng, spec) is not None
+    if pc is not None:
+        spec["priorityClassName"] = pc
+    tolerations = _incoming_tolerations(rng, gpu)
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if rng.random() < 0.2:
+        spec["nodeSelector"] = {"pool": "gpu" if gpu else rng.choice(POOLS)}
+    affinity: dict[str, Any] = {}
+    if rng.random() < 0.2:
+        affinity["nodeAffinity"] = _node_affinity(rng)
+    if rng.random() < 0.25:
+        topology = rng.choice(["kubernetes.io/hostname", "kubernetes.io/hostname", "topology.kubernetes.io/zone"])
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            _pod_term(rng, app, topology)]}
+    if rng.random() < 0.12:
+        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            _pod_term(rng, rng.choice(APPS), rng.choice(["topology.kubernetes.io/zone", "kubernetes.io/hostname"]))]}
+    if affinity:
+        spec["affinity"] = affinity
+    if rng.random() < 0.2:
+        spec["topologySpreadConstraints"] = [_spread(rng, app)]
+    return spec
+
+
+def _incoming(rng: random.Random) -> dict[str, Any]:
+    app = rng.choice(APPS)
+    namespace = rng.choice(NAMESPACES)
+    labels = {"app": app, "tier": "incoming"}
+    spec = _incoming_spec(rng, app)
+    if rng.random() < 0.3:
+        return {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": f"new-{app}", "namespace": namespace},
+                "spec": {"replicas": rng.choice([2, 3]), "selector": {"matchLabels": labels},
+                         "template": {"metadata": {"labels": labels}, "spec": spec}}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"new-{app}", "namespace": namespace,
+                                                            "labels": labels}, "spec": spec}
+
+
+def generate_scenario(seed: int, index: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The snapshot's objects and the incoming Pod or Deployment of scenario ``index`` of ``seed``."""
+    rng = random.Random(f"{seed}-{index}")
+    default = rng.choice([None, None, "mid", "low"])  # a pod without a class gets the global default's value
+    classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                "value": value, "preemptionPolicy": policy, "globalDefault": name == default}
+               for name, value, policy in CLASSES]
+    namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"team": ns}}}
+                  for ns in NAMESPACES]
+    starts: set[int] = set()
+    if rng.random() < 0.2:
+        nodes, pods = _twins(rng, rng.randint(2, 5), starts)
+    else:
+        nodes = [_node(rng, i) for i in range(rng.randint(2, 7))]
+        pods = _existing_pods(rng, nodes, starts)
+    pods += _nominated(rng, nodes)
+    objects = [*classes, *namespaces, *nodes, *pods, *_pdbs(rng, pods)]
+    return objects, _incoming(rng)
+
+
+def _spec_of(pod: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = pod["spec"]["template"]["spec"] if pod["kind"] == "Deployment" else pod["spec"]
+    return spec
+
+
+def features(objects: list[dict[str, Any]], pod: dict[str, Any]) -> set[str]:
+    """The predictor features one scenario exercises (for the bench's coverage table)."""
+    spec = _spec_of(pod)
+    text = json.dumps(spec)
+    nodes = [o for o in objects if o["kind"] == "Node"]
+    existing = [o for o in objects if o["kind"] == "Pod"]
+    checks = {
+        "extended resources": GPU in text,
+        "pod count limit": any(int(n["status"]["allocatable"]["pods"]) < 110 for n in nodes),
+        "init containers/sidecars": "initContainers" in text,
+        "limits only or pod-level requests": "resources" in spec or any(
+            "requests" not in c.get("resources", {}) for c in spec["containers"]),
+        "taints and tolerations": "tolerations" in spec and any(n["spec"].get("taints") for n in nodes),
+        "node selector": "nodeSelector" in spec,
+        "required node affinity": "nodeAffinity" in text,
+        "unschedulable nodes": any(n["spec"].get("unschedulable") for n in nodes),
+        "PDBs": any(o["kind"] == "PodDisruptionBudget" for o in objects),
+        "preemptionPolicy Never": spec.get("priorityClassName") == "polite",
+        "no or unknown PriorityClass": spec.get("priorityClassName") in (None, "gold"),
+        "a global default class": any(o.get("globalDefault") for o in objects),
+        "multi-replica workload": pod["kind"] == "Deployment",
+        "pod anti-affinity": "podAntiAffinity" in text,
+        "pod affinity": '"podAffinity"' in text,
+        "existing pods' anti-affinity": any("podAntiAffinity" in json.dumps(p["spec"]) for p in existing),
+        "matchLabelKeys/mismatchLabelKeys": "LabelKeys" in text,
+        "topology spread": "topologySpreadConstraints" in spec,
+        "host ports": "hostPort" in text,
+        "nominated pods": any(p.get("status", {}).get("nominatedNodeName") for p in existing),
+        "terminating pods": any(p["metadata"].get("deletionTimestamp") for p in existing),
+        "identical nodes (full ties)": len({json.dumps(n["status"]) for n in nodes}) == 1 and len(nodes) > 1,
+    }
+    return {name for name, present in checks.items() if present}
+
+
+def scenario_name(seed: int, index: int) -> str:
+    return f"s{seed}-{index:03d}"
+
+
+def write_scenario(directory: Path, objects: list[dict[str, Any]], pod: dict[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    snapshot = {"apiVersion": "v1", "kind": "List", "items": objects}
+    (directory / "snapshot.yaml").write_text(yaml.safe_dump(snapshot, sort_keys=False), encoding="utf-8")
+    (directory / "pod.yaml").write_text(yaml.safe_dump(pod, sort_keys=False), encoding="utf-8")
+
+
+def write_scenarios(directory: Path, n: int, seed: int, start: int = 0) -> list[Path]:
+    """Scenarios ``start`` .. ``start + n - 1`` of ``seed`` under ``directory``."""
+    written = []
+    for index in range(start, start + n):
+        objects, pod = generate_scenario(seed, index)
+        target = directory / scenario_name(seed, index)
+        write_scenario(target, objects, pod)
+        written.append(target)
+    return written

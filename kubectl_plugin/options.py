@@ -1,0 +1,148 @@
+"""The command line of ``kubectl preempt-preview``: its flags, kubectl-style help and one-line usage errors.
+
+Kept apart from the work the flags ask for, so that shell completion (``kubectl_plugin.completion``), which
+runs on every TAB, reads the same flags without loading the sources or the predictor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from kubectl_plugin.sources.http import DEFAULT_REQUEST_TIMEOUT
+from webhook.errors import PreemptGuardError
+
+PROG = "kubectl preempt-preview"
+EXIT_ERROR = 2
+OUTPUTS = ("table", "wide", "json", "yaml", "name")
+SHELLS = ("bash", "zsh")
+
+DESCRIPTION = """\
+Predict what kube-scheduler would do with new pods before you create them: whether each pod fits, which
+lower-priority pods it would preempt (evict) to make room and on which node, how many PodDisruptionBudgets
+that would violate, and whether admission would reject it.
+
+By default the pods are sent to the cluster of the current kubeconfig context as a server-side dry-run
+create (nothing is created): the API server authenticates you and the PreemptGuard webhook answers with
+its prediction. --webhook-url asks a PreemptGuard server directly, and --snapshot predicts offline from a
+cluster snapshot file.
+
+A dry-run create changes nothing, so with the default source each replica of a workload is predicted
+against the cluster as it is now, not after the earlier replicas have been placed. --webhook-url and
+--snapshot simulate replicas in order, applying each replica's placement and evictions before the next."""
+
+EXAMPLES = """\
+  # Preview a manifest against the cluster of the current context (server-side dry run)
+  kubectl preempt-preview -f deploy.yaml
+
+  # What if this pod used the "high" PriorityClass?
+  kubectl preempt-preview -f pod.yaml --priority-class high
+
+  # Preview scaling an existing Deployment up by 3 replicas
+  kubectl preempt-preview deployment/web --replicas 3 -n team-a
+
+  # Ask a PreemptGuard server directly, replicas simulated in order
+  kubectl preempt-preview -f deploy.yaml --webhook-url https://127.0.0.1:8443 --certificate-authority ca.crt
+
+  # Offline, from a snapshot taken with
+  # kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces -A -o yaml
+  kubectl preempt-preview -f deploy.yaml --snapshot cluster.yaml -o wide
+
+  # As a CI gate: exit status 1 when anything would be preempted, stay pending or be rejected
+  kubectl preempt-preview -f manifests/ -o json > preview.json
+
+  # Shell completion for kubectl-preempt_preview run directly (through kubectl, see the README)
+  source <(kubectl preempt-preview completion bash)"""
+
+USAGE = """\
+  kubectl preempt-preview (-f FILENAME | TYPE/NAME) [-n NAMESPACE] [--replicas N] [--priority-class NAME]
+      [--snapshot FILE | --webhook-url URL [--token TOKEN] [--certificate-authority FILE]
+      [--insecure-skip-tls-verify]] [--kubeconfig PATH] [--context NAME] [-o table|wide|json|yaml|name] [options]
+  kubectl preempt-preview completion bash|zsh"""
+
+
+class UsageError(PreemptGuardError):
+    exit_code = EXIT_ERROR
+
+
+class KubectlHelpFormatter(argparse.HelpFormatter):
+    """kubectl's layout: each option as ``-f, --filename='':`` with its help indented below."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings:
+            return str(action.metavar or action.dest)
+        default = "false" if action.nargs == 0 else ("[]" if isinstance(action, argparse._AppendAction) else "''")
+        if action.default not in (None, False, []) and action.nargs != 0:
+            default = str(action.default)
+        return f"{', '.join(action.option_strings)}={default}:"
+
+
+class _Version(argparse.Action):
+    """``--version``, reading the installed version only when asked (completion builds this parser on every TAB)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from webhook.version import package_version
+
+        print(f"{PROG} {package_version()}")
+        parser.exit()
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line on stderr instead of usage + message
+        raise UsageError(f"{message} (see '{PROG} --help')")
+
+    def format_help(self) -> str:
+        options = []
+        for action in self._actions:
+            if not action.option_strings:
+                continue
+            invocation = KubectlHelpFormatter(PROG)._format_action_invocation(action)
+            text = textwrap.fill(action.help or "", width=90, initial_indent="\t", subsequent_indent="\t")
+            options.append(f"    {invocation}\n{text}\n")
+        return (f"{DESCRIPTION}\n\nExamples:\n{EXAMPLES}\n\nOptions:\n" + "\n".join(options)
+                + f"\nUsage:\n{USAGE}\n")
+
+    def format_usage(self) -> str:
+        return f"Usage:\n{USAGE}\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, add_help=False)
+    add = parser.add_argument
+    add("target", nargs="*", metavar="TYPE/NAME", help="an existing workload (e.g. deployment/web)")
+    add("-f", "--filename", action="append", default=[], metavar="FILENAME",
+        help="Pod, Deployment, StatefulSet, ReplicaSet, Job or CronJob manifests (or Lists of them): a file, a "
+             "directory, or - for standard input. Repeatable.")
+    add("-n", "--namespace", metavar="NAMESPACE",
+        help="Namespace of the pods (default: the manifest's, then the context's). As with kubectl, a manifest "
+             "that names another namespace is an error.")
+    add("--replicas", type=int, metavar="N",
+        help="With -f: how many replicas to preview (default: the workload's). With TYPE/NAME: how many replicas "
+             "to add to the existing workload (default 1).")
+    add("--priority-class", metavar="NAME", help="Preview the pods as if they used this PriorityClass.")
+    add("--snapshot", metavar="FILE", help="Predict offline from a cluster snapshot file (no cluster needed).")
+    add("--webhook-url", metavar="URL", help="Ask a PreemptGuard server's /preview endpoint directly.")
+    add("--token", metavar="TOKEN", help="Bearer token for --webhook-url.")
+    add("--certificate-authority", metavar="FILE", help="CA bundle that verifies the --webhook-url certificate.")
+    add("--insecure-skip-tls-verify", action="store_true",
+        help="Do not verify the --webhook-url certificate (insecure).")
+    add("--kubeconfig", metavar="PATH", help="Path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config).")
+    add("--context", metavar="NAME", help="The kubeconfig context to use.")
+    add("--request-timeout", default=DEFAULT_REQUEST_TIMEOUT, metavar="DURATION",
+        help="How long to wait for each request to the API server or to PreemptGuard before giving up: whole "
+             "seconds, or a number with a unit (1s, 2m, 3h); 0 waits as long as it takes.")
+    add("-o", "--output", choices=OUTPUTS, default="table", metavar="FORMAT",
+        help="Output format: table, wide, json, yaml or name (json and yaml print the PreemptionPreview; name "
+             "prints pod/NAME for each pod, as kubectl create -o name does).")
+    add("--no-headers", action="store_true",
+        help="With table or wide output, print the rows without headers; the messages and the summary line go to "
+             "stderr.")
+    add("--version", action=_Version, help="Print the PreemptGuard version and exit.")
+    add("-h", "--help", action="help", help="help for preempt-preview")
+    return parser

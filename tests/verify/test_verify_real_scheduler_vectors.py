@@ -1,0 +1,46 @@
+"""The cases the real control plane decided (tests/vectors/real_scheduler/), predicted offline: PreemptGuard must
+say what kube-scheduler and kube-apiserver did. Open cases (PreemptGuard not fixed yet) fail as expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.observe.compare import Observed, Predicted, compare
+from webhook.verify.engine import DEFAULT_CONFIG, predict_in_order, state_from_objects
+from webhook.verify.loader import read_objects
+from webhook.verify.scenarios import discover, read_pods
+
+VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "real_scheduler"
+
+
+def expected(case: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((case / "expected.yaml").read_text(encoding="utf-8"))
+    return loaded
+
+
+CASES = [pytest.param(s.snapshot.parent, id=s.name, marks=[pytest.mark.xfail(
+             strict=True, reason="open: PreemptGuard still predicts otherwise (README.md)")]
+             if expected(s.snapshot.parent).get("open") else []) for s in discover(VECTORS)]
+
+
+def test_every_case_says_what_the_real_control_plane_did() -> None:
+    for case in CASES:
+        record = expected(case.values[0])  # type: ignore[arg-type]
+        assert record["kubernetesVersion"].startswith("v1.") and record["observed"]
+        assert all(set(o) >= {"pod", "outcome", "node", "victims"} for o in record["observed"])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_preemptguard_predicts_what_the_real_control_plane_did(case: Path) -> None:
+    state = state_from_objects(read_objects(case / "snapshot.yaml"), str(case / "snapshot.yaml"))
+    predictions = predict_in_order(state, read_pods([case / "pod.yaml"]), DEFAULT_CONFIG.scheduler)
+    observed = expected(case)["observed"]
+    assert [p.pod for p in predictions] == [o["pod"] for o in observed]
+    for prediction, seen in zip(predictions, observed, strict=True):
+        verdict = compare(Predicted(prediction.outcome, prediction.node, prediction.victims, prediction.tied_nodes),
+                          Observed(seen["outcome"], seen["node"], tuple(seen["victims"])))
+        assert verdict.agree, f"{prediction.pod}: {verdict.why}"

@@ -1,0 +1,113 @@
+"""Kubernetes Events on pods (``serve --events``): a prediction the scheduler did not bear out, told where
+``kubectl describe pod`` shows it.
+
+Created through the cluster source's API client (its config, auth and TLS) as ``core/v1`` Events of type
+``Warning`` (the RBAC: ``create`` on ``events``, webhook/rbac.py ``EVENTS_PERMISSIONS``, granted only by the
+overlay and the chart value that turn ``--events`` on). Posting never blocks the informers and never raises:
+a failure is logged (at most one warning a minute) and the Event is dropped, as client-go's recorder drops
+what it cannot write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+log = logging.getLogger(__name__)
+
+MISMATCH_REASON = "PreemptionPredictionMismatch"
+COMPONENT = "preemptguard"
+REPORTING_CONTROLLER = "preemptguard.io/webhook"
+WARNING_INTERVAL_SECONDS = 60.0
+
+
+def events_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/events"
+
+
+def pod_event(namespace: str, pod: str, uid: str, reason: str, message: str, *, instance: str,
+              now: datetime) -> dict[str, Any]:
+    """A ``core/v1`` Event about one pod, as client-go's legacy recorder writes it (tools/record/event.go)."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": f"{pod}.", "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": pod, "uid": uid},
+        "reason": reason, "message": message, "type": "Warning", "count": 1,
+        "firstTimestamp": stamp, "lastTimestamp": stamp,
+        "source": {"component": COMPONENT},
+        "reportingComponent": REPORTING_CONTROLLER, "reportingInstance": instance[:128],
+    }
+
+
+class PodEvents:
+    """Posts Events in the background; ``close`` waits a moment for the ones still on their way."""
+
+    def __init__(self, api_client: Callable[[], Any], *, timeout_seconds: float = 5.0,
+                 instance: str | None = None) -> None:
+        self._api_client = api_client
+        self.timeout_seconds = timeout_seconds
+        self.instance = instance or socket.gethostname()
+        self.posted = 0
+        self.failed = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._warned_at = -WARNING_INTERVAL_SECONDS
+
+    def post(self, namespace: str, pod: str, uid: str, reason: str, message: str) -> None:
+        """Create the Event soon (called from the event loop's thread: the informers, the tick)."""
+        body = pod_event(namespace, pod, uid, reason, message, instance=self.instance, now=datetime.now(UTC))
+        task = asyncio.get_running_loop().create_task(self._create(namespace, body), name="preemptguard-event")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _create(self, namespace: str, body: dict[str, Any]) -> None:
+        client = self._api_client()
+        try:
+            if client is None:
+                raise ConnectionError("the cluster client is not started")
+            response = await client.call_api(
+                events_path(namespace), "POST",
+                header_params={"Accept": "application/json", "Content-Type": "application/json"},
+                body=body, auth_settings=["BearerToken"], _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(total=self.timeout_seconds))
+            try:
+                status = response.status
+                answer = await response.read()
+            finally:
+                response.release()
+            if not 200 <= status < 300:
+                raise ConnectionError(f"HTTP {status}: {answer[:200].decode('utf-8', 'replace')}")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an Event is a courtesy: never let it fail anything else
+            self.failed += 1
+            self._log_failure(namespace, body, exc)
+            return
+        self.posted += 1
+
+    def _log_failure(self, namespace: str, body: dict[str, Any], exc: Exception) -> None:
+        now = time.monotonic()
+        level = logging.DEBUG
+        if now - self._warned_at >= WARNING_INTERVAL_SECONDS:
+            level, self._warned_at = logging.WARNING, now
+        log.log(level, "cannot create a %s Event on pod %s/%s (%d failed so far): %s: %s", body["reason"], namespace,
+                body["involvedObject"]["name"], self.failed, type(exc).__name__, exc)
+
+    async def close(self, timeout: float = 2.0) -> None:
+        if not self._tasks:
+            return
+        pending = list(self._tasks)
+        _, late = await asyncio.wait(pending, timeout=timeout)
+        for task in late:
+            task.cancel()
+        for task in late:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -56,6 +56,8 @@ def validate_args(args: argparse.Namespace) -> None:
         raise UsageError("--snapshot and --webhook-url cannot be used together")
     if args.snapshot and args.target:
         raise UsageError("TYPE/NAME is read from the cluster; with --snapshot use -f FILENAME")
+    if args.snapshot_cache and not args.snapshot:
+        raise UsageError("--snapshot-cache applies to --snapshot")
     webhook_only = [flag for flag, value in (("--token", args.token),
                                              ("--certificate-authority", args.certificate_authority),
                                              ("--insecure-skip-tls-verify", args.insecure_skip_tls_verify)) if value]
@@ -88,7 +90,7 @@ async def gather_objects(args: argparse.Namespace, streams: Streams,
 
 def make_source(args: argparse.Namespace, cluster: KubeCluster | None) -> PreviewSource:
     if args.snapshot:
-        return SnapshotPreviewSource(args.snapshot)
+        return SnapshotPreviewSource(args.snapshot, cache=args.snapshot_cache)
     if args.webhook_url:
         return WebhookPreviewSource(args.webhook_url, token=args.token,
                                     certificate_authority=args.certificate_authority,

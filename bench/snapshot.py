@@ -6,8 +6,8 @@
 For each size, the generated cluster (bench/clustergen.py, 30 pods per node) is written once as ``kubectl get -o
 json`` prints it (bench/kubectl_dump.py; 5,000 nodes make ~560 MB) and measured in fresh processes:
 
-* load: ``load_snapshot`` in a child process: wall and CPU time, RSS once loaded, peak RSS; with
-  ``--snapshot-cache``, the first run (which writes the cache) and a second one (which reads it);
+* load: ``load_snapshot`` in a child process: wall and CPU time, RSS once loaded, peak RSS; with the snapshot
+  cache (webhook/preemption/snapshot_cache.py), the first run (which writes it) and a second one (which reads it);
 * serve: ``preempt-guard serve --cluster-snapshot`` until ``/readyz`` answers 200: time to ready, RSS when
   ready, peak RSS; then ``POST /preview`` p50/p99 over one keep-alive connection for a pod that preempts and one
   that cannot be placed (bench/predict.py's probes);
@@ -61,9 +61,12 @@ def child_load(path: str, cache: bool) -> None:
     from webhook.cluster.loader import load_snapshot
 
     if cache:
-        from webhook.cluster.snapshot_cache import load_snapshot_cached
+        from webhook.preemption.snapshot_cache import SnapshotCache
+        from webhook.version import package_version
 
-        state = load_snapshot_cached(path, require_cluster=True)
+        snapshot_cache = SnapshotCache(path, version=package_version())
+        state = snapshot_cache.load(require_cluster=True)
+        snapshot_cache.save()  # writes only when the cache was missing or stale
     else:
         state = load_snapshot(path, require_cluster=True)
     rss, peak = memory_mib()
@@ -83,12 +86,11 @@ def run_child(tree: Path, *args: str) -> Figures:
 
 
 def has_cache(tree: Path) -> bool:
-    return (tree / "webhook" / "cluster" / "snapshot_cache.py").is_file()
+    return (tree / "webhook" / "preemption" / "snapshot_cache.py").is_file()
 
 
 def clear_cache(snapshot: Path) -> None:
-    for stale in snapshot.parent.glob(f".{snapshot.name}.*.pgcache"):
-        stale.unlink()
+    snapshot.with_name(f".{snapshot.name}.pgcache").unlink(missing_ok=True)
 
 
 def free_port() -> int:
@@ -102,11 +104,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def measure_serve(tree: Path, snapshot: Path, samples: int, cache: bool) -> Figures:
+def measure_serve(tree: Path, snapshot: Path, samples: int) -> Figures:
     port = free_port()
     args = [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(snapshot),
             "--tls-self-signed", "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0",
-            "--log-level", "warning"] + (["--snapshot-cache"] if cache else [])
+            "--log-level", "warning"]
     started = time.perf_counter()
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(args, env=tree_env(tree), cwd=tree, stdout=log, stderr=log)
@@ -190,11 +192,9 @@ def measure_tree(tree: Path, snapshot: Path, pod_file: Path, samples: int) -> di
     found: dict[str, Figures] = {"load": run_child(tree, "load", str(snapshot))}
     if cache:
         clear_cache(snapshot)
-        found["load, writing the cache"] = run_child(tree, "load", str(snapshot), "--cache")
-        found["load, from the cache"] = run_child(tree, "load", str(snapshot), "--cache")
-    found["serve"] = measure_serve(tree, snapshot, samples, cache=False)
-    if cache:
-        found["serve, from the cache"] = measure_serve(tree, snapshot, samples, cache=True)
+        found["load, writing the cache"] = run_child(tree, "load", str(snapshot), "cache")
+        found["load, from the cache"] = run_child(tree, "load", str(snapshot), "cache")
+    found["serve"] = measure_serve(tree, snapshot, samples)
     found["plugin, cold"] = measure_plugin(tree, snapshot, pod_file, cache=False)
     if cache:
         clear_cache(snapshot)
@@ -251,7 +251,7 @@ def main() -> None:
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child_load(args.child[1], "--cache" in args.child)
+        child_load(args.child[1], "cache" in args.child[2:])
         return
     rounds, samples = (1, 50) if args.quick else (args.rounds, args.samples)
     args.dir.mkdir(parents=True, exist_ok=True)

@@ -32,11 +32,10 @@ class SnapshotPreviewSource:
         if not Path(self.path).is_file():
             raise InvalidInput(f"--snapshot {self.path}: file not found")
         async with progress.running(f"loading {self.path} (MB read)"):
-            preview = await asyncio.to_thread(self._predict, objects, namespace, replicas, progress)
-        return PreviewAnswer(preview)
+            return await asyncio.to_thread(self._predict, objects, namespace, replicas, progress)
 
     def _predict(self, objects: Sequence[JsonObject], namespace: str | None, replicas: int | None,
-                 progress: Progress) -> JsonObject:
+                 progress: Progress) -> PreviewAnswer:
         def loaded(done: int, total: int) -> None:  # drawn by the ticker of ``progress.running``
             progress.done, progress.total = done >> 20, max(1, total >> 20)
 
@@ -49,6 +48,8 @@ class SnapshotPreviewSource:
                 state = load_snapshot(self.path, require_cluster=True, progress=loaded)
             progress.label, progress.total = f"predicting against {self.path}", 0
             preview = preview_objects(state, objects, namespace=namespace, replicas=replicas)
-            if cache is not None:
-                cache.save()  # after the prediction: the capacity orderings it built are kept too
-        return preview
+            # After the prediction: the capacity orderings it built are kept too. A cache that cannot be written
+            # costs the next run its speed, not this run its answer.
+            if cache is not None and not cache.save() and cache.write_error:
+                return PreviewAnswer(preview, warnings=[cache.write_error])
+        return PreviewAnswer(preview)

@@ -232,6 +232,7 @@ def forgeries(marker: Path) -> dict[str, object]:
         "nested in a state": [Call(os.system, command)],
         # Allowed classes called with arguments they refuse, or a value of the wrong type: still refused.
         "Fraction(1, 0)": Call(Fraction, 1, 0),
+        "_rebuild(ClusterState)": Call(snapshot_cache._rebuild, ClusterState, ()),
         "ClusterState(1)": Call(ClusterState, 1),
         "a plain dict": {"state": None},
     }
@@ -279,7 +280,8 @@ def test_an_unwritable_directory_warns_and_predicts(snapshot: Path, read_only_di
     got = predictions(state)
     with caplog.at_level(logging.WARNING, logger=snapshot_cache.__name__):
         assert not cache.save()
-    assert f"snapshot cache: cannot write {cache_path(snapshot)}" in caplog.text
+    assert cache.write_error == f"snapshot cache: cannot write {cache_path(snapshot)}: Permission denied"
+    assert cache.write_error in caplog.text
     assert not cache_path(snapshot).exists()
     assert sorted(p.name for p in read_only_directory.iterdir()) == ["cluster.yaml"]
     assert got == predictions(load_snapshot(snapshot))

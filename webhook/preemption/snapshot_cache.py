@@ -191,6 +191,7 @@ class SnapshotCache:
         self.file = cache_path(self.path)
         self.version = version
         self.hit = False
+        self.write_error: str | None = None  # why the last ``save`` could not write the cache
         self._index: StateIndex | None = None
         self._kinds: Counter[str] = Counter()
         # What the next ``save`` writes: the key and identity of the file read, its hash, and the payload when
@@ -279,7 +280,8 @@ class SnapshotCache:
                 f.write(payload)
             os.replace(temporary, self.file)
         except OSError as exc:
-            log.warning("snapshot cache: cannot write %s: %s", self.file, exc)
+            self.write_error = f"snapshot cache: cannot write {self.file}: {exc.strerror or exc}"
+            log.warning("%s", self.write_error)
             temporary.unlink(missing_ok=True)
             return False
         finally:

@@ -8,6 +8,7 @@ it after the prediction otherwise (webhook/preemption/snapshot_cache.py).
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,8 +49,12 @@ class SnapshotPreviewSource:
                 state = load_snapshot(self.path, require_cluster=True, progress=loaded)
             progress.label, progress.total = f"predicting against {self.path}", 0
             preview = preview_objects(state, objects, namespace=namespace, replicas=replicas)
-            # After the prediction: the capacity orderings it built are kept too. A cache that cannot be written
-            # costs the next run its speed, not this run its answer.
-            if cache is not None and not cache.save() and cache.write_error:
-                return PreviewAnswer(preview, warnings=[cache.write_error])
+            # After the prediction: the capacity orderings it built are kept too.
+            written = cache is None or cache.save()
+            # The cluster stays until the process ends: frozen, it is never walked by the full collection that the
+            # first allocation after this block would otherwise start (0.3 s at 5,000 nodes).
+            gc.freeze()
+        # A cache that cannot be written costs the next run its speed, not this run its answer.
+        if cache is not None and not written and cache.write_error:
+            return PreviewAnswer(preview, warnings=[cache.write_error])
         return PreviewAnswer(preview)

@@ -92,7 +92,10 @@ class Kubectl:
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR", "PYTHONPATH")}
-        env.update(PATH=f"{self.plugin_dir}{os.pathsep}{os.environ.get('PATH', '')}", HOME=str(self.home))
+        # An activated venv puts the installed plugin on PATH too: kubectl would warn that the shim overshadows it.
+        rest = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+                if d and not (Path(d) / PLUGIN).exists() and not (Path(d) / COMPLETER).exists()]
+        env.update(PATH=os.pathsep.join([str(self.plugin_dir), *rest]), HOME=str(self.home))
         env.update(extra or {})
         return env
 

@@ -58,7 +58,7 @@ EXAMPLES = """\
 
 USAGE = """\
   kubectl preempt-preview (-f FILENAME | TYPE/NAME) [-n NAMESPACE] [--replicas N] [--priority-class NAME]
-      [--snapshot FILE | --webhook-url URL [--token TOKEN] [--certificate-authority FILE]
+      [--snapshot FILE [--snapshot-cache] | --webhook-url URL [--token TOKEN] [--certificate-authority FILE]
       [--insecure-skip-tls-verify]] [--kubeconfig PATH] [--context NAME] [-o table|wide|json|yaml|name] [options]
   kubectl preempt-preview completion bash|zsh"""
 
@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
              "to add to the existing workload (default 1).")
     add("--priority-class", metavar="NAME", help="Preview the pods as if they used this PriorityClass.")
     add("--snapshot", metavar="FILE", help="Predict offline from a cluster snapshot file (no cluster needed).")
+    add("--snapshot-cache", action="store_true",
+        help="With --snapshot: keep the loaded cluster in .FILE.pgcache next to the snapshot and start from it next "
+             "time (any change to the file, or another PreemptGuard version, makes it stale).")
     add("--webhook-url", metavar="URL", help="Ask a PreemptGuard server's /preview endpoint directly.")
     add("--token", metavar="TOKEN", help="Bearer token for --webhook-url.")
     add("--certificate-authority", metavar="FILE", help="CA bundle that verifies the --webhook-url certificate.")

@@ -1,8 +1,14 @@
-"""``--snapshot FILE``: the preview predicted offline, by the same entry point as ``/preview``, with no cluster."""
+"""``--snapshot FILE``: the preview predicted offline, by the same entry point as ``/preview``, with no cluster.
+
+The snapshot is loaded on a worker thread (webhook/cluster/loader.py streams it), with its progress in MB read on
+stderr when it takes long; ``--snapshot-cache`` starts from the cache next to the file when it is valid and writes
+it after the prediction otherwise (webhook/preemption/snapshot_cache.py).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,23 +16,45 @@ from pathlib import Path
 from kubectl_plugin.inputs import JsonObject
 from kubectl_plugin.render import Progress
 from kubectl_plugin.sources.document import PreviewAnswer
-from webhook.cluster.loader import load_snapshot
+from webhook.cluster.loader import collections_paused, load_snapshot
 from webhook.errors import InvalidInput
 from webhook.preemption.preview import preview_objects
+from webhook.preemption.snapshot_cache import SnapshotCache
+from webhook.version import package_version
 
 
 @dataclass(slots=True)
 class SnapshotPreviewSource:
     path: str
+    cache: bool = False  # --snapshot-cache
 
     async def preview(self, objects: Sequence[JsonObject], *, namespace: str | None, replicas: int | None,
                       progress: Progress) -> PreviewAnswer:
         if not Path(self.path).is_file():
             raise InvalidInput(f"--snapshot {self.path}: file not found")
-        async with progress.running(f"predicting against {self.path}"):
-            preview = await asyncio.to_thread(self._predict, objects, namespace, replicas)
-        return PreviewAnswer(preview)
+        async with progress.running(f"loading {self.path} (MB read)"):
+            return await asyncio.to_thread(self._predict, objects, namespace, replicas, progress)
 
-    def _predict(self, objects: Sequence[JsonObject], namespace: str | None, replicas: int | None) -> JsonObject:
-        state = load_snapshot(self.path, require_cluster=True)
-        return preview_objects(state, objects, namespace=namespace, replicas=replicas)
+    def _predict(self, objects: Sequence[JsonObject], namespace: str | None, replicas: int | None,
+                 progress: Progress) -> PreviewAnswer:
+        def loaded(done: int, total: int) -> None:  # drawn by the ticker of ``progress.running``
+            progress.done, progress.total = done >> 20, max(1, total >> 20)
+
+        cache = SnapshotCache(self.path, version=package_version()) if self.cache else None
+        # Collections would walk the whole fresh cluster again and again while it is built.
+        with collections_paused():
+            if cache is not None:
+                state = cache.load(require_cluster=True, progress=loaded)
+            else:
+                state = load_snapshot(self.path, require_cluster=True, progress=loaded)
+            progress.label, progress.total = f"predicting against {self.path}", 0
+            preview = preview_objects(state, objects, namespace=namespace, replicas=replicas)
+            # After the prediction: the capacity orderings it built are kept too.
+            written = cache is None or cache.save()
+            # The cluster stays until the process ends: frozen, it is never walked by the full collection that the
+            # first allocation after this block would otherwise start (0.3 s at 5,000 nodes).
+            gc.freeze()
+        # A cache that cannot be written costs the next run its speed, not this run its answer.
+        if cache is not None and not written and cache.write_error:
+            return PreviewAnswer(preview, warnings=[cache.write_error])
+        return PreviewAnswer(preview)

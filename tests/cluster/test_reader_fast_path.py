@@ -536,8 +536,9 @@ def test_the_first_wrong_field_in_reading_order_is_named() -> None:
 # ---- the caches stay bounded and share equal values ---------------------------------------------------
 
 def test_fast_path_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cluster state's pods sum whole-unit requests from the quantities' texts (_whole_units_by_text).
     caches = (reader_constraints._labels_by_items, reader_constraints._tolerations_by_items,
-              reader_resources._resources_by_containers, reader_resources._requests_by_containers)
+              reader_resources._resources_by_containers, reader_resources._whole_units_by_text)
     for cache in caches:
         monkeypatch.setattr(cache, "limit", 4)
         cache.clear()
@@ -580,3 +581,12 @@ def test_built_pods_are_ordinary_frozen_pods() -> None:
             frozen.extra = 1  # type: ignore[attr-defined]
     assert copy.copy(pod) == pod
     assert dataclasses.replace(pod, name="other").name == "other"
+
+
+@pytest.mark.parametrize(("cpus", "milli_cpu"), [(["100m", "200m"], 300), (["0.5m", "0.5m"], 1), (["0.1", "1.5m"], 102),
+                                                 (["1", "250m"], 1250)])
+def test_requests_in_whole_units_equal_the_exact_sum(cpus: list[str], milli_cpu: int) -> None:
+    # Whole millicores are summed as integers; a fraction of one takes the exact sum, rounded once, as upstream.
+    raw = deployment_pod(containers=[{"name": f"c{i}", "resources": {"requests": {"cpu": cpu}}}
+                                     for i, cpu in enumerate(cpus)])
+    assert state_pod_from_dict(raw).requests.milli_cpu == milli_cpu == pod_from_dict(raw).requests.milli_cpu

@@ -92,10 +92,10 @@ class Kubectl:
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR", "PYTHONPATH")}
-        # Other installs of the plugin (an activated venv) would be reported by `kubectl plugin list` as shadowed.
-        others = [d for d in os.environ.get("PATH", "").split(os.pathsep)
-                  if d and not (Path(d) / "kubectl-preempt_preview").exists()]
-        env.update(PATH=os.pathsep.join([str(self.plugin_dir), *others]), HOME=str(self.home))
+        # An activated venv puts the installed plugin on PATH too: kubectl would warn that the shim overshadows it.
+        rest = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+                if d and not (Path(d) / PLUGIN).exists() and not (Path(d) / COMPLETER).exists()]
+        env.update(PATH=os.pathsep.join([str(self.plugin_dir), *rest]), HOME=str(self.home))
         env.update(extra or {})
         return env
 

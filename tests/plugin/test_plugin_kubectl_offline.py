@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -262,6 +263,16 @@ def test_usage_errors(kubectl: Kubectl) -> None:
             assert expected in error_of(run)
 
 
+def test_snapshot_cache_without_snapshot_is_a_usage_error(kubectl: Kubectl) -> None:
+    pod = str(EXAMPLES / "pods/08-small-fits.yaml")
+    alone = kubectl.run("preempt-preview", "-f", pod, "--snapshot-cache")
+    with_url = kubectl.run("preempt-preview", "-f", pod, "--webhook-url", "https://127.0.0.1:1", "--snapshot-cache")
+    other_usage_error = kubectl.run("preempt-preview", *OFFLINE, "-f", pod, "--token", "t")
+    for run in (alone, with_url):
+        assert error_of(run) == "error: --snapshot-cache applies to --snapshot"
+        assert run.returncode == other_usage_error.returncode
+
+
 def test_no_kubeconfig_without_snapshot(kubectl: Kubectl) -> None:
     line = error_of(kubectl.run("preempt-preview", "-f", str(EXAMPLES / "pods/08-small-fits.yaml")))
     assert "no kubeconfig found" in line and "--snapshot" in line
@@ -271,6 +282,35 @@ def test_version(kubectl: Kubectl) -> None:
     run = kubectl.run("preempt-preview", "--version")
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == f"kubectl preempt-preview {metadata.version('preemptguard')}"
+
+
+def test_snapshot_cache_is_written_and_the_next_run_reads_it(kubectl: Kubectl, tmp_path: Path) -> None:
+    snapshot = tmp_path / "cluster.yaml"
+    shutil.copyfile(CLUSTER, snapshot)
+    cache = tmp_path / ".cluster.yaml.pgcache"
+    pods = ["-f", str(EXAMPLES / "pods/14-deployment-high.yaml"), "-f", str(EXAMPLES / "pods/10-pdb-violation.yaml")]
+    for output in ("table", "json"):
+        cache.unlink(missing_ok=True)
+        plain = kubectl.run("preempt-preview", "--snapshot", str(snapshot), *pods, "-o", output)
+        first = kubectl.run("preempt-preview", "--snapshot", str(snapshot), "--snapshot-cache", *pods, "-o", output)
+        written = cache.stat()
+        second = kubectl.run("preempt-preview", "--snapshot", str(snapshot), "--snapshot-cache", *pods, "-o", output)
+        assert (plain.returncode, plain.stderr) == (1, ""), plain.stderr
+        assert first == plain and second == plain
+        # Read, not rewritten: a stale or unreadable cache would have been replaced by a new file.
+        assert (cache.stat().st_ino, cache.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".cluster.yaml.pgcache", "cluster.yaml"]
+
+
+def test_snapshot_cache_of_a_broken_snapshot_gives_the_same_error(kubectl: Kubectl, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\nkind: Node\nmetadata:\n"
+                      "  name: [n1\n", encoding="utf-8")
+    pod = str(EXAMPLES / "pods/08-small-fits.yaml")
+    line = error_of(kubectl.run("preempt-preview", "--snapshot", str(broken), "--snapshot-cache", "-f", pod))
+    assert line == error_of(kubectl.run("preempt-preview", "--snapshot", str(broken), "-f", pod))
+    assert line.startswith(f"error: {broken}: document 1, line ") and "invalid YAML" in line
+    assert not (tmp_path / ".broken.yaml.pgcache").exists()
 
 
 def test_a_pod_manifest_given_as_the_snapshot(kubectl: Kubectl) -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import io
 import json
+import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,11 +26,15 @@ from kubectl_plugin.inputs import (
     with_priority_class,
 )
 from kubectl_plugin.render import Progress, colour_wanted, format_tables, render
+from kubectl_plugin.sources import snapshot as snapshot_source
 from kubectl_plugin.sources.dry_run import ClusterPreviewSource
 from kubectl_plugin.sources.kube_api import ApiAnswer, KubeCluster, kubeconfig_paths, parse_warning_headers
+from kubectl_plugin.sources.snapshot import SnapshotPreviewSource
 from kubectl_plugin.sources.webhook_url import WebhookPreviewSource
-from webhook.cluster.loader import load_snapshot
+from webhook.cluster.loader import ProgressFn, load_snapshot
+from webhook.cluster.snapshot import ClusterState
 from webhook.errors import ClusterUnavailable, ConfigError, Forbidden, InvalidInput, Unauthorized
+from webhook.preemption import snapshot_cache
 from webhook.preemption.preview import preview_document, preview_objects, summarize
 from webhook.preemption.workloads import expand_object
 from webhook.server.auth import redact_preview
@@ -286,6 +293,65 @@ async def test_progress_ticks_while_waiting() -> None:
     async with progress.running("predicting", interval=0.01):
         await asyncio.sleep(0.05)
     assert "\rpredicting (" in stream.getvalue() and stream.getvalue().endswith("\r\033[K")
+
+
+@pytest.fixture
+def slow_snapshot_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin's snapshot load, 3 of 10 MB read and then slow, as a big file's is."""
+    def slow(path: str, *, require_cluster: bool, progress: ProgressFn | None = None) -> ClusterState:
+        assert progress is not None
+        progress(3 << 20, 10 << 20)
+        time.sleep(0.3)
+        return load_snapshot(path, require_cluster=require_cluster, progress=progress)
+
+    monkeypatch.setattr(snapshot_source, "load_snapshot", slow)
+
+
+async def test_a_slow_snapshot_load_shows_the_mb_read_on_a_terminal(slow_snapshot_load: None) -> None:
+    stream = Terminal()
+    got = await SnapshotPreviewSource(str(CLUSTER)).preview(
+        [POD], namespace=None, replicas=None, progress=Progress(stream, enabled=True, delay=0.1))
+    assert got.preview == preview_objects(load_snapshot(CLUSTER), [POD])
+    drawn = stream.getvalue()
+    assert f"\rloading {CLUSTER} (MB read) 3/10 (" in drawn, drawn
+    assert drawn.endswith("\r\033[K")  # cleared before the output is printed
+
+
+async def test_no_snapshot_progress_when_stderr_is_not_a_terminal(slow_snapshot_load: None) -> None:
+    stream = io.StringIO()
+    got = await SnapshotPreviewSource(str(CLUSTER)).preview(
+        [POD], namespace=None, replicas=None, progress=Progress.for_stream(stream))
+    assert got.preview["results"] and stream.getvalue() == ""
+
+
+async def test_a_quick_snapshot_load_draws_nothing_even_on_a_terminal() -> None:
+    stream = Terminal()
+    await SnapshotPreviewSource(str(CLUSTER)).preview([POD], namespace=None, replicas=None,
+                                                      progress=Progress(stream, enabled=True, delay=30))
+    assert stream.getvalue() == ""
+
+
+async def test_snapshot_cache_in_an_unwritable_directory_warns_and_predicts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    snapshot = tmp_path / "cluster.yaml"
+    snapshot.write_bytes(CLUSTER.read_bytes())
+    tmp_path.chmod(0o555)
+    if os.access(tmp_path, os.W_OK):
+        # root ignores permission bits: the cache module gets the error the kernel gives everyone else.
+        def refusing_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+            if "w" in mode and Path(file).parent == tmp_path:
+                raise PermissionError(13, "Permission denied", str(file))
+            return builtins.open(file, mode, *args, **kwargs)
+
+        monkeypatch.setattr(snapshot_cache, "open", refusing_open, raising=False)
+    try:
+        got = await SnapshotPreviewSource(str(snapshot), cache=True).preview(
+            [POD], namespace=None, replicas=None, progress=Progress())
+    finally:
+        tmp_path.chmod(0o755)
+    assert got.preview == preview_objects(load_snapshot(CLUSTER), [POD])
+    assert got.warnings == [f"snapshot cache: cannot write {tmp_path / '.cluster.yaml.pgcache'}: Permission denied"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.yaml"]
 
 
 def test_table_counts_victims_of_other_tenants_without_naming_them() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from webhook.cluster.model import EMPTY_LABELS, Namespace, Node, Pod, PodDisruptionBudget, Resources
+from webhook.cluster.model import EMPTY_LABELS, FrozenMap, Namespace, Node, Pod, PodDisruptionBudget, Resources
 from webhook.cluster.reader import label_selector, node_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.results import PreemptionResult
@@ -195,7 +195,8 @@ def changes(draw: st.DrawFn, state: ClusterState) -> list[tuple[str, Any]]:
     nodes = sorted(state.nodes)
     events: list[tuple[str, Any]] = []
     for i in range(draw(st.integers(1, 6))):
-        what = draw(st.sampled_from(["pod", "pod", "pod", "delete-pod", "node", "delete-node", "pdb", "nominated"]))
+        what = draw(st.sampled_from(["pod", "pod", "pod", "delete-pod", "node", "relabel", "delete-node", "pdb",
+                                     "nominated"]))
         pods = sorted(state.pods)
         if what == "pod" and nodes:
             events.append(("upsert", pod_from_dict(draw(pod_dicts(f"c{i}", nodes, bound=True)))))
@@ -210,6 +211,12 @@ def changes(draw: st.DrawFn, state: ClusterState) -> list[tuple[str, Any]]:
             events.append(("upsert", dataclasses.replace(
                 node, allocatable=Resources(milli_cpu=cpu, memory=alloc.memory, pods=alloc.pods),
                 unschedulable=draw(st.booleans()) and not node.unschedulable)))
+        elif what == "relabel" and nodes:
+            node = state.nodes[draw(st.sampled_from(nodes))]
+            labels = {**node.labels, "zone": draw(st.sampled_from(["z1", "z2"]))}
+            if draw(st.booleans()):
+                labels.pop("gpu", None)
+            events.append(("upsert", dataclasses.replace(node, labels=FrozenMap(labels))))
         elif what == "delete-node" and len(nodes) > 1:
             events.append(("delete", "Node", draw(st.sampled_from(nodes))))
         elif what == "pdb":

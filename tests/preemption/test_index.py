@@ -42,6 +42,8 @@ def assert_index_matches_fresh(state: ClusterState) -> None:
             [p.key for p in summary.pods], summary.free, summary.levels, summary.cumulative,
             summary.level_latest_start)
     assert cached.static_groups == fresh.static_groups
+    assert cached.node_labels.by_value == fresh.node_labels.by_value
+    assert cached.node_labels.with_key == fresh.node_labels.with_key
     assert +cached.level_nodes == +fresh.level_nodes
     assert sorted(p.key for p in cached.anti_affinity_pods) == sorted(p.key for p in fresh.anti_affinity_pods)
     assert cached.nominated_nodes == fresh.nominated_nodes

@@ -22,7 +22,12 @@ from webhook.cluster.model import (
     Resources,
 )
 from webhook.cluster.quantity import Quantity, parse_quantity
-from webhook.cluster.resources import allocatable_as_resources, pod_requests, requests_as_resources
+from webhook.cluster.resources import (
+    allocatable_as_resources,
+    pod_requests,
+    requests_as_resources,
+    requests_from_units,
+)
 from webhook.cluster.sharing import FAST_PATH_LIMIT, BoundedCache, interned
 from webhook.errors import InvalidInput, QuantityError
 
@@ -241,7 +246,14 @@ def pod_resources(spec: JsonObject) -> PodResources:
 
 
 def pod_requests_resources(spec: JsonObject) -> Resources:
-    """``read_pod_requests(spec)``, remembered by the containers' names, requests and limits."""
+    """``read_pod_requests(spec)``: summed in whole units when it can be (``_app_requests_in_whole_units``), else
+    remembered by the containers' names, requests and limits."""
+    containers = spec.get("containers")
+    if (type(containers) is list and spec.get("initContainers") is None and spec.get("overhead") is None
+            and spec.get("resources") is None):
+        found = _app_requests_in_whole_units(containers)
+        if found is not None:
+            return found
     return _remembered(_requests_by_containers, spec, read_pod_requests)
 
 
@@ -258,6 +270,63 @@ def _remembered(cache: BoundedCache[_ResourcesKey, _T], spec: JsonObject, read: 
         if _only_strings(key):  # 1, 1.0 and True are equal keys, but not the same quantity
             cache.remember(key, found)
     return found
+
+
+# A quantity's text, read as whole millicores (cpu) or whole units (other resources): None when it is not a
+# whole number of them, or not a quantity.
+_whole_units_by_text: BoundedCache[tuple[str, bool], int | None] = BoundedCache(1 << 14)
+_NOT_READ = object()
+
+
+def _whole_units(text: str, milli: bool) -> int | None:
+    found = _whole_units_by_text.get((text, milli), _NOT_READ)
+    if found is _NOT_READ:
+        try:
+            numerator, denominator = read_quantity(text).value.as_integer_ratio()
+        except QuantityError:
+            found = None
+        else:
+            numerator *= 1000 if milli else 1
+            found = numerator // denominator if numerator % denominator == 0 else None
+        _whole_units_by_text.remember((text, milli), found)
+    return found  # type: ignore[return-value]
+
+
+def _app_requests_in_whole_units(containers: list[Any]) -> Resources | None:
+    """``read_pod_requests`` of a spec with app containers only (no init containers, overhead or pod-level
+    resources), when every quantity is a string and a whole number of the scheduler's units (millicores for cpu,
+    units otherwise): then the integer sums equal the exact sums converted (``requests_as_resources``). None when
+    the checked reading must look (anything else, or a value it would refuse)."""
+    totals: dict[str, int] = {}
+    for ctr in containers:
+        if type(ctr) is not dict:
+            return None
+        name = ctr.get("name")
+        if name is not None and type(name) is not str:
+            return None
+        resources = ctr.get("resources")
+        if resources is None:
+            continue
+        if type(resources) is not dict:
+            return None
+        requests = resources.get("requests")
+        limits = resources.get("limits")
+        if not (requests is None or type(requests) is dict) or not (limits is None or type(limits) is dict):
+            return None
+        for quantities, defaults_only in ((requests, False), (limits, True)):
+            if not quantities:
+                continue
+            for resource, text in quantities.items():
+                # A limit without a request sets the request: pkg/apis/core/v1/defaults.go (SetDefaults_Pod).
+                if defaults_only and requests and resource in requests:
+                    continue
+                if type(text) is not str or type(resource) is not str:
+                    return None
+                units = _whole_units(text, resource == "cpu")
+                if units is None:
+                    return None
+                totals[resource] = totals.get(resource, 0) + units
+    return requests_from_units(totals)
 
 
 def _resources_key(spec: JsonObject) -> _ResourcesKey | None:

@@ -122,7 +122,13 @@ def requests_as_resources(requests: Mapping[str, Quantity]) -> Resources:
 
     ``pods`` is not a pod request the Fit filter reads, and zero extended resources are left out.
     """
-    units = tuple([(name, milli_value(qty) if name == "cpu" else int_value(qty)) for name, qty in requests.items()])
+    return requests_from_units({name: milli_value(qty) if name == "cpu" else int_value(qty)
+                                for name, qty in requests.items()})
+
+
+def requests_from_units(units_by_name: Mapping[str, int]) -> Resources:
+    """``requests_as_resources`` of requests already in the scheduler's integer units."""
+    units = tuple(units_by_name.items())
     found = _resources_by_units.get(units)
     if found is None:
         found = _resources_by_units.remember(units, _units_as_resources(dict(units)))

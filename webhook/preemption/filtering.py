@@ -33,8 +33,13 @@ from webhook.preemption.selectors import first_untolerated_taint, required_node_
 QUICK_SCAN_NODES = 32
 
 
-def node_static_status(ctx: PredictionContext, node: Node) -> Status:
-    """NodeUnschedulable, NodeName, TaintToleration, NodeAffinity (all UU), memoised per taint set."""
+# One instance for every node that fails NodeAffinity (statuses are compared and counted by value).
+NODE_AFFINITY_FAILED = Status(UNRESOLVABLE, (ERR_NODE_AFFINITY,))
+
+
+def node_static_status(ctx: PredictionContext, node: Node, *, node_affinity: bool = True) -> Status:
+    """NodeUnschedulable, NodeName, TaintToleration, NodeAffinity (all UU), memoised per taint set;
+    ``node_affinity`` False leaves out the last one (the caller checks it for many nodes at once)."""
     pod = ctx.pod
     if node.unschedulable and not ctx.tolerates_unschedulable:
         return Status(UNRESOLVABLE, (ERR_NODE_UNSCHEDULABLE,))
@@ -47,8 +52,9 @@ def node_static_status(ctx: PredictionContext, node: Node) -> Status:
             ctx.taint_memo[node.taints] = tolerated
         if not tolerated:
             return Status(UNRESOLVABLE, (ERR_TAINTS,))
-    if (pod.node_selector or pod.required_node_affinity is not None) and not required_node_affinity_matches(pod, node):
-        return Status(UNRESOLVABLE, (ERR_NODE_AFFINITY,))
+    if (node_affinity and (pod.node_selector or pod.required_node_affinity is not None)
+            and not required_node_affinity_matches(pod, node)):
+        return NODE_AFFINITY_FAILED
     return OK
 
 
@@ -126,11 +132,15 @@ def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status])
 
 def _static_universe(ctx: PredictionContext, excluded: set[str], statuses: dict[str, Status],
                      counts: Counter[Status]) -> set[str]:
-    """Nodes (not ``excluded``) that pass NodeUnschedulable, NodeName, TaintToleration and NodeAffinity."""
+    """Nodes (not ``excluded``) that pass NodeUnschedulable, NodeName, TaintToleration and NodeAffinity.
+
+    Nodes with the same (unschedulable, taints) get the same status from the first three; NodeAffinity is
+    answered for all of them at once by the index's labels (nodeaffinity.py).
+    """
     pod = ctx.pod
     index = ctx.view.index
     universe: set[str] = set()
-    if pod.node_name or pod.node_selector or pod.required_node_affinity is not None:
+    if pod.node_name:
         summaries = index.summaries
         for i, name in enumerate(index.node_names):
             if not i % DEADLINE_STRIDE:
@@ -144,12 +154,20 @@ def _static_universe(ctx: PredictionContext, excluded: set[str], statuses: dict[
                 statuses[name] = status
                 counts[status] += 1
         return universe
+    selects = bool(pod.node_selector) or pod.required_node_affinity is not None
     for group in index.static_groups.values():
         members = group - excluded
         if not members:
             continue
-        status = node_static_status(ctx, index.summaries[next(iter(members))].node)
-        if status.ok:
+        status = node_static_status(ctx, index.summaries[next(iter(members))].node, node_affinity=False)
+        if status.ok and selects:
+            matching = index.node_labels.matching(pod, members)
+            failing = members - matching
+            if failing:
+                statuses.update(dict.fromkeys(failing, NODE_AFFINITY_FAILED))
+                counts[NODE_AFFINITY_FAILED] += len(failing)
+            universe |= matching
+        elif status.ok:
             universe |= members
         else:
             statuses.update(dict.fromkeys(members, status))

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from webhook.cluster.model import Node, Pod, Taint
 from webhook.cluster.snapshot import ClusterState
+from webhook.preemption.nodeaffinity import NodeLabelIndex
 from webhook.preemption.pdb import PdbIndex
 from webhook.preemption.results import PreemptionArgs
 from webhook.preemption.summary import NO_PODS_LEVEL, NodeSummary
@@ -134,6 +135,8 @@ class StateIndex:
         self.summaries: dict[str, NodeSummary] = {}
         # Nodes grouped by what the static (pod-independent) filters look at when the pod has no node constraints.
         self.static_groups: dict[StaticGroupKey, set[str]] = {}
+        # Node names by label, for NodeAffinity over every node at once (nodeaffinity.py).
+        self.node_labels = NodeLabelIndex()
         self.level_nodes: Counter[int] = Counter()
         self._orders: dict[OrderKey, SortedNames] = {}
         self._anti_by_name: dict[str, list[Pod]] = {}
@@ -142,6 +145,18 @@ class StateIndex:
         self.nominated_nodes: frozenset[str] = frozenset()
         self._pdbs_version = -1
         self._pdb_indexes: dict[tuple[bool, bool], PdbIndex] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled (the snapshot cache, snapshot_cache.py) without its lock and the PDB indexes of past predictions
+        (rebuilt on first use)."""
+        kept = dict(vars(self))
+        del kept["lock"]
+        kept["_pdb_indexes"] = {}
+        return kept
+
+    def __setstate__(self, kept: dict[str, object]) -> None:
+        vars(self).update(kept)
+        self.lock = threading.RLock()
 
     # ---- synchronisation ------------------------------------------------------------------------
     def sync(self) -> None:
@@ -174,6 +189,7 @@ class StateIndex:
         self._orders.clear()
         self.summaries = {}
         self.static_groups = {}
+        self.node_labels = NodeLabelIndex()
         self.level_nodes = Counter()
         for name in list(state.nodes):
             node = state.nodes.get(name)
@@ -203,6 +219,7 @@ class StateIndex:
         self.summaries[name] = summary
         node = summary.node
         self.static_groups.setdefault((node.unschedulable, node.taints), set()).add(name)
+        self.node_labels.add(name, node.labels)
         self.level_nodes.update(summary.levels)
         for key, order in self._orders.items():
             order.add(order_value(key, summary), name)
@@ -210,6 +227,7 @@ class StateIndex:
     def _remove_summary(self, name: str, summary: NodeSummary) -> None:
         del self.summaries[name]
         self._forget_static_and_levels(name, summary)
+        self.node_labels.remove(name, summary.node.labels)
         for key, order in self._orders.items():
             order.discard(order_value(key, summary), name)
 
@@ -220,6 +238,9 @@ class StateIndex:
         self._forget_static_and_levels(name, old)
         node = new.node
         self.static_groups.setdefault((node.unschedulable, node.taints), set()).add(name)
+        if node.labels is not old.node.labels:
+            self.node_labels.remove(name, old.node.labels)
+            self.node_labels.add(name, node.labels)
         for key, order in self._orders.items():
             before, after = order_value(key, old), order_value(key, new)
             if before != after:
@@ -308,6 +329,12 @@ def state_index(state: ClusterState) -> StateIndex:
                 index = StateIndex(state)
                 _INDEXES[state] = index
     return index
+
+
+def adopt_index(index: StateIndex) -> None:
+    """Make ``index`` (restored by the snapshot cache) the index of its state."""
+    with _INDEXES_LOCK:
+        _INDEXES[index.state] = index
 
 
 def index_sync_is_cheap(state: ClusterState, max_nodes: int = 64) -> bool:

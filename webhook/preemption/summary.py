@@ -46,6 +46,11 @@ class NodeSummary:
     _pdb_matches: tuple[PdbIndex, list[tuple[int, ...]]] | None = None
     _largest_first: dict[int, tuple[list[int], list[int], list[int]]] = dataclasses.field(default_factory=dict)
 
+    def __reduce__(self) -> tuple[type[NodeSummary], tuple[object, ...]]:
+        """Pickled (the snapshot cache, snapshot_cache.py) without the PDB matches of a past prediction."""
+        return NodeSummary, (self.node, self.pods, self.used, self.levels, self.cumulative, self.has_scalar,
+                             self.level_latest_start, self.free, None, self._largest_first)
+
     @classmethod
     def build(cls, node: Node, pods: list[Pod]) -> NodeSummary:
         ordered = sorted(pods, key=importance_key)

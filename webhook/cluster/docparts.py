@@ -1,0 +1,37 @@
+"""What a streaming reader of a snapshot hands the loader: the parts of each document, a few at a time.
+
+A ``kubectl get -o json|yaml`` List is one document with every object in ``items``; the readers
+(``jsonstream``, ``yamlstream``) give its items one by one, so the loader converts each into the slim model and
+drops it, and the document itself never exists as Python objects (docs/interfaces.md §1). A document is:
+
+- ``ITEMS`` when a top-level ``items`` sequence starts (the items before it, under an earlier ``items`` key, are
+  forgotten: a later key wins, as in a dict);
+- ``ITEM`` for each element of that sequence (``key`` is its index, ``value`` the element);
+- ``NO_ITEMS`` when a later, non-sequence ``items`` key replaces the streamed one;
+- ``DOCUMENT`` last, with the rest of the document (``value``: the mapping without the streamed ``items``, or the
+  whole document when nothing was streamed).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Protocol
+
+ITEMS: Final = 0
+ITEM: Final = 1
+NO_ITEMS: Final = 2
+DOCUMENT: Final = 3
+
+# (kind, item index or None, value)
+Part = tuple[int, int | None, object]
+
+
+class ByteStream(Protocol):
+    """What a reader reads from: a binary file, plain or gzip-compressed."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+class TextStream(Protocol):
+    """A decoded file (what pyyaml's parser reads)."""
+
+    def read(self, size: int = -1, /) -> str: ...

@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# PreemptGuard image: `make image` (or `docker build -t ghcr.io/preemptguard/preemptguard:0.1.0 .`).
+# PreemptGuard image: `make image` (or `docker build -t ghcr.io/preemptguard/preemptguard:0.2.0 .`).
 # Needs BuildKit (Docker 23+ default) for the bind mounts that install the wheels without keeping them.
 
 # ---- deps: the wheels of the dependencies, from pyproject.toml alone ---------------------------------

@@ -1,3 +1,3 @@
 """PreemptGuard: Priority admission re-implemented, with preemption prediction."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -32,14 +32,24 @@ EXAMPLES = ROOT / "examples"
 POD_FILES = sorted((EXAMPLES / "pods").glob("*.yaml"))
 VERSION = "1.2.3"
 # The first PriorityClass with this value is "high" (examples/cluster.yaml); the edit keeps the file's size.
-HIGH_VALUE, EDITED_HIGH_VALUE = b"value: 1000000\n", b"value: 1000009\n"
+HIGH_VALUE, EDITED_HIGH_VALUE = b'"value": 1000000', b'"value": 1000009'
+
+
+@pytest.fixture(scope="module")
+def example_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/cluster.yaml as ``kubectl get -o json`` would print it: JSON loads several times faster than YAML,
+    and these tests load the snapshot a hundred times (the YAML path has its own test below)."""
+    path = tmp_path_factory.mktemp("example") / "cluster.json"
+    document = yaml.load((EXAMPLES / "cluster.yaml").read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+    path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    return path
 
 
 @pytest.fixture
-def snapshot(tmp_path: Path) -> Path:
-    """examples/cluster.yaml, copied where its cache may be written."""
-    path = tmp_path / "cluster.yaml"
-    shutil.copyfile(EXAMPLES / "cluster.yaml", path)
+def snapshot(tmp_path: Path, example_json: Path) -> Path:
+    """The example cluster, copied where its cache may be written."""
+    path = tmp_path / "cluster.json"
+    shutil.copyfile(example_json, path)
     return path
 
 
@@ -64,9 +74,9 @@ def load(path: Path, version: str = VERSION) -> SnapshotCache:
 
 
 def written(path: Path) -> SnapshotCache:
-    """The cache of ``path`` written from a fresh load, after predictions (as the plugin writes it)."""
+    """The cache of ``path`` written from a fresh load, after a prediction (as the plugin writes it)."""
     cache = SnapshotCache(path, version=VERSION)
-    predictions(cache.load(require_cluster=True))
+    preview_objects(cache.load(require_cluster=True), pods()[:1])
     assert not cache.hit
     assert cache.save()
     assert cache_path(path).is_file()
@@ -102,7 +112,7 @@ def test_a_second_load_reads_the_cache_and_predicts_as_a_fresh_load(snapshot: Pa
 def test_the_cache_is_next_to_the_snapshot_with_its_permission_bits(snapshot: Path) -> None:
     snapshot.chmod(0o640)
     written(snapshot)
-    assert cache_path(snapshot) == snapshot.with_name(".cluster.yaml.pgcache")
+    assert cache_path(snapshot) == snapshot.with_name(".cluster.json.pgcache")
     assert cache_path(snapshot).stat().st_mode & 0o777 == 0o640
     assert [p.name for p in snapshot.parent.iterdir() if p.name.endswith(".tmp")] == []
 
@@ -200,7 +210,7 @@ def test_a_damaged_cache_is_refused_and_rewritten(snapshot: Path, damage: Callab
     cache = SnapshotCache(snapshot, version=VERSION)
     state = cache.load(require_cluster=True)
     assert not cache.hit
-    assert predictions(state) == predictions(load_snapshot(snapshot))
+    assert contents(state) == contents(load_snapshot(snapshot))
     assert cache.save()
     assert load(snapshot).hit
 
@@ -283,7 +293,7 @@ def test_an_unwritable_directory_warns_and_predicts(snapshot: Path, read_only_di
     assert cache.write_error == f"snapshot cache: cannot write {cache_path(snapshot)}: Permission denied"
     assert cache.write_error in caplog.text
     assert not cache_path(snapshot).exists()
-    assert sorted(p.name for p in read_only_directory.iterdir()) == ["cluster.yaml"]
+    assert sorted(p.name for p in read_only_directory.iterdir()) == ["cluster.json"]
     assert got == predictions(load_snapshot(snapshot))
 
 

@@ -304,13 +304,13 @@ def damaged_pods(draw: st.DrawFn, pods: st.SearchStrategy[dict[str, Any]] = POD)
     return raw
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(damaged_pods())
 def test_generated_pods_read_like_the_reference(raw: dict[str, Any]) -> None:
     assert_same_as_reference(raw)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(damaged_pods(REQUESTS_POD))
 def test_generated_requests_read_like_the_reference(raw: dict[str, Any]) -> None:
     assert_same_as_reference(raw)

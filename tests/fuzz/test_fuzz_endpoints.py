@@ -42,7 +42,7 @@ def check(case: FuzzCase, status: int, payload: bytes) -> None:
         assert json.loads(payload)["response"]["uid"] == json.loads(case.body)["request"]["uid"]
 
 
-@settings(max_examples=1000, deadline=None, database=None,
+@settings(max_examples=500, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large, HealthCheck.large_base_example])
 @given(case=fuzz_cases(), seed=st.integers(0, 2**32))

@@ -53,7 +53,7 @@ def assert_index_matches_fresh(state: ClusterState) -> None:
             zip(rebuilt.values, rebuilt.names, strict=True)), key
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_bulk_paths_equal_reference_across_informer_events(data: st.DataObject) -> None:
     state, pods, options = data.draw(scenarios())

@@ -25,7 +25,7 @@ from .reference import Reference, importance, reference_predict
 from .support import as_dict, ladder_cluster, scenarios
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_fast_predictor_equals_reference(scenario: tuple[ClusterState, list[Pod], dict[str, Any]]) -> None:
     state, pods, options = scenario
@@ -186,7 +186,7 @@ def _stays_pending_as_if_never(state: ClusterState, pods: list[Pod], args: Preem
     return reported
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_preemption_disabled_equals_the_never_policy_with_the_profiles_reason(
         scenario: tuple[ClusterState, list[Pod], dict[str, Any]]) -> None:

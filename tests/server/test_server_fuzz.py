@@ -128,7 +128,7 @@ async def hook() -> AsyncIterator[LoopbackWebhook]:
         yield running
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(body=bodies, endpoint=st.sampled_from([MUTATE_PODS_PATH, MUTATE_PODS_PATH, VALIDATE_PRIORITYCLASSES_PATH]))
 async def test_malformed_bodies_get_200_400_or_413(hook: LoopbackWebhook, body: bytes, endpoint: str) -> None:

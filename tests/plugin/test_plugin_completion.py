@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 from aiohttp import web
-from conftest import COMPLETER, ROOT, Kubectl, write_shim
 
+from conftest import COMPLETER, ROOT, Kubectl, write_shim
 from kubectl_plugin.completion import CLUSTER_SECONDS, plugin_flags, read_words
 from kubectl_plugin.options import OUTPUTS
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import EXAMPLES, Kubectl, PreemptGuard, Run, expected_outcome, expected_results, results_of
 from fake_apiserver_admission import EXPIRED_TOKEN, AdmissionApiServer, User
+
+from conftest import EXAMPLES, Kubectl, PreemptGuard, Run, expected_outcome, expected_results, results_of
 
 ALICE = "alice-token"
 TOKENS = {ALICE: User("alice", ("team-a-devs", "system:authenticated"))}

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from conftest import (
     CLUSTER,
     EXAMPLES,

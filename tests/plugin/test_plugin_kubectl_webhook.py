@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 
 import pytest
+
 from conftest import EXAMPLES, Kubectl, PreemptGuard, Run, expected_outcome, expected_results, results_of
 
 EXAMPLE_SUBSET = ["01-user-class", "04-unknown-class", "10-pdb-violation", "11-unschedulable-too-big",

@@ -8,6 +8,7 @@ import tomllib
 from typing import Any
 
 import yaml
+
 from conftest import COMPLETER, PLUGIN, ROOT
 
 TEMPLATE = ROOT / "krew" / "preempt-preview.yaml"

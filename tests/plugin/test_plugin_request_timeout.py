@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
-from conftest import EXAMPLES, Kubectl
 
+from conftest import EXAMPLES, Kubectl
 from kubectl_plugin.sources.http import SECOND, RequestTimeout, go_duration
 
 POD = str(EXAMPLES / "pods/08-small-fits.yaml")

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
-from conftest import CLUSTER, POD_FILES
 
+from conftest import CLUSTER, POD_FILES
 from kubectl_plugin.inputs import (
     flatten,
     parse_manifests,

@@ -1,5 +1,5 @@
 """The cases the real control plane decided (tests/vectors/real_scheduler/), predicted offline: PreemptGuard must
-say what kube-scheduler and kube-apiserver did. Open cases (PreemptGuard not fixed yet) fail as expected."""
+say what kube-scheduler and kube-apiserver did. A disagreement is fixed before its case is recorded here."""
 
 from __future__ import annotations
 
@@ -22,19 +22,18 @@ def expected(case: Path) -> dict[str, Any]:
     return loaded
 
 
-CASES = [pytest.param(s.snapshot.parent, id=s.name, marks=[pytest.mark.xfail(
-             strict=True, reason="open: PreemptGuard still predicts otherwise (README.md)")]
-             if expected(s.snapshot.parent).get("open") else []) for s in discover(VECTORS)]
+CASES = [s.snapshot.parent for s in discover(VECTORS)]
 
 
 def test_every_case_says_what_the_real_control_plane_did() -> None:
+    assert CASES
     for case in CASES:
-        record = expected(case.values[0])  # type: ignore[arg-type]
+        record = expected(case)
         assert record["kubernetesVersion"].startswith("v1.") and record["observed"]
         assert all(set(o) >= {"pod", "outcome", "node", "victims"} for o in record["observed"])
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_preemptguard_predicts_what_the_real_control_plane_did(case: Path) -> None:
     state = state_from_objects(read_objects(case / "snapshot.yaml"), str(case / "snapshot.yaml"))
     predictions = predict_in_order(state, read_pods([case / "pod.yaml"]), DEFAULT_CONFIG.scheduler)

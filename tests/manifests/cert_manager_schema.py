@@ -8,17 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-_METADATA: dict[str, Any] = {
-    "type": "object",
-    "required": ["name"],
-    "properties": {
-        "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
-        "namespace": {"type": "string"},
-        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-    },
-    "additionalProperties": False,
-}
+from object_schema import resource
 
 _DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(h|m|s|ms))+$"}
 
@@ -33,93 +23,73 @@ _ISSUER_REF: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-ISSUER: dict[str, Any] = {
+ISSUER = resource("cert-manager.io/v1", "Issuer", {
     "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
+    # IssuerConfig is a one-of: exactly one issuer type.
+    "oneOf": [{"required": ["selfSigned"]}, {"required": ["ca"]}],
     "properties": {
-        "apiVersion": {"const": "cert-manager.io/v1"},
-        "kind": {"const": "Issuer"},
-        "metadata": _METADATA,
-        "spec": {
+        "selfSigned": {
             "type": "object",
-            # IssuerConfig is a one-of: exactly one issuer type.
-            "oneOf": [{"required": ["selfSigned"]}, {"required": ["ca"]}],
-            "properties": {
-                "selfSigned": {
-                    "type": "object",
-                    "properties": {"crlDistributionPoints": {"type": "array", "items": {"type": "string"}}},
-                    "additionalProperties": False,
-                },
-                "ca": {
-                    "type": "object",
-                    "required": ["secretName"],
-                    "properties": {
-                        "secretName": {"type": "string", "minLength": 1},
-                        "crlDistributionPoints": {"type": "array", "items": {"type": "string"}},
-                        "ocspServers": {"type": "array", "items": {"type": "string"}},
-                    },
-                    "additionalProperties": False,
-                },
-            },
+            "properties": {"crlDistributionPoints": {"type": "array", "items": {"type": "string"}}},
             "additionalProperties": False,
         },
-    },
-    "additionalProperties": False,
-}
-
-CERTIFICATE: dict[str, Any] = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "cert-manager.io/v1"},
-        "kind": {"const": "Certificate"},
-        "metadata": _METADATA,
-        "spec": {
+        "ca": {
             "type": "object",
-            "required": ["secretName", "issuerRef"],
+            "required": ["secretName"],
             "properties": {
                 "secretName": {"type": "string", "minLength": 1},
-                "issuerRef": _ISSUER_REF,
-                "commonName": {"type": "string", "maxLength": 64},
-                "dnsNames": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                "ipAddresses": {"type": "array", "items": {"type": "string"}},
-                "isCA": {"type": "boolean"},
-                "duration": _DURATION,
-                "renewBefore": _DURATION,
-                "usages": {
-                    "type": "array",
-                    "items": {"enum": [
-                        "signing", "digital signature", "content commitment", "key encipherment", "key agreement",
-                        "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
-                        "server auth", "client auth", "code signing", "email protection", "s/mime",
-                        "ipsec end system", "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing",
-                        "microsoft sgc", "netscape sgc",
-                    ]},
-                },
-                "privateKey": {
-                    "type": "object",
-                    "properties": {
-                        "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
-                        "size": {"type": "integer"},
-                        "encoding": {"enum": ["PKCS1", "PKCS8"]},
-                        "rotationPolicy": {"enum": ["Never", "Always"]},
-                    },
-                    "additionalProperties": False,
-                },
-                "secretTemplate": {
-                    "type": "object",
-                    "properties": {
-                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-                    },
-                    "additionalProperties": False,
-                },
+                "crlDistributionPoints": {"type": "array", "items": {"type": "string"}},
+                "ocspServers": {"type": "array", "items": {"type": "string"}},
             },
             "additionalProperties": False,
         },
     },
     "additionalProperties": False,
-}
+})
+
+CERTIFICATE = resource("cert-manager.io/v1", "Certificate", {
+    "type": "object",
+    "required": ["secretName", "issuerRef"],
+    "properties": {
+        "secretName": {"type": "string", "minLength": 1},
+        "issuerRef": _ISSUER_REF,
+        "commonName": {"type": "string", "maxLength": 64},
+        "dnsNames": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "ipAddresses": {"type": "array", "items": {"type": "string"}},
+        "isCA": {"type": "boolean"},
+        "duration": _DURATION,
+        "renewBefore": _DURATION,
+        "usages": {
+            "type": "array",
+            "items": {"enum": [
+                "signing", "digital signature", "content commitment", "key encipherment", "key agreement",
+                "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
+                "server auth", "client auth", "code signing", "email protection", "s/mime",
+                "ipsec end system", "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing",
+                "microsoft sgc", "netscape sgc",
+            ]},
+        },
+        "privateKey": {
+            "type": "object",
+            "properties": {
+                "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
+                "size": {"type": "integer"},
+                "encoding": {"enum": ["PKCS1", "PKCS8"]},
+                "rotationPolicy": {"enum": ["Never", "Always"]},
+            },
+            "additionalProperties": False,
+        },
+        "secretTemplate": {
+            "type": "object",
+            "properties": {
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+            "additionalProperties": False,
+        },
+    },
+    "additionalProperties": False,
+})
 
 SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
     ("cert-manager.io/v1", "Issuer"): ISSUER,

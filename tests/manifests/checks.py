@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from manifest_build import containers
 from serve_args import parse_serve_args
 from test_manifests_rbac import declared, granted
 from test_manifests_schema import SCHEMA_VERSIONS, validate_all
 from test_manifests_webhooks import server_routes, webhook_entries
-from test_manifests_workloads import containers
 
 from webhook import routes
 from webhook.rbac import (

@@ -88,3 +88,8 @@ def pod_specs(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         elif obj["kind"] == "CronJob":
             specs[key] = obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     return specs
+
+
+def containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """A pod spec's init containers and containers."""
+    return list(spec.get("initContainers") or []) + list(spec["containers"])

@@ -8,25 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-_METADATA: dict[str, Any] = {
-    "type": "object",
-    "required": ["name"],
-    "properties": {
-        "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
-        "namespace": {"type": "string"},
-        "labels": _STRING_MAP,
-        "annotations": _STRING_MAP,
-    },
-    "additionalProperties": False,
-}
+from object_schema import STRING_MAP, resource
+
 # Prometheus durations: 30s, 5m, 1h30m, ...
 _DURATION = {"type": "string", "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?"
                                           r"(([0-9]+)s)?(([0-9]+)ms)?)$"}
 _LABEL_SELECTOR: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "matchLabels": _STRING_MAP,
+        "matchLabels": STRING_MAP,
         "matchExpressions": {"type": "array", "items": {
             "type": "object", "required": ["key", "operator"],
             "properties": {"key": {"type": "string"}, "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
@@ -51,32 +41,22 @@ _ENDPOINT: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-SERVICE_MONITOR: dict[str, Any] = {
+SERVICE_MONITOR = resource("monitoring.coreos.com/v1", "ServiceMonitor", {
     "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "required": ["selector", "endpoints"],
     "properties": {
-        "apiVersion": {"const": "monitoring.coreos.com/v1"},
-        "kind": {"const": "ServiceMonitor"},
-        "metadata": _METADATA,
-        "spec": {
-            "type": "object",
-            "required": ["selector", "endpoints"],
-            "properties": {
-                "jobLabel": {"type": "string"},
-                "targetLabels": {"type": "array", "items": {"type": "string"}},
-                "podTargetLabels": {"type": "array", "items": {"type": "string"}},
-                "selector": _LABEL_SELECTOR,
-                "namespaceSelector": {"type": "object", "properties": {
-                    "any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}}},
-                    "additionalProperties": False},
-                "endpoints": {"type": "array", "minItems": 1, "items": _ENDPOINT},
-                "sampleLimit": {"type": "integer", "minimum": 0},
-            },
-            "additionalProperties": False,
-        },
+        "jobLabel": {"type": "string"},
+        "targetLabels": {"type": "array", "items": {"type": "string"}},
+        "podTargetLabels": {"type": "array", "items": {"type": "string"}},
+        "selector": _LABEL_SELECTOR,
+        "namespaceSelector": {"type": "object", "properties": {
+            "any": {"type": "boolean"}, "matchNames": {"type": "array", "items": {"type": "string"}}},
+            "additionalProperties": False},
+        "endpoints": {"type": "array", "minItems": 1, "items": _ENDPOINT},
+        "sampleLimit": {"type": "integer", "minimum": 0},
     },
     "additionalProperties": False,
-}
+})
 
 _RULE: dict[str, Any] = {
     "type": "object",
@@ -88,40 +68,30 @@ _RULE: dict[str, Any] = {
         "expr": {"type": ["string", "integer"], "minLength": 1},
         "for": _DURATION,
         "keep_firing_for": _DURATION,
-        "labels": _STRING_MAP,
-        "annotations": _STRING_MAP,
+        "labels": STRING_MAP,
+        "annotations": STRING_MAP,
     },
     "additionalProperties": False,
 }
 
-PROMETHEUS_RULE: dict[str, Any] = {
+PROMETHEUS_RULE = resource("monitoring.coreos.com/v1", "PrometheusRule", {
     "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
     "properties": {
-        "apiVersion": {"const": "monitoring.coreos.com/v1"},
-        "kind": {"const": "PrometheusRule"},
-        "metadata": _METADATA,
-        "spec": {
+        "groups": {"type": "array", "items": {
             "type": "object",
+            "required": ["name", "rules"],
             "properties": {
-                "groups": {"type": "array", "items": {
-                    "type": "object",
-                    "required": ["name", "rules"],
-                    "properties": {
-                        "name": {"type": "string", "minLength": 1},
-                        "interval": _DURATION,
-                        "limit": {"type": "integer"},
-                        "labels": _STRING_MAP,
-                        "rules": {"type": "array", "items": _RULE},
-                    },
-                    "additionalProperties": False,
-                }},
+                "name": {"type": "string", "minLength": 1},
+                "interval": _DURATION,
+                "limit": {"type": "integer"},
+                "labels": STRING_MAP,
+                "rules": {"type": "array", "items": _RULE},
             },
             "additionalProperties": False,
-        },
+        }},
     },
     "additionalProperties": False,
-}
+})
 
 SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): SERVICE_MONITOR,

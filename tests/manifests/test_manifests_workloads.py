@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import re
 import tomllib
-from typing import Any
 
 import pytest
-from manifest_build import KUSTOMIZATIONS, REPO, build, find, pod_specs
+from checks import check_pods_locked_down
+from manifest_build import KUSTOMIZATIONS, REPO, build, containers, find, pod_specs
 
 IMAGE = "ghcr.io/preemptguard/preemptguard"
-
-
-def containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(spec.get("initContainers") or []) + list(spec["containers"])
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
@@ -21,19 +17,7 @@ def test_every_pod_is_locked_down(kustomization: str) -> None:
     """Pod Security "restricted" plus a read-only root filesystem, for every workload of every overlay."""
     objects = build(kustomization)
     assert find(objects, "Namespace")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    for key, spec in pod_specs(objects).items():
-        pod = spec["securityContext"]
-        assert pod["runAsNonRoot"] is True and pod["runAsUser"] == 65532, key
-        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}, key
-        assert not spec.get("hostNetwork") and not spec.get("hostPID"), key
-        for container in containers(spec):
-            security = container["securityContext"]
-            assert security["allowPrivilegeEscalation"] is False, key
-            assert security["readOnlyRootFilesystem"] is True, key
-            assert security["capabilities"] == {"drop": ["ALL"]}, key
-            assert not security.get("privileged"), key
-            resources = container["resources"]
-            assert {"cpu", "memory"} <= resources["requests"].keys() and "memory" in resources["limits"], key
+    check_pods_locked_down(objects)
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)

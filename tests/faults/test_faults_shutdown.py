@@ -142,7 +142,9 @@ async def test_sigterm_drains_under_load(tmp_path: Path) -> None:
     refused = [at for at, status in after if not isinstance(status, int)]
     # The grace is counted from SIGTERM: the first 503 may be *observed* late when the machine is busy.
     assert refused and min(refused) >= sigterm_at + GRACE
-    assert preview_done_at > min(refused)  # it was still running when the listener had closed
+    # It was still running when the grace ended and the listener closed. (Not compared with the first refusal
+    # the poller saw: on a busy machine that is observed up to its 2 s client timeout late.)
+    assert preview_done_at > sigterm_at + GRACE
     # Every admission answered got 200 and allowed; the only failures are refused connections after the grace.
     assert not [f for f in traffic.failures if f.startswith(("HTTP", "denied", "worker"))], traffic.failures[:5]
     assert all(at >= sigterm_at + GRACE for at in traffic.failure_times)

@@ -15,7 +15,7 @@ from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod, Re
 from webhook.cluster.reader import pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PredictionTimeout, PreemptGuardError
-from webhook.preemption.dryrun import NOT_ELIGIBLE_NEVER
+from webhook.preemption.plugins.defaultpreemption.default_preemption import NOT_ELIGIBLE_NEVER
 from webhook.preemption.preview import preview_object, preview_objects
 from webhook.preemption.results import Outcome, PreemptionArgs
 from webhook.preemption.simulate import PREEMPTION_DISABLED, predict_pods, replica_pods, simulate_pods

@@ -23,7 +23,7 @@ from webhook.cluster.loader import load_snapshot
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import SnapshotError
 from webhook.preemption import snapshot_cache
-from webhook.preemption.index import index_sync_is_cheap
+from webhook.preemption.framework.index import index_sync_is_cheap
 from webhook.preemption.preview import preview_objects
 from webhook.preemption.snapshot_cache import MAGIC, SnapshotCache, cache_path
 

@@ -24,7 +24,7 @@ from webhook.cluster.model import Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
 from webhook.errors import PredictionTimeout
-from webhook.preemption.index import index_sync_is_cheap
+from webhook.preemption.framework.index import index_sync_is_cheap
 from webhook.preemption.results import PreemptionArgs, PreemptionResult
 from webhook.preemption.simulate import predict_objects, simulate_pods
 

@@ -24,6 +24,7 @@ from webhook.preemption.framework.preemption import Candidate
 from webhook.preemption.framework.types import fit_error_message
 from webhook.preemption.framework.view import ClusterView
 from webhook.preemption.plugins import nodeaffinity, nodeports, noderesources
+from webhook.preemption.plugins.defaultpreemption.default_preemption import DefaultPreemption
 from webhook.preemption.plugins.helper import required_node_affinity_matches, tolerates
 from webhook.preemption.plugins.registry import default_preemption
 from webhook.preemption.results import (
@@ -59,7 +60,7 @@ def _gap_note(pod: Pod) -> str:
     return f" Not modelled (the prediction ignores it): {'; '.join(pod.unmodeled)}." if pod.unmodeled else ""
 
 
-def kubelet_admission_failure(view: ClusterView, pod: Pod) -> str | None:
+def _kubelet_admission_failure(view: ClusterView, pod: Pod) -> str | None:
     """Why the kubelet of ``pod.node_name`` would refuse the pod (its ``generalFilter``), or None when it admits it.
 
     The kubelet checks the node name, node selector and required node affinity, host ports, resources and
@@ -87,9 +88,9 @@ def pending_result(pod: Pod, policy: str, message: str = "") -> PreemptionResult
                             preemption_policy=policy, outcome=Outcome.UNSCHEDULABLE, message=message)
 
 
-def predict_bound_pod(view: ClusterView, pod: Pod, policy: str, gaps: str) -> PreemptionResult:
+def _predict_bound_pod(view: ClusterView, pod: Pod, policy: str, gaps: str) -> PreemptionResult:
     """A pod that sets ``spec.nodeName``: the scheduler never handles it, so nothing is preempted for it."""
-    failure = kubelet_admission_failure(view, pod)
+    failure = _kubelet_admission_failure(view, pod)
     if failure is None:
         return replace_fields(pending_result(pod, policy), outcome=Outcome.FITS, node=pod.node_name,
                               message=f"spec.nodeName binds the pod to node {pod.node_name}, where it fits;"
@@ -113,7 +114,7 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
     if not view.node_names:
         return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None
     if pod.node_name:
-        return predict_bound_pod(view, pod, policy, gaps), None
+        return _predict_bound_pod(view, pod, policy, gaps), None
     ctx = new_context(view, pod, args, deadline=deadline)
     ctx.check_deadline()
     filtered = find_nodes_that_fit_pod(ctx)
@@ -127,7 +128,8 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
     if not args.preemption_enabled and pod.preemption_policy != PREEMPT_NEVER:
         # No PostFilter in the scheduler profile: the pod stays Pending (a Never pod keeps its own reason below).
         return pending_result(pod, policy, f"{fit_error} {PREEMPTION_DISABLED}{gaps}"), None
-    post = default_preemption(args).post_filter(ctx, filtered.statuses, potential=filtered.potential)
+    post_filter: DefaultPreemption = default_preemption(args)
+    post = post_filter.post_filter(ctx, filtered.statuses, potential=filtered.potential)
     if post.candidate is None:
         pending = pending_result(pod, policy, f"{fit_error} {post.message}{gaps}")
         return replace_fields(pending, preemption_status=post.message), None
@@ -246,12 +248,6 @@ def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionAr
     admitted = [e for e in entries if isinstance(e, Pod)]
     simulated = iter(simulate_pods(state, admitted, args, deadline=deadline) if admitted else ())
     return [next(simulated) if isinstance(e, Pod) else e for e in entries]
-
-
-def predict_preemption(state: ClusterState, pod: Pod, *, replicas: int = 1, args: PreemptionArgs | None = None,
-                       deadline: float | None = None) -> list[PreemptionResult]:
-    """``predict_pods`` for ``replicas`` copies of ``pod`` (``replica_pods``)."""
-    return predict_pods(state, replica_pods(pod, replicas), args=args, deadline=deadline)
 
 
 def with_priority_class(pod: Pod, priority_class: str | None) -> Pod:

@@ -1,4 +1,4 @@
-"""nodeaffinity.py: NodeAffinity over every node at once equals ``required_node_affinity_matches`` node by node."""
+"""plugins/nodeaffinity.py: NodeAffinity over many nodes equals ``required_node_affinity_matches`` node by node."""
 
 from __future__ import annotations
 

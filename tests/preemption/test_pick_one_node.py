@@ -1,4 +1,4 @@
-"""``pick_preemption_node``: pickOneNodeForPreemption over candidates."""
+"""``pick_one_node_for_preemption``: pickOneNodeForPreemption over candidates."""
 
 from __future__ import annotations
 

@@ -128,8 +128,8 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
     if not args.preemption_enabled and pod.preemption_policy != PREEMPT_NEVER:
         # No PostFilter in the scheduler profile: the pod stays Pending (a Never pod keeps its own reason below).
         return pending_result(pod, policy, f"{fit_error} {PREEMPTION_DISABLED}{gaps}"), None
-    post_filter: DefaultPreemption = default_preemption(args)
-    post = post_filter.post_filter(ctx, filtered.statuses, potential=filtered.potential)
+    preemption: DefaultPreemption = default_preemption(args)
+    post = preemption.post_filter(ctx, filtered.statuses, potential=filtered.potential)
     if post.candidate is None:
         pending = pending_result(pod, policy, f"{fit_error} {post.message}{gaps}")
         return replace_fields(pending, preemption_status=post.message), None

@@ -48,16 +48,24 @@ def new_context(view: ClusterView, pod: Pod, args: PreemptionArgs, *, deadline: 
     """PreFilter: every plugin's state for the pod (``CycleState``), and the PDB list (read once)."""
     framework = framework or default_framework()
     cycle = framework.run_pre_filter_plugins(pod, view)
-    active = {p.name for p in (*framework.node_filter_plugins, *framework.filter_plugins)} - cycle.skip_filter_plugins
-    resource_only = active <= RESOURCE_ONLY_FILTERS and not pod.requests.scalar
+    active = framework.active(cycle)
+    resource_only = active.filter_names <= RESOURCE_ONLY_FILTERS and not pod.requests.scalar
+    grouped = active.node_filter_names <= GROUPED_NODE_FILTERS
     return PredictionContext(framework, view, pod, pod.effective_priority, args, view.index.pdb_index(args), cycle,
-                             resource_only, deadline=deadline)
+                             resource_only, {} if grouped else None, deadline=deadline)
 
 
 def node_fit_status(ctx: PredictionContext, name: str) -> Status:
     """Every Filter plugin on one node, with the two-pass nominated-pod rule (docs/preemption.md §6)."""
     view = ctx.view
-    status = ctx.framework.run_node_filter_plugins(ctx.cycle, ctx.pod, view.node(name))
+    node = view.node(name)
+    memo = ctx.node_filter_memo
+    # The node-only plugins, asked once per group of nodes that look alike to them when that is all they read.
+    status = None if memo is None else memo.get((node.unschedulable, node.taints))
+    if status is None:
+        status = ctx.framework.run_node_filter_plugins(ctx.cycle, ctx.pod, node)
+        if memo is not None:
+            memo[node.unschedulable, node.taints] = status
     if not status.ok:
         return status
     # The index's flag is read here, not in nominated_pods: this runs for every node a scan looks at.

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from webhook.cluster.model import Pod
 from webhook.errors import PredictionTimeout
 from webhook.preemption.framework.cycle_state import CycleState
+from webhook.preemption.framework.index import StaticGroupKey
 from webhook.preemption.framework.pdb import PdbIndex
 from webhook.preemption.framework.runtime import Framework
+from webhook.preemption.framework.status import Status
 from webhook.preemption.framework.view import ClusterView
 from webhook.preemption.results import PreemptionArgs
 
@@ -35,6 +37,9 @@ class PredictionContext:
     # The only Filter that reads the node's pods is NodeResourcesFit, without scalar resources: fit is arithmetic
     # on the index's sums, and the resource-only paths (beside each step they speed up) give the answer.
     resource_only: bool
+    # The node-only Filter plugins' status per (unschedulable, taints), when those are all that the active ones
+    # read (the index's static groups); None when some active one reads more (a nodeSelector, a nodeName).
+    node_filter_memo: dict[StaticGroupKey, Status] | None
     # time.monotonic() after which the prediction raises PredictionTimeout (checked in the node loops).
     deadline: float | None = None
 

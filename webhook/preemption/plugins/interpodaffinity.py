@@ -147,6 +147,8 @@ class InterPodAffinity:
     def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
         """The counts over the bound pods, or Skip when nothing can make the Filter fail (no term of the pod's
         own, and no pod, bound or nominated, with a required anti-affinity term)."""
+        if not (pod.pod_affinity or pod.pod_anti_affinity or view.index.anti_affinity_pods or view.added):
+            return SKIPPED  # the common case, answered before any state is built
         state = AffinityState(pod, view.namespace_labels)
         for other in view.anti_affinity_pods():
             state.update_existing_anti_affinity(other, view.node(other.node_name), 1)

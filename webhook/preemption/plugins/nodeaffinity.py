@@ -9,13 +9,17 @@ prediction, most of the time of an unschedulable pod's preview (bench/snapshot.p
 from __future__ import annotations
 
 from collections.abc import Set
+from typing import TYPE_CHECKING
 
 from webhook.cluster.model import LabelSelectorRequirement, Node, NodeSelectorTerm, Pod
 from webhook.cluster.selectors import requirement_matches
 from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.nodelabels import NodeLabelIndex
-from webhook.preemption.framework.status import OK, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
+from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.plugins.helper import required_node_affinity_matches
+
+if TYPE_CHECKING:
+    from webhook.preemption.framework.view import ClusterView
 
 NAME = "NodeAffinity"
 ERR_REASON = "node(s) didn't match Pod's node affinity/selector"
@@ -31,6 +35,9 @@ def selects_nodes(pod: Pod) -> bool:
 
 class NodeAffinity:
     name = NAME
+
+    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
+        return OK if selects_nodes(pod) else SKIPPED  # upstream: nothing to do with the pod
 
     def filter_node(self, cycle: CycleState, pod: Pod, node: Node) -> Status:
         if selects_nodes(pod) and not required_node_affinity_matches(pod, node):

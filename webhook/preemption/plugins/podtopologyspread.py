@@ -120,7 +120,7 @@ class PodTopologySpread:
 
     def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
         """The state over the bound pods of the pod's namespace, or Skip without a DoNotSchedule constraint."""
-        if not hard_spread_constraints(pod):
+        if not pod.topology_spread or not hard_spread_constraints(pod):
             return SKIPPED
         by_node: dict[str, list[Pod]] = {}
         for other in view.bound_pods_in(pod.namespace):

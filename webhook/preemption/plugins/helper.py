@@ -4,15 +4,20 @@ FindMatchingUntoleratedTaint), component-helpers/scheduling/corev1/nodeaffinity/
 (GetRequiredNodeAffinity), pkg/scheduler/framework/plugins/helper/taint.go (DoNotScheduleTaintsFilterFunc)).
 
 TaintToleration, NodeUnschedulable, PodTopologySpread (nodeTaintsPolicy) and the kubelet's admission check read
-the first two; NodeAffinity, PodTopologySpread (nodeAffinityPolicy) and the kubelet the last.
+the first two; NodeAffinity, PodTopologySpread (nodeAffinityPolicy) and the kubelet the last. InterPodAffinity and
+PodTopologySpread share the shape of their Filter and AddPod/RemovePod (``TopologyCountsPlugin``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar, Generic, Protocol, TypeVar
 
 from webhook.cluster.model import Node, NodeSelectorTerm, Pod, Taint, Toleration
 from webhook.cluster.selectors import requirement_matches
+from webhook.preemption.framework.cycle_state import CycleState
+from webhook.preemption.framework.status import OK, Status
+from webhook.preemption.framework.types import NodeInfo
 
 # The Filter only looks at these effects (PreferNoSchedule is a scoring concern).
 DO_NOT_SCHEDULE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -60,3 +65,41 @@ def first_untolerated_taint(taints: Iterable[Taint], tolerations: tuple[Tolerati
         if taint.effect in DO_NOT_SCHEDULE_EFFECTS and not tolerates(tolerations, taint):
             return taint
     return None
+
+
+class TopologyCounts(Protocol):
+    """A PreFilter state of matching-pod counts per topology domain: AddPod/RemovePod update it, Filter reads it."""
+
+    def copy(self) -> TopologyCounts: ...
+
+    def update(self, other: Pod, node: Node, delta: int) -> None: ...
+
+    def filter(self, node: Node) -> Status: ...
+
+
+S = TypeVar("S", bound=TopologyCounts)
+
+
+class TopologyCountsPlugin(Generic[S]):
+    """Filter, AddPod and RemovePod of a plugin whose PreFilter state is ``TopologyCounts`` of class ``state_type``
+    (none written: the plugin skipped, nothing to check)."""
+
+    state_type: ClassVar[type]
+
+    def _read(self, cycle: CycleState) -> S | None:
+        found: S | None = cycle.read(self.state_type)
+        return found
+
+    def filter(self, cycle: CycleState, pod: Pod, info: NodeInfo) -> Status:
+        state = self._read(cycle)
+        return OK if state is None else state.filter(info.node)
+
+    def add_pod(self, cycle: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> None:
+        state = self._read(cycle)
+        if state is not None:
+            state.update(other, info.node, 1)
+
+    def remove_pod(self, cycle: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> None:
+        state = self._read(cycle)
+        if state is not None:
+            state.update(other, info.node, -1)

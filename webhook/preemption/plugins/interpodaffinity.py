@@ -14,7 +14,7 @@ from webhook.cluster.model import Node, Pod, PodAffinityTerm
 from webhook.cluster.selectors import label_selector_matches
 from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
-from webhook.preemption.framework.types import NodeInfo
+from webhook.preemption.plugins.helper import TopologyCountsPlugin
 
 if TYPE_CHECKING:
     from webhook.preemption.framework.view import ClusterView
@@ -141,8 +141,9 @@ def _pods_in_term_namespaces(view: ClusterView, pod: Pod) -> Iterable[Pod]:
         yield from view.bound_pods_in(namespace)
 
 
-class InterPodAffinity:
+class InterPodAffinity(TopologyCountsPlugin[AffinityState]):
     name = NAME
+    state_type = AffinityState
 
     def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
         """The counts over the bound pods, or Skip when nothing can make the Filter fail (no term of the pod's
@@ -159,17 +160,3 @@ class InterPodAffinity:
             return SKIPPED
         cycle.write(state)
         return OK
-
-    def filter(self, cycle: CycleState, pod: Pod, info: NodeInfo) -> Status:
-        state = cycle.read(AffinityState)
-        return OK if state is None else state.filter(info.node)
-
-    def add_pod(self, cycle: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> None:
-        state = cycle.read(AffinityState)
-        if state is not None:
-            state.update(other, info.node, 1)
-
-    def remove_pod(self, cycle: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> None:
-        state = cycle.read(AffinityState)
-        if state is not None:
-            state.update(other, info.node, -1)

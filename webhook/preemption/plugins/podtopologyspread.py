@@ -13,8 +13,11 @@ from webhook.cluster.model import LabelSelector, LabelSelectorRequirement, Node,
 from webhook.cluster.selectors import label_selector_matches
 from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
-from webhook.preemption.framework.types import NodeInfo
-from webhook.preemption.plugins.helper import first_untolerated_taint, required_node_affinity_matches
+from webhook.preemption.plugins.helper import (
+    TopologyCountsPlugin,
+    first_untolerated_taint,
+    required_node_affinity_matches,
+)
 
 if TYPE_CHECKING:
     from webhook.preemption.framework.view import ClusterView
@@ -115,8 +118,9 @@ def new_spread_state(pod: Pod, nodes: Iterable[Node], pods_on: Callable[[str], I
     return state
 
 
-class PodTopologySpread:
+class PodTopologySpread(TopologyCountsPlugin[SpreadState]):
     name = NAME
+    state_type = SpreadState
 
     def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
         """The state over the bound pods of the pod's namespace, or Skip without a DoNotSchedule constraint."""
@@ -129,17 +133,3 @@ class PodTopologySpread:
         assert state is not None  # the pod has a hard constraint
         cycle.write(state)
         return OK
-
-    def filter(self, cycle: CycleState, pod: Pod, info: NodeInfo) -> Status:
-        state = cycle.read(SpreadState)
-        return OK if state is None else state.filter(info.node)
-
-    def add_pod(self, cycle: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> None:
-        state = cycle.read(SpreadState)
-        if state is not None:
-            state.update(other, info.node, 1)
-
-    def remove_pod(self, cycle: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> None:
-        state = cycle.read(SpreadState)
-        if state is not None:
-            state.update(other, info.node, -1)

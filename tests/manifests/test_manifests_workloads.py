@@ -56,7 +56,8 @@ def test_dockerfile_builds_from_the_debian_bases_and_runs_only_the_venv() -> Non
     stages = [line for line in lines if line.upper().startswith("FROM ")]
     # Both bases are the local images release/build-image imports from debootstrap: nothing from a registry.
     assert stages == ["FROM ${BUILD_BASE} AS build", "FROM ${BASE}"]
-    defaults = dict(line.removeprefix("ARG ").split("=", 1) for line in lines if line.startswith("ARG ") and "=" in line)
+    defaults = dict(line.removeprefix("ARG ").split("=", 1) for line in lines
+                    if line.startswith("ARG ") and "=" in line)
     assert defaults["BUILD_BASE"].startswith("preemptguard-debian:") and defaults["BASE"].startswith(
         "preemptguard-debian:")
     build_stage, final = lines[lines.index(stages[0]):lines.index(stages[1])], lines[lines.index(stages[1]):]

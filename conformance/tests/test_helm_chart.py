@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +279,27 @@ def test_the_critical_class_quota_is_one_switch(tmp_path: Path) -> None:
 
 def test_hooks_are_told_apart(tmp_path: Path) -> None:
     assert all(not is_hook(o) for o in template(tmp_path))
+
+
+def test_the_rendered_chart_passes_the_plugins_ci_gate(tmp_path: Path) -> None:
+    """`helm template charts/preemptguard | kubectl preempt-preview --snapshot examples/cluster.yaml -f -`: the
+    objects that are not workloads are skipped with a note, the chart's own PriorityClass is used, every pod fits."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shim = plugins / "kubectl-preempt_preview"
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{CHART.parents[1]}" exec "{sys.executable}" -m kubectl_plugin.cli "$@"\n')
+    shim.chmod(0o755)
+    rendered = helm("template", str(CHART), tmp=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    env = {**os.environ, "PATH": f"{plugins}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("KUBECONFIG", None)
+    gate = subprocess.run([str(bin_dir() / "kubectl"), "preempt-preview", "--snapshot",
+                           str(CHART.parents[1] / "examples" / "cluster.yaml"), "-f", "-"], input=rendered.stdout,
+                          capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    notes = [line for line in gate.stderr.splitlines() if line.startswith("Note: ")]
+    assert notes[0] == "Note: using PriorityClass release-name-preemptguard-critical from the manifests"
+    assert notes[1].startswith("Note: skipped ") and "ServiceAccount" in notes[1] and "ConfigMap" in notes[1]
+    rows = [line.split()[:3] for line in gate.stdout.splitlines()[1:] if line.startswith("default/")]
+    assert ["default/release-name-preemptguard-0", "release-name-preemptguard-critical", "Fits"] in rows
+    assert gate.stdout.splitlines()[-1].startswith(f"{len(rows)} pods: {len(rows)} fit, 0 preempt")

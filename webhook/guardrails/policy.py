@@ -58,8 +58,9 @@ AUDIT_EXEMPTION = "guardrail-exemption"
 AUDIT_SKIPPED = "prediction-skipped"
 
 Decision = Literal["off", "allowed", "warned", "denied", "exempt", "skipped"]
-# Why no prediction was made: over its time budget, the cache not synced yet, or the predictor failed.
-SkipReason = Literal["budget-exceeded", "cache-not-ready", "error"]
+# Why no prediction was made: over its time budget, the cache not synced yet, the predictor failed, or the pod
+# was never read (its review over the body size limit, or more than the webhook could hold in memory just then).
+SkipReason = Literal["budget-exceeded", "cache-not-ready", "error", "too-large", "overloaded"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +301,10 @@ def prediction_skipped_warning(reason: SkipReason, budget_milliseconds: int) -> 
         why = f"it did not finish within the {budget_milliseconds} ms budget"
     elif reason == "cache-not-ready":
         why = "the cluster cache is not ready yet"
+    elif reason == "too-large":
+        why = "its admission review is over the webhook's size limit"
+    elif reason == "overloaded":
+        why = "the webhook had no memory for its review just then"
     else:
         why = "the prediction failed (see the webhook log)"
     return truncate(f"PreemptGuard made no preemption prediction for this pod: {why}")

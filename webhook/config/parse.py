@@ -28,6 +28,7 @@ from webhook.config.model import (
     GUARDRAIL_MODES,
     QUOTA_SCOPES,
     SELECTOR_OPERATORS,
+    UNVERIFIED_DISCLOSURES,
     AuditDetail,
     ClassAccessRule,
     ClassMatch,
@@ -41,6 +42,7 @@ from webhook.config.model import (
     PreemptionSetting,
     QuotaConfig,
     SchedulerConfig,
+    UnverifiedDisclosure,
 )
 from webhook.errors import ConfigError
 
@@ -257,7 +259,8 @@ def _exemptions(reader: _Reader) -> Exemptions:
 
 def _guardrails(reader: _Reader) -> GuardrailsConfig:
     reader.check_keys(["mode", "tenantLabel", "denyCrossTenantPreemption", "maxVictims", "maxPdbViolations",
-                       "denyVictimPriorityAtLeast", "exempt", "disclosure", "auditDetail"])
+                       "denyVictimPriorityAtLeast", "exempt", "disclosure", "auditDetail",
+                       "unverifiedDisclosure"])
     # YAML 1.1 reads a bare `mode: off` as the boolean false.
     mode_value = reader.data.get("mode")
     if mode_value is False:
@@ -275,6 +278,8 @@ def _guardrails(reader: _Reader) -> GuardrailsConfig:
         exempt=_exemptions(reader.child("exempt")),
         disclosure=cast(DisclosureMode, reader.choice("disclosure", DISCLOSURE_MODES, "tenant")),
         audit_detail=cast(AuditDetail, reader.choice("auditDetail", AUDIT_DETAILS, "tenant")),
+        unverified_disclosure=cast(UnverifiedDisclosure,
+                                   reader.choice("unverifiedDisclosure", UNVERIFIED_DISCLOSURES, "counts")),
     )
 
 

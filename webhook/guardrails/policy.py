@@ -141,8 +141,9 @@ def _cross_tenant(policy: GuardrailsConfig, outcome: PreemptionResult, audience:
         return None
     head = f"would preempt {plural(len(foreign), 'pod')} of other tenants"
     if not audience.everything:  # which tenants, and where, is theirs to know
-        return Violation(RULE_CROSS_TENANT, f"{RULE_CROSS_TENANT}: the pod {head}, but its own tenant is "
-                                            f"{own.describe(label)}", truncate(f"{RULE_CROSS_TENANT}: {head}"))
+        mine = own.describe(label) if audience.names_tenant else f"that of namespace {audience.namespace}"
+        return Violation(RULE_CROSS_TENANT, f"{RULE_CROSS_TENANT}: the pod {head}, but its own tenant is {mine}",
+                         truncate(f"{RULE_CROSS_TENANT}: {head}"))
     counts = count_by_namespace(foreign)
     tenants = sorted({tenant_of(ns, audience.namespaces, label).describe(label) for ns in counts})
     detail = (f"{RULE_CROSS_TENANT}: the pod {head} ({namespace_breakdown(counts, 2000)}; tenant "
@@ -261,11 +262,13 @@ def evaluate_guardrails(
     tenant labels. ``pod_name``: the name for the denial message (name, else generateName, else ``Unknown``).
     ``dry_run``: the annotation carries the full preview instead of the compact summary.
     ``callers_authenticated``: the API server proves itself with a client certificate (``--client-ca``), the
-    condition for ``auditDetail: full``.
+    condition for naming the tenant's victims and for ``auditDetail: full``; otherwise the namespace is only a
+    claim, and ``unverifiedDisclosure`` says what may be named.
     """
     labels = _labels_of(namespace, namespaces)
     mode = effective_mode(policy, labels)
-    audience = audience_of(namespace, namespaces, policy.tenant_label, policy.disclosure)
+    audience = audience_of(namespace, namespaces, policy.tenant_label, policy.disclosure,
+                           unverified=None if callers_authenticated else policy.unverified_disclosure)
     audit_audience = FULL_DETAIL if policy.audit_detail == "full" and callers_authenticated else audience
     compact = to_json(compact_prediction(outcome, audience)) if outcome is not None else None
     audited = compact if audit_audience is audience or outcome is None else to_json(

@@ -38,6 +38,7 @@ from webhook.server.handlers import (
     healthz,
     mutate_pods,
     preview,
+    readiness,
     readyz,
     validate_priority_classes,
 )
@@ -260,8 +261,10 @@ async def start_server(
         metrics_port: int | None = None
         if settings.metrics_port:
             observer = app.get(OBSERVER_KEY)
-            summary = observer.document if observer is not None else not_observing
-            metrics_app = make_metrics_app(app[METRICS_KEY], summary)
+            summary = None
+            if settings.debug_predictions:
+                summary = observer.document if observer is not None else not_observing
+            metrics_app = make_metrics_app(app[METRICS_KEY], summary, readiness=lambda: readiness(app))
             metrics_app.middlewares.append(limits.metrics_guard.middleware())
             metrics_app.middlewares.append(metrics_gate_middleware(limits.metrics_gate))
             metrics_runner = web.AppRunner(metrics_app, handle_signals=False, access_log=None,

@@ -297,11 +297,17 @@ async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-async def readyz(request: web.Request) -> web.Response:
-    limits = request.app.get(LIMITS_KEY)
+def readiness(app: web.Application) -> tuple[int, str]:
+    """``/readyz``'s status and text for the admission application ``app`` (served on both listeners)."""
+    limits = app.get(LIMITS_KEY)
     if limits is not None and limits.draining:
-        return web.Response(status=503, text="shutting down")
-    source = request.app[SOURCE_KEY]
+        return 503, "shutting down"
+    source = app[SOURCE_KEY]
     if source.is_ready():
-        return web.Response(text="ok")
-    return web.Response(status=503, text=source.readiness_reason() or "not ready")
+        return 200, "ok"
+    return 503, source.readiness_reason() or "not ready"
+
+
+async def readyz(request: web.Request) -> web.Response:
+    status, text = readiness(request.app)
+    return web.Response(status=status, text=text)

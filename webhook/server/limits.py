@@ -40,7 +40,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from webhook.admission.outcome import AdmissionOutcome
 from webhook.errors import BodyTooLarge
-from webhook.routes import MUTATE_PODS_PATH, PREVIEW_PATH, VALIDATE_PRIORITYCLASSES_PATH
+from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.bodies import (
     BodyBudget,
     BodyIntake,
@@ -59,6 +59,7 @@ ENDPOINT_CLASSES: dict[str, EndpointClass] = {
     VALIDATE_PRIORITYCLASSES_PATH: "admission",
     PREVIEW_PATH: "preview",
 }
+PROBE_PATHS = frozenset({HEALTHZ_PATH, READYZ_PATH})
 # The arrival time of a request (``time.monotonic()``, the event loop's clock), set by ``limits_middleware``.
 ARRIVED_AT = web.RequestKey("preemptguard_arrived_at", float)
 # The whole body of a gated request, received by ``limits_middleware`` before the request took its slot.
@@ -179,10 +180,12 @@ class RequestLimits:
 
 
 def metrics_gate_middleware(gate: ConcurrencyGate) -> Any:
-    """At most ``gate.limit`` scrapes at once on the metrics listener; more get a fast 429."""
+    """At most ``gate.limit`` scrapes at once on the metrics listener; more get a fast 429 (probes never do)."""
 
     @web.middleware
     async def gated(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in PROBE_PATHS:
+            return await handler(request)
         if not await gate.enter():
             return web.json_response({"error": "too many metrics requests in flight"}, status=429,
                                      headers={"Retry-After": "1"})

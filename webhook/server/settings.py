@@ -107,6 +107,9 @@ class ServerSettings:
     observe_tick_seconds: float = 1.0
     # --events: a Kubernetes Event on each pod whose prediction the scheduler did not bear out.
     events: bool = False
+    # --debug-predictions: GET /debug/predictions on the metrics listener (no authentication there: its
+    # mismatches name no pod or namespace). Off by default.
+    debug_predictions: bool = False
 
 
 def _path(value: str | None) -> Path | None:
@@ -146,6 +149,7 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         observe_max_predictions=(DEFAULT_OBSERVE_MAX_PREDICTIONS if getattr(args, "observe_max", None) is None
                                  else args.observe_max),
         events=bool(getattr(args, "events", False)),
+        debug_predictions=bool(getattr(args, "debug_predictions", False)),
     )
 
 

@@ -67,6 +67,11 @@ class _Reader:
             data = {}
         if not isinstance(data, Mapping):
             raise self.error(path or "<root>", f"expected a mapping, got {_type_name(data)}")
+        for key, value in data.items():
+            # A key without a value is what a cut-off file leaves (``guardrails:`` and nothing after it): read
+            # as the defaults it would silently turn enforce into warn, so it is refused.
+            if value is None:
+                raise self.error(self.key(str(key)), "has no value (write the value, or leave the key out)")
         self.data: Mapping[Any, Any] = data
 
     def error(self, key_path: str, message: str) -> ConfigError:
@@ -307,6 +312,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
+    if data is None:  # empty, or comments only: most likely caught mid-write, never "the defaults"
+        raise ConfigError(f"{source}: the configuration file is empty (write {{}} for the defaults)")
     return parse_config(data, source)
 
 

@@ -46,9 +46,10 @@ def server_context(cert_file: str | Path, key_file: str | Path, client_ca: str |
     handshake fails (``CERT_REQUIRED``): a connection without one never reaches HTTP, so it holds no connection
     slot. Kubelet probes, which carry none, use the metrics listener (``--metrics-port``).
 
-    Sessions are never resumed (no TLS 1.3 tickets, no TLS 1.2 tickets): a resumed session skips the
-    certificate check, so after a client CA rotation a client of the old CA could otherwise come back without
-    being checked against the new bundle.
+    Sessions are never resumed: a resumed session skips the certificate check, so after a client CA rotation a
+    client of the old CA could come back without being checked against the new bundle. No session tickets are
+    issued (TLS 1.2 or 1.3), and with ``client_ca`` TLS 1.3 is the minimum: TLS 1.2 also resumes by session ID
+    from OpenSSL's server cache, which Python cannot turn off (the kube-apiserver's Go client speaks TLS 1.3).
     """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -60,6 +61,7 @@ def server_context(cert_file: str | Path, key_file: str | Path, client_ca: str |
     if client_ca is not None:
         context.load_verify_locations(cafile=str(client_ca))
         context.verify_mode = ssl.CERT_REQUIRED
+        context.minimum_version = ssl.TLSVersion.TLSv1_3
     return context
 
 

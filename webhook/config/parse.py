@@ -7,6 +7,7 @@ path, e.g. ``unknown key guardrails.maxVictim`` or ``guardrails.maxVictims: expe
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -314,7 +315,32 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
     if data is None:  # empty, or comments only: most likely caught mid-write, never "the defaults"
         raise ConfigError(f"{source}: the configuration file is empty (write {{}} for the defaults)")
-    return parse_config(data, source)
+    config = parse_config(data, source)
+    check_tenant_label_readable(text, config.guardrails.tenant_label, source)
+    return config
+
+
+# What the namespace label policy (manifests/base/label-policy.yaml, preemptguard-tenant-label) finds in this
+# file to protect the tenant label; the same expression in CEL there (RE2) and here.
+TENANT_LABEL_LINE = re.compile(r"""(?m)^[ \t]+tenantLabel:[ \t]*["']?[A-Za-z0-9][-A-Za-z0-9_./]*""")
+
+
+def tenant_labels_in(text: str) -> list[str]:
+    """The tenant label names the label policy reads from a configuration file's text."""
+    return [line.split(":", 1)[1].strip().replace('"', "").replace("'", "") for line in TENANT_LABEL_LINE.findall(text)]
+
+
+def check_tenant_label_readable(text: str, tenant_label: str | None, source: str) -> None:
+    """``ConfigError`` unless the label policy reads exactly ``tenant_label`` from ``text``: a tenant label it
+    cannot see would be a label any tenant could change on its own namespace."""
+    if tenant_label is None:
+        return
+    found = tenant_labels_in(text)
+    if found != [tenant_label]:
+        raise ConfigError(
+            f"{source}: guardrails.tenantLabel must be written on a line of its own under guardrails "
+            f"(`  tenantLabel: {tenant_label}`): the namespace label policy reads it there to keep tenants from "
+            f"changing it (found {found or 'none'})")
 
 
 def load_config_or_defaults(path: str | os.PathLike[str] | None) -> Config:

@@ -12,6 +12,7 @@
 {{- define "preemptguard.configName" -}}{{ include "preemptguard.fullname" . }}-config{{- end -}}
 {{- define "preemptguard.priorityClassName" -}}{{ include "preemptguard.fullname" . }}-critical{{- end -}}
 {{- define "preemptguard.labelPolicyName" -}}{{ include "preemptguard.fullname" . }}-namespace-labels{{- end -}}
+{{- define "preemptguard.tenantLabelPolicyName" -}}{{ include "preemptguard.fullname" . }}-tenant-label{{- end -}}
 {{/* Both webhook configurations carry this name; `preempt-guard certs` patches them by it. */}}
 {{- define "preemptguard.webhookConfigurationName" -}}{{ include "preemptguard.fullname" . }}.io{{- end -}}
 

@@ -74,6 +74,14 @@ class Audience:
         return tenant_of(namespace, self.namespaces, self.tenant_label) == self.tenant
 
     @property
+    def unnamed(self) -> str:
+        """How victims this audience may not hear named are called: their tenant is never the requester's
+        business, and to an unauthenticated caller even its own are not named."""
+        if self.scope == "nothing":
+            return "(names withheld)"
+        return "of other namespaces" if self.scope == "namespace" else "of other tenants"
+
+    @property
     def names_tenant(self) -> bool:
         """Whether the tenant itself (its label value) may be named: only to an authenticated audience."""
         return self.everything or self.scope == "tenant"
@@ -113,11 +121,11 @@ def count_by_namespace(victims: Iterable[VictimInfo]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
-def other_tenants_phrase(hidden: list[VictimInfo]) -> str:
-    """``3 pods of other tenants, 1 PDB violation`` (no namespace name)."""
+def other_tenants_phrase(hidden: list[VictimInfo], unnamed: str = "of other tenants") -> str:
+    """``3 pods of other tenants, 1 PDB violation`` (no namespace name; ``unnamed``: ``Audience.unnamed``)."""
     violations = sum(v.pdb_violation for v in hidden)
     note = f", {plural(violations, 'PDB violation')}" if violations else ""
-    return f"{plural(len(hidden), 'pod')} of other tenants{note}"
+    return f"{plural(len(hidden), 'pod')} {unnamed}{note}"
 
 
 def _redacted_result(entry: Mapping[str, Any], result: PreemptionResult, audience: Audience) -> dict[str, Any]:

@@ -160,7 +160,7 @@ def _max_pdb_violations(policy: GuardrailsConfig, outcome: PreemptionResult, aud
     namespaces = sorted({v.namespace for v in named})
     where = f" in {', '.join(namespaces)}" if namespaces else ""
     if hidden:
-        where += f" and {len(hidden)} of other tenants" if namespaces else " of other tenants"
+        where += f" and {len(hidden)} {audience.unnamed}" if namespaces else f" {audience.unnamed}"
     text = (f"{RULE_MAX_PDB_VIOLATIONS}: the preemption would violate "
             f"{plural(outcome.pdb_violations, 'PodDisruptionBudget')}{where} (at most {limit} allowed)")
     warning = (f"{RULE_MAX_PDB_VIOLATIONS}: {plural(outcome.pdb_violations, 'PDB violation')} "

@@ -55,7 +55,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from webhook.certs.issuance import generate_ca, issue_client_certificate, issue_serving_certificate  # noqa: E402
-from webhook.routes import MUTATE_PODS_PATH  # noqa: E402
+from webhook.routes import METRICS_PATH, MUTATE_PODS_PATH, READYZ_PATH  # noqa: E402
 
 UNGUARDED_NAMESPACE = "bench-unguarded"
 BIG_POD_BYTES = int(1.4 * 2**20)
@@ -359,11 +359,109 @@ def big_bodies(port: int, context: ssl.SSLContext, body: bytes, clients: int = 4
     return attack
 
 
+# The attacker is one client of its own (another loopback address), as a pod is; the prober plays the API
+# server, Prometheus and the kubelet from 127.0.0.1.
+ATTACKER_ADDRESS = "127.0.0.2"
+
+
+def hold_connections(port: int, count: int, context: ssl.SSLContext | None, *,
+                     send: bytes = b"", trickle: bytes = b"") -> Callable[[float], Awaitable[None]]:
+    """``count`` connections to ``port`` from ``ATTACKER_ADDRESS`` kept open (opened again when the server closes
+    them): silent, or sending ``send`` once and then ``trickle`` one byte a second."""
+    async def attack(seconds: float) -> None:
+        stop_at = time.monotonic() + seconds
+
+        async def one() -> None:
+            while time.monotonic() < stop_at:
+                try:
+                    reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection("127.0.0.1", port, ssl=context, local_addr=(ATTACKER_ADDRESS, 0),
+                                                server_hostname="localhost" if context else None), 5)
+                except (OSError, ssl.SSLError, TimeoutError):
+                    await asyncio.sleep(0.2)
+                    continue
+                try:
+                    if send:
+                        writer.write(send)
+                    for byte in trickle:
+                        if reader.at_eof() or time.monotonic() > stop_at:
+                            break
+                        writer.write(bytes([byte]))
+                        await writer.drain()
+                        await asyncio.sleep(1.0)
+                    while not reader.at_eof() and time.monotonic() < stop_at:
+                        await asyncio.wait_for(reader.read(1024), max(0.1, stop_at - time.monotonic()))
+                except (OSError, ssl.SSLError, TimeoutError):
+                    pass
+                finally:
+                    writer.transport.abort()
+
+        await asyncio.gather(*(one() for _ in range(count)))
+
+    return attack
+
+
+def stranger_context() -> ssl.SSLContext:
+    """Trusts any server and has no client certificate."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    return context
+
+
+async def scrape_loop(port: int, seconds: float, outcomes: Counter[str]) -> None:
+    """A scrape and a readiness probe on the metrics port every 250 ms, as Prometheus and the kubelet do."""
+    stop_at = time.monotonic() + seconds
+    while time.monotonic() < stop_at:
+        for path in (METRICS_PATH, READYZ_PATH):
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 2)
+                try:
+                    status, _ = await asyncio.wait_for(exchange(reader, writer, "GET", path), 2)
+                finally:
+                    writer.close()
+                outcomes[f"{path} {status}"] += 1
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError):
+                outcomes[f"{path} failed"] += 1
+        await asyncio.sleep(0.25)
+
+
+def run_connections(attack_of: Callable[[Server, Pki], Callable[[float], Awaitable[None]]], *, certificate: bool,
+                    scrapes: bool = False) -> Callable[[Server, Pki, float], list[str]]:
+    def run(server: Server, pki: Pki, seconds: float) -> list[str]:
+        context = pki.client_context(certificate=certificate)
+        lines = []
+        for label, attack in (("baseline", None), ("attacked", attack_of(server, pki))):
+            outcomes: Counter[str] = Counter()
+
+            async def both(attack: Callable[[float], Awaitable[None]] | None = attack,
+                           outcomes: Counter[str] = outcomes) -> tuple[Probe, float]:
+                probing = probed(server, context, seconds, attack)
+                if not scrapes:
+                    return await probing
+                result, _ = await asyncio.gather(probing, scrape_loop(server.metrics_port, seconds + 1.5, outcomes))
+                return result
+
+            probe, rss = asyncio.run(both())
+            said = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+            extra = f" | metrics port: {said}" if scrapes else ""
+            lines.append(describe(label, probe, rss) + extra)
+        return lines
+
+    return run
+
+
 @dataclass
 class Attack:
     name: str
     client_ca: bool
     run: Callable[[Server, Pki, float], list[str]]
+
+
+def _both(*attacks: Callable[[float], Awaitable[None]]) -> Callable[[float], Awaitable[None]]:
+    async def attack(seconds: float) -> None:
+        await asyncio.gather(*(one(seconds) for one in attacks))
+
+    return attack
 
 
 def run_big_bodies(server: Server, pki: Pki, seconds: float) -> list[str]:
@@ -380,8 +478,27 @@ def run_big_bodies(server: Server, pki: Pki, seconds: float) -> list[str]:
 
 
 SHAPES = ("env", "containers", "anti-affinity", "tolerations")
+HELD = 1000
+
+
+def _slow_body(server: Server, pki: Pki) -> Callable[[float], Awaitable[None]]:
+    body = encoded(review(small_pod("slow", "team-a"), "team-a"))
+    head = (f"POST {MUTATE_PODS_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    return hold_connections(server.port, 200, pki.client_context(certificate=False), send=head, trickle=body)
+
+
 ATTACKS = {
     "big-bodies": Attack("big-bodies", False, run_big_bodies),
+    "cert-less": Attack("cert-less", True, run_connections(
+        lambda server, pki: _both(hold_connections(server.port, HELD // 2, None),
+                                  hold_connections(server.port, HELD // 2, stranger_context())), certificate=True)),
+    "slow-bodies": Attack("slow-bodies", False, run_connections(_slow_body, certificate=False)),
+    "idle-flood": Attack("idle-flood", False, run_connections(
+        lambda server, pki: hold_connections(server.port, HELD, pki.client_context(certificate=False)),
+        certificate=False)),
+    "metrics-flood": Attack("metrics-flood", False, run_connections(
+        lambda server, pki: hold_connections(server.metrics_port, HELD, None), certificate=False, scrapes=True)),
 }
 
 

@@ -60,14 +60,15 @@ async def answer_status(reader: asyncio.StreamReader, timeout: float) -> int:
     return int(line.split()[1]) if line else 0
 
 
-async def hold(count: int, port: int, context: ssl.SSLContext | None = None) -> list[asyncio.StreamWriter]:
-    """``count`` connections to ``port`` (TLS without a certificate when ``context``), left open and silent;
-    those the server refuses or closes are simply not held."""
+async def hold(count: int, port: int, context: ssl.SSLContext | None = None,
+               source: str = "127.0.0.1") -> list[asyncio.StreamWriter]:
+    """``count`` connections to ``port`` from ``source`` (TLS without a certificate when ``context``), left open
+    and silent; those the server refuses or closes are simply not held."""
     async def one() -> asyncio.StreamWriter | None:
         try:
             hostname = "localhost" if context else None
-            _, writer = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname=hostname), 5)
+            _, writer = await asyncio.wait_for(asyncio.open_connection(
+                "127.0.0.1", port, ssl=context, server_hostname=hostname, local_addr=(source, 0)), 5)
             return writer
         except (OSError, ssl.SSLError, TimeoutError):
             return None
@@ -178,11 +179,13 @@ async def test_idle_connections_from_many_clients_give_way_to_the_api_server() -
 
 
 async def test_scrapes_and_probes_work_while_one_client_floods_the_metrics_port() -> None:
-    """Issue #24: 200 idle connections to the metrics port blinded every scrape; one client may now hold only a
-    few, and idle ones give way to newcomers."""
+    """Issue #24: 200 idle connections to the metrics port blinded every scrape; one client (here 127.0.0.2, as a
+    pod has an address of its own) may now hold only a few, and idle ones give way to newcomers."""
     metrics_port = free_port()
-    async with LoopbackWebhook(MemorySource(ClusterState()), settings(metrics_port=metrics_port)):
-        idle = await hold(HELD, metrics_port)
+    async with LoopbackWebhook(MemorySource(ClusterState()), settings(metrics_port=metrics_port)) as hook:
+        idle = await hold(HELD, metrics_port, source="127.0.0.2")
+        assert hook.server is not None
+        assert hook.server.app[LIMITS_KEY].metrics_guard.clients() == {"127.0.0.2": 8}
         await asyncio.sleep(0.2)
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as plain:

@@ -28,8 +28,8 @@ from controlplane import REPO, ControlPlane, ControlPlaneError, free_port, kube_
 from test_admission_parity import ensure_namespace
 
 from webhook.certs.issuance import generate_ca, issue_serving_certificate
-from webhook.cluster.informer import PODS, Informer, InformerSettings
 from webhook.cluster.snapshot import ClusterState
+from webhook.sources.informer import PODS, Informer, InformerSettings
 
 
 class Relay:

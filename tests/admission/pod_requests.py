@@ -13,11 +13,11 @@ from webhook.admission.review import AdmissionRequest, parse_admission_review
 from webhook.cluster.model import Pod, PriorityClass
 from webhook.cluster.reader import object_from_dict
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import MemorySource
 from webhook.config import DEFAULT_CONFIG, Config
 from webhook.guardrails import GuardrailDecision, SkipReason
 from webhook.preemption.results import PreemptionResult
 from webhook.server.testing import admission_review
+from webhook.sources.source import MemorySource
 
 
 def pod_request(operation: str = "CREATE", *, spec: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,

@@ -20,12 +20,12 @@ from webhook.admission.outcome import AdmissionOutcome, forbidden
 from webhook.admission.pod import PodReview
 from webhook.admission.priority import RULE_PRIORITY
 from webhook.cluster.model import PriorityClass
-from webhook.cluster.source import MemorySource
 from webhook.config import parse_config
 from webhook.errors import InvalidInput, PredictionTimeout
 from webhook.guardrails import PREDICTION_ANNOTATION
 from webhook.preemption.preview import build_preview
 from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
+from webhook.sources.source import MemorySource
 
 HIGH = PriorityClass("high", 1000)
 QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "tiny", "namespace": "team-a"},

@@ -13,9 +13,9 @@ from typing import Any
 from fake_kube_api import FakeApiServer
 
 import webhook
-from webhook.cluster.informer import InformerSettings
-from webhook.cluster.kube_source import KubernetesSource
 from webhook.rbac import REQUIRED_PERMISSIONS, allows
+from webhook.sources.informer import InformerSettings
+from webhook.sources.kube_source import KubernetesSource
 
 PACKAGE = Path(webhook.__file__).resolve().parent
 

@@ -15,11 +15,11 @@ from e2e_support import namespace, node, pod, priority_class, settings, state_of
 from fake_apiserver import FakeApiServer
 
 from bench.clustergen import generate_cluster
-from webhook.cluster.informer import InformerSettings
-from webhook.cluster.kube_source import KubernetesSource
-from webhook.cluster.source import MemorySource, SnapshotSource
 from webhook.routes import PREVIEW_PATH
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.informer import InformerSettings
+from webhook.sources.kube_source import KubernetesSource
+from webhook.sources.source import MemorySource, SnapshotSource
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

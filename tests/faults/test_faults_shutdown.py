@@ -19,11 +19,11 @@ import aiohttp
 from faults_support import Traffic
 
 from webhook.certs.issuance import generate_ca, issue_serving_certificate
-from webhook.cluster.source import SnapshotSource
 from webhook.routes import READYZ_PATH
 from webhook.server.app import make_app, start_server
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ReloadingTLS
+from webhook.sources.source import SnapshotSource
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.cluster.loader import load_snapshot
 from webhook.cluster.snapshot import ClusterState
+from webhook.sources.loader import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

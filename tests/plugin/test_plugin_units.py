@@ -31,13 +31,13 @@ from kubectl_plugin.sources.dry_run import ClusterPreviewSource
 from kubectl_plugin.sources.kube_api import ApiAnswer, KubeCluster, kubeconfig_paths, parse_warning_headers
 from kubectl_plugin.sources.snapshot import SnapshotPreviewSource
 from kubectl_plugin.sources.webhook_url import WebhookPreviewSource
-from webhook.cluster.loader import ProgressFn, load_snapshot
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import ClusterUnavailable, ConfigError, Forbidden, InvalidInput, Unauthorized
-from webhook.preemption import snapshot_cache
 from webhook.preemption.preview import preview_document, preview_objects, summarize
 from webhook.preemption.workloads import expand_object
 from webhook.server.auth import redact_preview
+from webhook.sources import snapshot_cache
+from webhook.sources.loader import ProgressFn, load_snapshot
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"},
        "spec": {"priority": 5, "preemptionPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import MemorySource
 from webhook.routes import MUTATE_PODS_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.settings import MAX_BODY_BYTES
 from webhook.server.testing import LoopbackWebhook, admission_review
+from webhook.sources.source import MemorySource
 
 VALID_REVIEW = admission_review(
     {

@@ -8,13 +8,13 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from webhook.cluster.source import MemorySource
 from webhook.routes import DEBUG_PREDICTIONS_PATH
 from webhook.server.app import OBSERVER_KEY, PIPELINE_KEY, is_live, make_app
 from webhook.server.events import pod_event
 from webhook.server.metrics import WebhookMetrics, make_metrics_app
 from webhook.server.observing import not_observing
 from webhook.server.settings import ServerSettings
+from webhook.sources.source import MemorySource
 
 SETTINGS = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
 

@@ -4,7 +4,7 @@
 
 ``PodAdmission.admit`` takes a parsed ``AdmissionRequest`` and returns an ``AdmissionOutcome``; the server
 turns JSON into the one and the other back into JSON. Its collaborators come in through small protocols:
-the cluster source (``webhook.cluster.source.ClusterSource``), a ``Predictor`` (the prediction thread pool
+the cluster source (``webhook.sources.source.ClusterSource``), a ``Predictor`` (the prediction thread pool
 with its time budget), an ``AdmissionObserver`` (metrics and logs) and, with a live cluster, a
 ``PredictionFollower`` (the observer of docs/interfaces.md §9, which learns what the scheduler then did).
 """
@@ -22,7 +22,6 @@ from webhook.admission.priority import admit_priority
 from webhook.admission.review import AdmissionRequest
 from webhook.cluster.model import EMPTY_LABELS, PREDICTION_ID_ANNOTATION, Pod, PriorityClass
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import ClusterSource
 from webhook.config import Config, GuardrailsConfig, QuotaConfig, SchedulerConfig
 from webhook.errors import PredictionTimeout, PreemptGuardError
 from webhook.guardrails import (
@@ -36,6 +35,7 @@ from webhook.guardrails import (
 from webhook.preemption.results import PreemptionResult
 from webhook.priority.quota import admit_pod_quota
 from webhook.priority.resolution import effective_classes
+from webhook.sources.source import ClusterSource
 
 ANNOTATION_PATH = ("metadata", "annotations", PREDICTION_ANNOTATION)
 PREDICTION_ID_PATH = ("metadata", "annotations", PREDICTION_ID_ANNOTATION)

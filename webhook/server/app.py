@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from webhook.admission.pipeline import PodAdmission, PodStep
-from webhook.cluster.source import ClusterSource
 from webhook.config import Config, LiveConfig
 from webhook.errors import ConfigError
 from webhook.prediction.service import PredictionService
@@ -52,6 +51,7 @@ from webhook.server.metrics import AdmissionMetrics, WebhookMetrics, make_metric
 from webhook.server.observing import PredictionObserver, not_observing, observer_lifecycle
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ServingTLS, serving_tls
+from webhook.sources.source import ClusterSource
 from webhook.tasks import cancel_and_wait, running_in_background
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from typing import cast
 
 from webhook.certs import command as certs_command
-from webhook.cluster.source import ClusterSource, SnapshotSource
 from webhook.config import Config, load_config_or_defaults
 from webhook.errors import ConfigError, PreemptGuardError
 from webhook.server import demo
@@ -34,6 +33,7 @@ from webhook.server.settings import (
     ServerSettings,
     settings_from_args,
 )
+from webhook.sources.source import ClusterSource, SnapshotSource
 from webhook.verify import command as verify_command
 from webhook.version import package_version
 
@@ -144,7 +144,7 @@ def make_source(settings: ServerSettings) -> ClusterSource:
     """The snapshot file, or a live cluster (imported lazily: offline use needs no Kubernetes client)."""
     if settings.cluster_snapshot is not None:
         return SnapshotSource(settings.cluster_snapshot, require_cluster=True)
-    from webhook.cluster.kube_source import KubernetesSource
+    from webhook.sources.kube_source import KubernetesSource
 
     in_cluster = settings.in_cluster or (settings.kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ)
     kubeconfig = str(settings.kubeconfig) if settings.kubeconfig is not None else None

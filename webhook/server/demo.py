@@ -19,7 +19,6 @@ from typing import Any, TextIO
 
 import yaml
 
-from webhook.cluster.source import SnapshotSource
 from webhook.config import DEFAULT_CONFIG, Config, load_config
 from webhook.errors import InvalidInput
 from webhook.guardrails import PREDICTION_ANNOTATION
@@ -28,6 +27,7 @@ from webhook.preemption.workloads import WORKLOAD_KINDS, pod_template
 from webhook.routes import MUTATE_PODS_PATH
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
+from webhook.sources.source import SnapshotSource
 
 DEMO_USER = {"username": "demo-user@example.com", "uid": "demo-user", "groups": ["system:authenticated"]}
 

@@ -28,7 +28,6 @@ from webhook.admission.review import (
     parse_admission_review,
     require_object,
 )
-from webhook.cluster.source import ClusterSource
 from webhook.config import LiveConfig
 from webhook.errors import (
     BodyTooLarge,
@@ -45,6 +44,7 @@ from webhook.server.limits import LIMITS_KEY
 from webhook.server.logs import log_decision
 from webhook.server.metrics import MUTATE_PODS, PREVIEW, WebhookMetrics
 from webhook.server.settings import ServerSettings
+from webhook.sources.source import ClusterSource
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from webhook.admission.pod import PodReview
 from webhook.cluster.model import Pod
-from webhook.cluster.source import ClusterSource
 from webhook.config import Config
 from webhook.observe.compare import Verdict
 from webhook.observe.report import PredictionSummary, audience_for, mismatch_line, render_decision
@@ -30,6 +29,7 @@ from webhook.server.events import MISMATCH_REASON, PodEvents
 from webhook.server.logs import FIELDS
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.settings import ServerSettings
+from webhook.sources.source import ClusterSource
 from webhook.tasks import running_in_background
 
 log = logging.getLogger("webhook.observe")

@@ -16,9 +16,9 @@ from fake_apiserver import (
 )
 from kubernetes_asyncio.config import new_client_from_config
 
-from webhook.cluster.informer import PODS, ApiStatusError, Informer, InformerSettings
-from webhook.cluster.kube_source import KubernetesSource
 from webhook.cluster.snapshot import ClusterState
+from webhook.sources.informer import PODS, ApiStatusError, Informer, InformerSettings
+from webhook.sources.kube_source import KubernetesSource
 
 
 def _relists(source: KubernetesSource) -> dict[str, int]:

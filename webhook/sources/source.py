@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from webhook.cluster.loader import load_snapshot
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
+from webhook.sources.loader import load_snapshot
 
 
 class ClusterSource(Protocol):

@@ -12,7 +12,10 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from webhook.cluster.informer import (
+from webhook.cluster.model import PriorityClass
+from webhook.cluster.snapshot import ClusterState
+from webhook.errors import ClusterUnavailable, ConfigError, InvalidInput
+from webhook.sources.informer import (
     PRIORITY_CLASSES,
     RESOURCE_KINDS,
     ApiStatusError,
@@ -23,9 +26,6 @@ from webhook.cluster.informer import (
     read_json,
     resource_version_newer,
 )
-from webhook.cluster.model import PriorityClass
-from webhook.cluster.snapshot import ClusterState
-from webhook.errors import ClusterUnavailable, ConfigError, InvalidInput
 from webhook.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)

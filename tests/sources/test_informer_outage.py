@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 from fake_apiserver import FakeApiServer, namespace, node, pod, seed_cluster, wait_for, wait_until_consistent
 
-from webhook.cluster.informer import InformerSettings
-from webhook.cluster.kube_source import KubernetesSource
+from webhook.sources.informer import InformerSettings
+from webhook.sources.kube_source import KubernetesSource
 
 
 async def test_dropped_connection_mid_stream_resumes_without_relist(

@@ -20,9 +20,9 @@ from fake_apiserver import (
     wait_until_consistent,
 )
 
-from webhook.cluster.informer import api_get, read_json
-from webhook.cluster.kube_source import KubernetesSource
 from webhook.cluster.model import Pod
+from webhook.sources.informer import api_get, read_json
+from webhook.sources.kube_source import KubernetesSource
 
 
 async def test_not_ready_until_every_kind_has_synced(

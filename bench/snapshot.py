@@ -106,7 +106,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure_serve(tree: Path, snapshot: Path, samples: int) -> Figures:
     port = free_port()
-    args = [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(snapshot),
+    args = [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(snapshot),
             "--tls-self-signed", "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0",
             "--log-level", "warning"]
     started = time.perf_counter()

@@ -92,7 +92,7 @@ def observer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observer]:
     log = work / "preempt-guard.log"
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "webhook.server.cli", "serve", "--kubeconfig", str(plane.kubeconfig()),
+            [sys.executable, "-m", "webhook.cli", "serve", "--kubeconfig", str(plane.kubeconfig()),
              "--tls-cert", str(work / "tls.crt"), "--tls-key", str(work / "tls.key"), "--host", "127.0.0.1",
              "--port", str(port), "--metrics-port", str(metrics_port), "--shutdown-grace", "0",
              "--log-format", "json", "--events", "--observe-window", "300"],

@@ -190,7 +190,7 @@ async def test_every_declared_certs_permission_is_exercised(fake_api: FakeApiSer
 async def test_cli_runs_against_the_cluster_of_a_kubeconfig(fake_api: FakeApiServer, kubeconfig: Path) -> None:
     install_webhook_configurations(fake_api)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "webhook.certs", "--kubeconfig", str(kubeconfig), "--days", "90",
+        sys.executable, "-m", "webhook.cli", "certs", "--kubeconfig", str(kubeconfig), "--days", "90",
         "--renew-before-days", "20", cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 0, stderr.decode()
@@ -208,7 +208,7 @@ async def test_cli_runs_against_the_cluster_of_a_kubeconfig(fake_api: FakeApiSer
     # Failing calls give one line on stderr and the error's exit code.
     fake_api.fail_next["get"] = 403
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "webhook.certs", "--kubeconfig", str(kubeconfig), cwd=REPO,
+        sys.executable, "-m", "webhook.cli", "certs", "--kubeconfig", str(kubeconfig), cwd=REPO,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 3

@@ -103,7 +103,7 @@ async def test_sigterm_drains_under_load(tmp_path: Path) -> None:
     port = _free_port()
     base = f"https://127.0.0.1:{port}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(tmp_path / "cluster.json"),
+        [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(tmp_path / "cluster.json"),
          "--tls-cert", str(tmp_path / "tls.crt"), "--tls-key", str(tmp_path / "tls.key"), "--host", "127.0.0.1",
          "--port", str(port), "--metrics-port", "0", "--shutdown-grace", str(GRACE),
          # the drain is under test, not the preview budget: a loaded machine must not turn it into a 503

@@ -9,9 +9,9 @@ from manifest_build import OVERLAYS, build, find, pod_specs
 from serve_args import parse_serve_args
 
 from webhook import routes
+from webhook.cli import build_parser
 from webhook.rbac import CERTS_CLUSTER_PERMISSIONS
 from webhook.server.app import make_app
-from webhook.server.cli import build_parser
 from webhook.server.settings import ServerSettings, settings_from_args
 from webhook.sources.source import ClusterSource
 

@@ -181,7 +181,7 @@ class _ServerProcess:
 
 @pytest.fixture(scope="session")
 def preemptguard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PreemptGuard]:
-    server = _ServerProcess([sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(CLUSTER),
+    server = _ServerProcess([sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(CLUSTER),
                              "--tls-self-signed", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"])
     try:
         match = server.wait_for(re.compile(r"serving admission on (https://127\.0\.0\.1:\d+)"), timeout=30)

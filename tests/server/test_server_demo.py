@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.server.cli import main
+from webhook.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -65,7 +65,7 @@ def test_demo_of_chosen_files_and_a_missing_snapshot(tmp_path: Path, capsys: pyt
 def test_demo_into_a_closed_pipe_ends_quietly() -> None:
     # `preempt-guard demo | head -1`: the reader is gone before the output is written.
     process = subprocess.Popen(
-        [sys.executable, "-m", "webhook.server.cli", "demo", "--cluster-snapshot", str(EXAMPLES / "cluster.yaml"),
+        [sys.executable, "-m", "webhook.cli", "demo", "--cluster-snapshot", str(EXAMPLES / "cluster.yaml"),
          str(EXAMPLES / "pods" / "08-small-fits.yaml")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=EXAMPLES.parent)
     assert process.stdout is not None and process.stderr is not None

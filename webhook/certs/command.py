@@ -176,9 +176,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"preempt-guard certs: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m webhook.certs``) until the server CLI delegates ``certs`` here."""
-    parser = argparse.ArgumentParser(prog="preempt-guard certs", description=__doc__)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))

@@ -205,7 +205,7 @@ class RunningServer:
     metrics_port: int | None
 
     def begin_drain(self) -> None:
-        """/readyz answers 503 from now on; requests are still served (see ``cli.serve``)."""
+        """/readyz answers 503 from now on; requests are still served (see ``webhook.server.command.serve``)."""
         self.app[LIMITS_KEY].begin_drain()
 
     async def stop(self) -> None:

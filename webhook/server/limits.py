@@ -21,7 +21,7 @@
   ``metrics_keepalive_timeout``. Nothing sent to ``--metrics-port`` counts against the admission port's
   connections, slots or timers, and the reverse.
 * **Draining.** ``begin_drain()`` makes ``/readyz`` answer 503 and closes each keep-alive connection after
-  its next response, while requests keep being served (see ``cli.serve``).
+  its next response, while requests keep being served (see ``webhook.server.command.serve``).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from test_admission_parity import ensure_namespace
 
 from webhook.certs.issuance import generate_ca, issue_serving_certificate
 from webhook.cluster.snapshot import ClusterState
+from webhook.kubeapi import KubeClient
 from webhook.sources.informer import PODS, Informer, InformerSettings
 
 
@@ -209,7 +210,7 @@ def test_the_informer_takes_a_real_bookmark_as_progress(
     plane = cut_off[0]
     bookmark = real_bookmark(plane)
     state = ClusterState()
-    informer = Informer(None, PODS, state, InformerSettings())
+    informer = Informer(KubeClient(), PODS, state, InformerSettings())
     informer.resource_version = "1"
     before = dict(state.pods)
     informer.apply_event(bookmark)

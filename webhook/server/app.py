@@ -120,15 +120,10 @@ async def _predictor_lifecycle(app: web.Application) -> AsyncIterator[None]:
     app[PREDICTOR_KEY].shutdown()
 
 
-def is_live(source: ClusterSource) -> bool:
-    """A live cluster (``KubernetesSource``): it has an API client to call, and its state follows the cluster."""
-    return hasattr(source, "api_client")
-
-
 def default_authenticator(source: ClusterSource) -> Authenticator:
     """No authentication for a snapshot; TokenReview/SubjectAccessReview through a live source's API client."""
-    if is_live(source):
-        return KubernetesAuthenticator(lambda: getattr(source, "api_client", None))
+    if source.api is not None:
+        return KubernetesAuthenticator(source.api)
     return NoAuthentication()
 
 
@@ -140,9 +135,9 @@ async def _observer_lifecycle(app: web.Application) -> AsyncIterator[None]:
 def make_observer(source: ClusterSource, settings: ServerSettings, metrics: WebhookMetrics,
                   live: LiveConfig) -> PredictionObserver | None:
     """The live observer of docs/interfaces.md §9: with a live source and a non-zero --observe-window only."""
-    if not is_live(source) or settings.observe_window_seconds <= 0:
+    if source.api is None or settings.observe_window_seconds <= 0:
         return None
-    events = PodEvents(lambda: getattr(source, "api_client", None)) if settings.events else None
+    events = PodEvents(source.api) if settings.events else None
     return PredictionObserver(source, metrics, lambda: live.current, settings, events=events)
 
 

@@ -22,6 +22,7 @@ class _IdleSource:
     """Just enough of a ClusterSource to build the app and read its routes."""
 
     state: Any = None
+    api: Any = None  # a snapshot: no live cluster
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...

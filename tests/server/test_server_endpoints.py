@@ -19,6 +19,8 @@ SETTINGS = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_sig
 
 
 class MemorySource:
+    api = None  # a file's state: no live cluster
+
     def __init__(self, remote: dict[str, PriorityClass] | None = None) -> None:
         self.state = ClusterState()
         self.ready = True

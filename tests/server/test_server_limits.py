@@ -32,6 +32,8 @@ from webhook.sources.source import MemorySource
 class BlockingSource:
     """An empty, ready cluster whose direct PriorityClass lookups wait until ``release`` is set."""
 
+    api = None  # a file's state: no live cluster
+
     def __init__(self) -> None:
         self.state = ClusterState()
         self.release = asyncio.Event()

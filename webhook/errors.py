@@ -75,12 +75,6 @@ class Forbidden(PreemptGuardError):
     http_status = 403
 
 
-class PolicyDenied(PreemptGuardError):
-    """A guardrail or quota rule refused a pod."""
-
-    http_status = 403
-
-
 class PredictionTimeout(PreemptGuardError):
     """A prediction ran past its deadline or budget: nothing is returned (HTTP 503 for /preview; admission allows).
 

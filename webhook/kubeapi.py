@@ -45,7 +45,6 @@ Query = Sequence[tuple[str, str]]
 
 JSON = "application/json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_KUBECONFIG = "~/.kube/config"
 
 _WARNING_RE = re.compile(r'\s*(\d{3})\s+(\S+)\s+"((?:[^"\\]|\\.)*)"(?:\s+"[^"]*")?\s*(?:,|$)')

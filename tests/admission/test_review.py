@@ -41,7 +41,7 @@ def test_patch_builder_is_copy_on_write_and_escapes_pointers() -> None:
 
 
 def test_response_shape() -> None:
-    outcome = AdmissionOutcome.allow([{"op": "add", "path": "/spec/priority", "value": 1}], warnings=["w"])
+    outcome = AdmissionOutcome.allow(warnings=["w"]).with_patch([{"op": "add", "path": "/spec/priority", "value": 1}])
     review = build_admission_response("abc", outcome)
     response = review["response"]
     assert review["apiVersion"] == "admission.k8s.io/v1" and review["kind"] == "AdmissionReview"

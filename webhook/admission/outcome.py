@@ -1,7 +1,9 @@
 """The result of one admission decision, independent of HTTP: the server layer serialises it.
 
 Pipeline steps (Priority plugin, quota, prediction, guardrails) each produce an ``AdmissionOutcome``;
-``merged`` combines an allowed outcome with the next step's, and a denial ends the pipeline.
+``merged`` combines an allowed outcome with the next step's, and a denial ends the pipeline. A step that
+mutates the pod writes to the review's one ``JsonPatchBuilder`` (``PodReview.patch``); the pipeline hands its
+operations to the allowed outcome once, at the end (``with_patch``).
 """
 
 from __future__ import annotations
@@ -37,16 +39,11 @@ class AdmissionOutcome:
     denied_by: tuple[str, ...] = ()
 
     @classmethod
-    def allow(
-        cls,
-        patch: Sequence[PatchOperation] = (),
-        *,
-        warnings: Sequence[str] = (),
-        audit_annotations: Mapping[str, str] | None = None,
-    ) -> AdmissionOutcome:
-        if not patch and not warnings and not audit_annotations:
+    def allow(cls, *, warnings: Sequence[str] = (), audit_annotations: Mapping[str, str] | None = None
+              ) -> AdmissionOutcome:
+        if not warnings and not audit_annotations:
             return ALLOWED
-        return cls(True, None, tuple(patch), tuple(warnings), dict(audit_annotations or {}))
+        return cls(True, None, (), tuple(warnings), dict(audit_annotations or {}))
 
     @classmethod
     def deny(
@@ -69,7 +66,8 @@ class AdmissionOutcome:
         return AdmissionOutcome(False, self.status, (), self.warnings, self.audit_annotations, tuple(rules))
 
     def with_patch(self, patch: Sequence[PatchOperation]) -> AdmissionOutcome:
-        """This allowed outcome answering ``patch`` (the operations the pipeline built on the pod)."""
+        """This allowed outcome answering ``patch``: the operations the steps wrote to ``PodReview.patch``, handed
+        over once by the pipeline."""
         if not patch:
             return self
         return AdmissionOutcome(True, self.status, tuple(patch), self.warnings, self.audit_annotations)
@@ -82,20 +80,19 @@ class AdmissionOutcome:
         return self.status.reason or "Unknown"
 
     def merged(self, later: AdmissionOutcome) -> AdmissionOutcome:
-        """This (allowed) outcome followed by a later step's: patches concatenated, warnings and annotations kept.
+        """This (allowed) outcome followed by a later step's: warnings and annotations kept.
 
-        A later denial wins but keeps the earlier warnings; its own patch is dropped as denials carry none.
+        A later denial wins but keeps the earlier warnings.
         """
         if later is ALLOWED:
             return self
-        if self is ALLOWED and (later.allowed or not later.patch):
+        if self is ALLOWED:
             return later
         warnings = self.warnings + tuple(w for w in later.warnings if w not in self.warnings)
         annotations = {**self.audit_annotations, **later.audit_annotations}
         if not later.allowed:
             return AdmissionOutcome(False, later.status, (), warnings, annotations, later.denied_by)
-        return AdmissionOutcome(self.allowed, self.status, self.patch + later.patch, warnings, annotations,
-                                self.denied_by)
+        return AdmissionOutcome(True, self.status, (), warnings, annotations, self.denied_by)
 
 
 # The plain "allowed" (no patch, warnings or annotations) most steps answer: one shared immutable instance.

@@ -7,7 +7,6 @@ None for a file (what the server may ask of the cluster, and whether to follow w
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Protocol
 
@@ -81,4 +80,3 @@ class SnapshotSource(MemorySource):
     def __init__(self, path: str | Path, *, require_cluster: bool = False) -> None:
         super().__init__(load_snapshot(path, require_cluster=require_cluster))
         self.path = Path(path)
-        self.loaded_at = time.monotonic()

@@ -98,6 +98,20 @@ def load_client_library() -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class Timeout:
+    """How long a request may take: ``total`` for all of it, ``connect`` to connect, ``read`` between two reads
+    (a watch that may stay open for minutes bounds its silence, not its length). None: no bound."""
+
+    total: float | None = None
+    connect: float | None = None
+    read: float | None = None
+
+
+# A request's bound: seconds for the whole request, a ``Timeout``, or None for the client's own.
+Wait = float | Timeout | None
+
+
+@dataclass(frozen=True, slots=True)
 class ApiAnswer:
     """A 2xx answer: its status, its body (JSON) and the texts of its ``Warning`` headers."""
 
@@ -198,7 +212,7 @@ class KubeClient:
 
     # ---- requests --------------------------------------------------------------------------------------------
     async def request(self, method: str, path: str, *, query: Query = (), body: object = None,
-                      content_type: str = JSON, timeout: float | aiohttp.ClientTimeout | None = None) -> ApiAnswer:
+                      content_type: str = JSON, timeout: Wait = None) -> ApiAnswer:
         """One request; a 2xx ``ApiAnswer``, else ``ApiError`` or ``ClusterUnavailable`` (module doc)."""
         response = await self._send(method, path, query, body, content_type, timeout)
         try:
@@ -211,24 +225,24 @@ class KubeClient:
         return ApiAnswer(response.status, raw, warnings)
 
     async def get(self, path: str, *, query: Query = (),
-                  timeout: float | aiohttp.ClientTimeout | None = None) -> JsonObject:
+                  timeout: Wait = None) -> JsonObject:
         return self._object("GET", path, await self.request("GET", path, query=query, timeout=timeout))
 
     async def post(self, path: str, body: object, *, query: Query = (),
-                   timeout: float | aiohttp.ClientTimeout | None = None) -> JsonObject:
+                   timeout: Wait = None) -> JsonObject:
         return self._object("POST", path, await self.request("POST", path, query=query, body=body, timeout=timeout))
 
-    async def put(self, path: str, body: object, *, timeout: float | aiohttp.ClientTimeout | None = None
+    async def put(self, path: str, body: object, *, timeout: Wait = None
                   ) -> JsonObject:
         return self._object("PUT", path, await self.request("PUT", path, body=body, timeout=timeout))
 
     async def patch(self, path: str, body: object, *, content_type: str = STRATEGIC_MERGE_PATCH,
-                    timeout: float | aiohttp.ClientTimeout | None = None) -> JsonObject:
+                    timeout: Wait = None) -> JsonObject:
         answer = await self.request("PATCH", path, body=body, content_type=content_type, timeout=timeout)
         return self._object("PATCH", path, answer)
 
     @contextlib.asynccontextmanager
-    async def watch(self, path: str, *, query: Query = (), timeout: float | aiohttp.ClientTimeout | None = None
+    async def watch(self, path: str, *, query: Query = (), timeout: Wait = None
                     ) -> AsyncIterator[AsyncIterator[JsonObject]]:
         """A watch (or any newline-delimited JSON stream) of ``path``: entered once the server has answered 2xx,
         it yields the events as they arrive until the server ends the stream."""
@@ -245,7 +259,7 @@ class KubeClient:
 
     # ---- the one call of the API client, and the one reading of its answers ---------------------------------
     async def _send(self, method: str, path: str, query: Query, body: object, content_type: str,
-                    timeout: float | aiohttp.ClientTimeout | None) -> aiohttp.ClientResponse:
+                    timeout: Wait) -> aiohttp.ClientResponse:
         client = self._client
         if client is None:
             raise ClusterUnavailable("the cluster client is not started")
@@ -255,7 +269,7 @@ class KubeClient:
             response: aiohttp.ClientResponse = await client.call_api(
                 path, method, query_params=[*self.query, *query], body=body,
                 header_params={"Accept": JSON, "Content-Type": content_type}, auth_settings=["BearerToken"],
-                _preload_content=False, _request_timeout=timeout if timeout is not None else self._default_timeout())
+                _preload_content=False, _request_timeout=self._client_timeout(timeout))
         except aiohttp.ClientConnectorCertificateError as exc:
             raise ClusterUnavailable(f"cannot verify the API server certificate of {self.server}: "
                                      f"{exc.certificate_error}") from exc
@@ -263,7 +277,7 @@ class KubeClient:
             raise self._unreachable(exc, timeout) from exc
         return response
 
-    async def _read(self, response: aiohttp.ClientResponse, timeout: float | aiohttp.ClientTimeout | None) -> bytes:
+    async def _read(self, response: aiohttp.ClientResponse, timeout: Wait) -> bytes:
         import aiohttp
 
         try:
@@ -272,7 +286,7 @@ class KubeClient:
             raise self._unreachable(exc, timeout) from exc
 
     async def _events(self, path: str, response: aiohttp.ClientResponse,
-                      timeout: float | aiohttp.ClientTimeout | None) -> AsyncGenerator[JsonObject, None]:
+                      timeout: Wait) -> AsyncGenerator[JsonObject, None]:
         import aiohttp
 
         pending = b""
@@ -297,12 +311,16 @@ class KubeClient:
             raise ClusterUnavailable(f"{method} {path}: the API server {self.server} answered with no JSON object")
         return document
 
-    def _default_timeout(self) -> aiohttp.ClientTimeout:
+    def _client_timeout(self, timeout: Wait) -> aiohttp.ClientTimeout:
         import aiohttp
 
-        return aiohttp.ClientTimeout(total=self.timeout)
+        if timeout is None:
+            return aiohttp.ClientTimeout(total=self.timeout)
+        if isinstance(timeout, Timeout):
+            return aiohttp.ClientTimeout(total=timeout.total, sock_connect=timeout.connect, sock_read=timeout.read)
+        return aiohttp.ClientTimeout(total=timeout)
 
-    def _unreachable(self, exc: BaseException, timeout: float | aiohttp.ClientTimeout | None) -> ClusterUnavailable:
+    def _unreachable(self, exc: BaseException, timeout: Wait) -> ClusterUnavailable:
         if isinstance(exc, TimeoutError):
             limit = self.timeout_text if timeout is None else _seconds(timeout)
             why = f"no answer within {limit}" if limit else "no answer in time"
@@ -311,8 +329,8 @@ class KubeClient:
         return ClusterUnavailable(f"cannot reach the API server {self.server}: {why}")
 
 
-def _seconds(timeout: float | aiohttp.ClientTimeout) -> str:
-    total = timeout if isinstance(timeout, int | float) else timeout.total or timeout.sock_read
+def _seconds(timeout: float | Timeout) -> str:
+    total = timeout if isinstance(timeout, int | float) else timeout.total or timeout.read
     return f"{total:g}s" if total else ""
 
 

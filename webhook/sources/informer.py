@@ -18,8 +18,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
 from webhook.cluster.model import ClusterObject
 from webhook.cluster.reader import (
     namespace_from_dict,
@@ -31,7 +29,7 @@ from webhook.cluster.reader import (
 )
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import ApiError, ClusterUnavailable, InvalidInput
-from webhook.kubeapi import KubeClient, api_error
+from webhook.kubeapi import KubeClient, Timeout, api_error
 from webhook.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -212,8 +210,7 @@ class Informer:
 
     async def _fetch_page(self, page_size: int, token: str) -> JsonObject:
         settings = self.settings
-        timeout = aiohttp.ClientTimeout(total=settings.request_timeout_seconds,
-                                        sock_connect=settings.connect_timeout_seconds)
+        timeout = Timeout(total=settings.request_timeout_seconds, connect=settings.connect_timeout_seconds)
         query = [("limit", str(page_size))] if page_size else []
         if token:
             query.append(("continue", token))
@@ -240,8 +237,8 @@ class Informer:
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(server_timeout)),
         ]
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_seconds,
-                                        sock_read=server_timeout + settings.watch_read_slack_seconds)
+        timeout = Timeout(connect=settings.connect_timeout_seconds,
+                          read=server_timeout + settings.watch_read_slack_seconds)
         started = time.monotonic()
         events = 0
         async with self.client.watch(self.resource.list_path, query=query, timeout=timeout) as stream:

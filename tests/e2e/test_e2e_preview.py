@@ -54,12 +54,12 @@ async def test_preview_of_a_pod_and_of_a_deployment_in_snapshot_mode(examples_so
 
 @pytest.mark.parametrize(("body", "message"), [
     (b"{", "not valid JSON"),
-    (b"[]", "PreviewRequest must be an object"),
+    (b"[]", "PreviewRequest: expected an object, got list"),
     (b"{}", "pod is required"),
-    (b'{"pod": "web"}', "pod must be an object"),
+    (b'{"pod": "web"}', "pod: expected an object, got str"),
     (b'{"pod": {"kind": "Pod"}, "replicas": -1}', "replicas must be a non-negative integer"),
     (b'{"pod": {"kind": "Pod"}, "replicas": true}', "replicas must be a non-negative integer"),
-    (b'{"pod": {"kind": "Pod"}, "namespace": 7}', "namespace must be a string"),
+    (b'{"pod": {"kind": "Pod"}, "namespace": 7}', "namespace: expected a string, got int"),
     (b'{"pod": {"kind": "Service", "metadata": {"name": "x"}}}', "unsupported kind 'Service'"),
     (b'{"pod": {"kind": "Pod"}, "replica": 2}', "unknown field 'replica'"),
     (b'{"pod": {"kind": "Pod", "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}}',

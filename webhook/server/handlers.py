@@ -24,10 +24,9 @@ from webhook.admission.review import (
     AdmissionRequest,
     build_admission_response,
     decode_json,
-    optional_str,
     parse_admission_review,
-    require_object,
 )
+from webhook.cluster.jsonfields import json_required_object, json_str
 from webhook.config import LiveConfig
 from webhook.errors import (
     BodyTooLarge,
@@ -179,14 +178,14 @@ MAX_PREVIEW_REPLICAS = 10_000
 
 def parse_preview_request(body: object) -> PreviewRequest:
     """A ``PreviewRequest``; anything malformed is ``InvalidInput`` (HTTP 400) naming the field."""
-    raw = require_object(body, "PreviewRequest")
+    raw = json_required_object(body, "PreviewRequest")
     unknown = sorted(str(key) for key in raw if key not in PREVIEW_REQUEST_FIELDS)
     if unknown:
         expected = ", ".join(PREVIEW_REQUEST_FIELDS)
         raise InvalidInput(f"unknown field {unknown[0]!r} in PreviewRequest (expected {expected})")
     if raw.get("pod") is None:
         raise InvalidInput("pod is required: a Pod or a workload with a pod template")
-    obj = dict(require_object(raw.get("pod"), "pod"))
+    obj = dict(json_required_object(raw.get("pod"), "pod"))
     replicas = raw.get("replicas")
     if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0):
         raise InvalidInput("replicas must be a non-negative integer")
@@ -194,9 +193,9 @@ def parse_preview_request(body: object) -> PreviewRequest:
         raise InvalidInput(f"replicas must be at most {MAX_PREVIEW_REPLICAS}")
     meta = obj.get("metadata")
     own_namespace = meta.get("namespace") if isinstance(meta, dict) else None
-    namespace = (optional_str(raw.get("namespace"), "namespace")
+    namespace = (json_str(raw.get("namespace"), "namespace")
                  or (own_namespace if isinstance(own_namespace, str) else "") or "default")
-    priority_class = optional_str(raw.get("priorityClassName"), "priorityClassName") or None
+    priority_class = json_str(raw.get("priorityClassName"), "priorityClassName") or None
     return PreviewRequest(obj, namespace, replicas, priority_class)
 
 

@@ -68,7 +68,7 @@ def test_no_import_crosses_the_table() -> None:
 
 def test_the_table_is_read() -> None:
     allowed = allowed_imports()
-    assert allowed["webhook.cluster"] == {"webhook.errors"}
+    assert allowed["webhook.cluster"] == {"webhook.errors", "webhook.routes"}
     assert "webhook.server" not in allowed["webhook.preemption"]
 
 

@@ -21,8 +21,8 @@ from controlplane import REPO, ControlPlane, ControlPlaneError, free_port, kube_
 from test_registered_webhook import wait_until, webhook_configurations
 
 from webhook.certs.issuance import generate_ca, issue_serving_certificate
-from webhook.cluster.model import PREDICTION_ID_ANNOTATION
 from webhook.preemption.results import Outcome
+from webhook.routes import PREDICTION_ID_ANNOTATION
 from webhook.verify.loader import force_delete_pod, load_cluster, read_objects
 from webhook.verify.observe import observe_pod, settle
 from webhook.verify.scenarios import read_pods

@@ -15,12 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubectl_plugin.inputs import PREDICTION_ANNOTATION, JsonObject, flatten, pod_manifests
+from kubectl_plugin.inputs import JsonObject, flatten, pod_manifests
 from kubectl_plugin.render import Progress
 from kubectl_plugin.sources.document import PreviewAnswer, rejected_result
 from webhook.errors import ApiError, ClusterUnavailable, Forbidden, InvalidInput, PreemptGuardError
 from webhook.kubeapi import ApiAnswer, KubeClient
 from webhook.preemption.preview import preview_document
+from webhook.routes import PREDICTION_ANNOTATION
 
 SEQUENTIAL_NOTE = ("dry run: predicted against the cluster as it is, without the earlier replicas' placement "
                    "(a dry-run create changes nothing); use --webhook-url for an in-order simulation")

@@ -22,9 +22,9 @@ from webhook.admission.priority import RULE_PRIORITY
 from webhook.cluster.model import PriorityClass
 from webhook.config import parse_config
 from webhook.errors import InvalidInput, PredictionTimeout
-from webhook.guardrails import PREDICTION_ANNOTATION
 from webhook.preemption.preview import build_preview
 from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
+from webhook.routes import PREDICTION_ANNOTATION
 from webhook.sources.source import MemorySource
 
 HIGH = PriorityClass("high", 1000)

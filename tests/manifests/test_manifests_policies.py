@@ -12,7 +12,7 @@ from manifest_build import REPO, build, build_overlay, find, pod_specs
 from serve_args import parse_serve_args
 
 from webhook import routes
-from webhook.guardrails.policy import MODE_LABEL
+from webhook.routes import MODE_LABEL
 
 DEFAULT_SCRAPER_LABEL = {"preemptguard.io/metrics-scraper": "true"}
 

@@ -20,12 +20,11 @@ from webhook.admission.outcome import ALLOWED, AdmissionOutcome, internal_error
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
 from webhook.admission.priority import admit_priority
 from webhook.admission.review import AdmissionRequest
-from webhook.cluster.model import EMPTY_LABELS, PREDICTION_ID_ANNOTATION, Pod, PriorityClass
+from webhook.cluster.model import Pod, PriorityClass, labels_of_namespace
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import Config, GuardrailsConfig, QuotaConfig, SchedulerConfig
 from webhook.errors import PredictionTimeout, PreemptGuardError
 from webhook.guardrails import (
-    PREDICTION_ANNOTATION,
     GuardrailDecision,
     SkipReason,
     effective_mode,
@@ -35,6 +34,7 @@ from webhook.guardrails import (
 from webhook.preemption.results import PreemptionResult
 from webhook.priority.quota import admit_pod_quota
 from webhook.priority.resolution import effective_classes
+from webhook.routes import PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 from webhook.sources.source import ClusterSource
 
 ANNOTATION_PATH = ("metadata", "annotations", PREDICTION_ANNOTATION)
@@ -161,11 +161,6 @@ class ClassLookupFailed(Exception):
     """The direct lookup of a PriorityClass failed: upstream answers with a plain internal error."""
 
 
-def namespace_labels(state: ClusterState, namespace: str) -> Mapping[str, str]:
-    found = state.namespaces.get(namespace)
-    return found.labels if found is not None else EMPTY_LABELS
-
-
 def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> AdmissionOutcome:
     """``quota.classes`` and upstream ResourceQuota admission for a pod CREATE on the mutated pod.
 
@@ -177,7 +172,7 @@ def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> A
     denial = admit_pod_quota(
         review.pod,
         namespace=review.namespace,
-        namespace_labels=namespace_labels(state, review.namespace),
+        namespace_labels=labels_of_namespace(state.namespaces, review.namespace),
         operation=review.request.operation,
         quotas=list(state.quotas_by_namespace.get(review.namespace, {}).values()),
         config=quota,
@@ -193,7 +188,7 @@ def prediction_planned(review: PodReview, policy: GuardrailsConfig, state: Clust
     — except on a dry run, whose annotation carries the full preview ``kubectl preempt-preview`` reads."""
     if not review.is_create or review.pod.node_name:
         return False  # created already bound: it bypasses the scheduler, so it never preempts
-    mode = effective_mode(policy, namespace_labels(state, review.namespace))
+    mode = effective_mode(policy, labels_of_namespace(state.namespaces, review.namespace))
     return mode != "off" or review.request.dry_run
 
 

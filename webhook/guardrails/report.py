@@ -22,7 +22,6 @@ from webhook.guardrails.disclosure import (
 from webhook.preemption.preview import build_preview
 from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
 
-PREDICTION_ANNOTATION = "preemptguard.io/prediction"
 MAX_WARNING_LENGTH = 119  # "each under 120 characters"
 MAX_WARNINGS_TOTAL = 4096
 _ELLIPSIS = "..."

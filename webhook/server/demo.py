@@ -21,10 +21,9 @@ import yaml
 
 from webhook.config import DEFAULT_CONFIG, Config, load_config
 from webhook.errors import InvalidInput
-from webhook.guardrails import PREDICTION_ANNOTATION
 from webhook.preemption.results import Outcome
 from webhook.preemption.workloads import WORKLOAD_KINDS, pod_template
-from webhook.routes import MUTATE_PODS_PATH
+from webhook.routes import MUTATE_PODS_PATH, PREDICTION_ANNOTATION
 from webhook.server.logs import configure_logging
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review

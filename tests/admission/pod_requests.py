@@ -62,7 +62,7 @@ class FixedPredictor:
 
 
 @dataclass
-class RecordingObserver:
+class ListRecorder:
     events: list[tuple[str, Any]] = field(default_factory=list)
 
     def prediction_made(self, result: PreemptionResult, seconds: float) -> None:
@@ -93,7 +93,7 @@ class RecordingFollower:
 def pipeline(state: ClusterState, *, config: Config = DEFAULT_CONFIG, predictor: FixedPredictor | None = None,
              source: MemorySource | None = None, steps: list[PodStep] | None = None,
              follower: RecordingFollower | None = None) -> PodAdmission:
-    return PodAdmission(source or MemorySource(state), predictor or FixedPredictor(), RecordingObserver(),
+    return PodAdmission(source or MemorySource(state), predictor or FixedPredictor(), ListRecorder(),
                         lambda: config, list(steps or ()), follower=follower)
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from pod_requests import (
     FixedPredictor,
+    ListRecorder,
     RecordingFollower,
-    RecordingObserver,
     admit,
     pipeline,
     pod_request,
@@ -144,13 +144,13 @@ def test_guardrail_denials_and_skips() -> None:
     assert skipped.allowed and [op["path"] for op in skipped.patch] == ["/spec/priority", "/spec/preemptionPolicy"]
     assert skipped.warnings == ("PreemptGuard made no preemption prediction for this pod: it did not finish "
                                 "within the 80 ms budget",)
-    assert isinstance(late.observer, RecordingObserver)
-    assert late.observer.events == [("skipped", "budget-exceeded"), ("decided", "skipped")]
+    assert isinstance(late.recorder, ListRecorder)
+    assert late.recorder.events == [("skipped", "budget-exceeded"), ("decided", "skipped")]
     broken = pipeline(state_of(HIGH), config=enforce, predictor=FixedPredictor(error=InvalidInput("odd")))
     failed = admit(broken, request())
     assert failed.allowed and "the prediction failed" in failed.warnings[0]
     assert failed.audit_annotations["prediction-skipped"] == "error"
-    assert isinstance(broken.observer, RecordingObserver) and broken.observer.events[0] == ("failed", "InvalidInput")
+    assert isinstance(broken.recorder, ListRecorder) and broken.recorder.events[0] == ("failed", "InvalidInput")
 
 
 def test_cache_not_ready_skips_the_prediction() -> None:

@@ -5,7 +5,7 @@
 ``PodAdmission.admit`` takes a parsed ``AdmissionRequest`` and returns an ``AdmissionOutcome``; the server
 turns JSON into the one and the other back into JSON. Its collaborators come in through small protocols:
 the cluster source (``webhook.sources.source.ClusterSource``), a ``Predictor`` (the prediction thread pool
-with its time budget), an ``AdmissionObserver`` (metrics and logs) and, with a live cluster, a
+with its time budget), an ``AdmissionRecorder`` (metrics and logs) and, with a live cluster, a
 ``PredictionFollower`` (the observer of docs/interfaces.md §9, which learns what the scheduler then did).
 """
 
@@ -49,7 +49,7 @@ class Predictor(Protocol):
         ...
 
 
-class AdmissionObserver(Protocol):
+class AdmissionRecorder(Protocol):
     """What the pipeline reports as it goes (the server counts it in metrics and writes the logs)."""
 
     def prediction_made(self, result: PreemptionResult, seconds: float) -> None: ...
@@ -81,7 +81,7 @@ class PodAdmission:
 
     source: ClusterSource
     predictor: Predictor
-    observer: AdmissionObserver
+    recorder: AdmissionRecorder
     # The configuration in force for the next request (it may be reloaded between requests).
     config: Callable[[], Config]
     steps: list[PodStep] = field(default_factory=list)
@@ -132,7 +132,7 @@ class PodAdmission:
                                      budget_milliseconds=config.prediction.budget_milliseconds,
                                      callers_authenticated=self.callers_authenticated)
         result = predicted if isinstance(predicted, PreemptionResult) else None
-        self.observer.guardrail_decided(decision, result, dry_run=review.request.dry_run)
+        self.recorder.guardrail_decided(decision, result, dry_run=review.request.dry_run)
         outcome = guardrail_outcome(review, decision)
         # The last stage: an allowed pod is created unless a later admission step refuses it.
         if decision.allowed and result is not None and self.follower is not None and not review.request.dry_run:
@@ -141,19 +141,19 @@ class PodAdmission:
 
     async def predict(self, review: PodReview, state: ClusterState, config: Config) -> PreemptionResult | SkipReason:
         if not self.source.is_ready():
-            self.observer.prediction_skipped("cache-not-ready")
+            self.recorder.prediction_skipped("cache-not-ready")
             return "cache-not-ready"
         started = time.perf_counter()
         try:
             result = await self.predictor.predict(state, review.pod, scheduler=config.scheduler,
                                                   budget_seconds=config.prediction.budget_milliseconds / 1000)
         except PredictionTimeout:
-            self.observer.prediction_skipped("budget-exceeded")
+            self.recorder.prediction_skipped("budget-exceeded")
             return "budget-exceeded"
         except Exception as exc:  # a predictor bug must not block pod creation
-            self.observer.prediction_failed(review, exc, time.perf_counter() - started)
+            self.recorder.prediction_failed(review, exc, time.perf_counter() - started)
             return "error"
-        self.observer.prediction_made(result, time.perf_counter() - started)
+        self.recorder.prediction_made(result, time.perf_counter() - started)
         return result
 
 

@@ -164,10 +164,10 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     app[METRICS_KEY] = metrics
     if config is None:
         app[CONFIG_KEY] = LiveConfig.from_path(settings.config_path, interval_seconds=settings.config_reload_interval,
-                                               on_outcome=metrics.observe_config_reload)
+                                               on_reload=metrics.record_config_reload)
     else:
         app[CONFIG_KEY] = LiveConfig(config, settings.config_path, interval_seconds=settings.config_reload_interval,
-                                     on_outcome=metrics.observe_config_reload)
+                                     on_reload=metrics.record_config_reload)
     app[PREDICTOR_KEY] = PredictionService(settings.prediction_workers,
                                            inline_seconds=settings.inline_prediction_seconds)
     app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)

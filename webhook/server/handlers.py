@@ -80,14 +80,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPRequestEntityTooLarge:
         response = error_response(413, f"request body exceeds {request.app[SETTINGS_KEY].max_body_bytes} bytes")
     except web.HTTPException as exc:
-        metrics.observe_request(endpoint, exc.status)
+        metrics.record_request(endpoint, exc.status)
         raise
     except asyncio.CancelledError:
         raise
     except Exception:  # a bug: logged loudly, never a hang or a dropped connection
         log.exception("unexpected error handling %s %s", request.method, request.path)
         response = error_response(500, "internal error")
-    metrics.observe_request(endpoint, response.status)
+    metrics.record_request(endpoint, response.status)
     return response
 
 
@@ -124,7 +124,7 @@ async def mutate_pods(request: web.Request) -> web.Response:
     review = await read_admission_review(request)
     started = time.perf_counter()
     outcome = await admit_pod_within_deadline(request, review)
-    _observe(request, review, MUTATE_PODS, outcome, started)
+    _record(request, review, MUTATE_PODS, outcome, started)
     return admission_response(review.uid, outcome)
 
 
@@ -132,7 +132,7 @@ async def validate_priority_classes(request: web.Request) -> web.Response:
     review = await read_admission_review(request)
     started = time.perf_counter()
     outcome = admit_priority_class(review, request.app[SOURCE_KEY].state.priority_classes)
-    _observe(request, review, "validate_priorityclasses", outcome, started)
+    _record(request, review, "validate_priorityclasses", outcome, started)
     return admission_response(review.uid, outcome)
 
 
@@ -150,11 +150,11 @@ async def admit_pod_within_deadline(request: web.Request, review: AdmissionReque
         return limits.deadline_outcome()
 
 
-def _observe(request: web.Request, review: AdmissionRequest, endpoint: str, outcome: AdmissionOutcome,
+def _record(request: web.Request, review: AdmissionRequest, endpoint: str, outcome: AdmissionOutcome,
              started: float) -> None:
     seconds = time.perf_counter() - started
     rules = outcome.denied_by or (("priority",) if not outcome.allowed else ())
-    request.app[METRICS_KEY].observe_admission(
+    request.app[METRICS_KEY].record_admission(
         endpoint, "allowed" if outcome.allowed else "denied", seconds, outcome.denial_reason, rules)
     if request.app[SETTINGS_KEY].log_denials:
         log_decision(review, outcome, seconds)
@@ -218,9 +218,9 @@ async def preview(request: web.Request) -> web.Response:
             priority_class=wanted.priority_class, scheduler=app[CONFIG_KEY].current.scheduler,
             budget_seconds=app[SETTINGS_KEY].preview_budget_seconds)
     except PredictionTimeout:
-        metrics.observe_skipped_prediction(PREVIEW, "budget-exceeded")
+        metrics.record_skipped_prediction(PREVIEW, "budget-exceeded")
         raise
-    metrics.observe_prediction(PREVIEW, [r.outcome for r in results], time.perf_counter() - started)
+    metrics.record_prediction(PREVIEW, [r.outcome for r in results], time.perf_counter() - started)
     document = build_preview(results)
     visibility = NamespaceVisibility(authenticator, caller)
     hidden = await visibility.hidden_namespaces(victim_namespaces(document))

@@ -84,7 +84,7 @@ class PredictionObserver:
     # ---- reporting ------------------------------------------------------------------------------
     def decided(self, decision: Decision) -> None:
         verdict = decision.comparison.verdict
-        self.metrics.observe_prediction_verdict(verdict)
+        self.metrics.record_prediction_verdict(verdict)
         audience = audience_for(decision, self.source.state.namespaces, self.config().guardrails)
         rendered = render_decision(decision, audience)
         self.summary.add(decision, rendered, datetime.now(UTC))

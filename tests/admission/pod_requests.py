@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.admission.outcome import AdmissionOutcome
+from webhook.admission.decision import AdmissionDecision
 from webhook.admission.pipeline import PodAdmission, PodStep
 from webhook.admission.pod import PodReview
 from webhook.admission.review import AdmissionRequest, parse_admission_review
@@ -97,5 +97,5 @@ def pipeline(state: ClusterState, *, config: Config = DEFAULT_CONFIG, predictor:
                         lambda: config, list(steps or ()), follower=follower)
 
 
-def admit(admission: PodAdmission, request: AdmissionRequest) -> AdmissionOutcome:
+def admit(admission: PodAdmission, request: AdmissionRequest) -> AdmissionDecision:
     return asyncio.run(admission.admit(request))

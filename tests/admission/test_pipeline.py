@@ -16,7 +16,7 @@ from pod_requests import (
     state_of,
 )
 
-from webhook.admission.outcome import AdmissionOutcome, forbidden
+from webhook.admission.decision import AdmissionDecision, forbidden
 from webhook.admission.pod import PodReview
 from webhook.admission.priority import RULE_PRIORITY
 from webhook.cluster.model import PriorityClass
@@ -69,9 +69,9 @@ def test_priority_denials_end_the_pipeline() -> None:
 
 
 def test_merged_keeps_the_rules_of_a_later_denial() -> None:
-    later = AdmissionOutcome.deny(403, "Forbidden", "no", warnings=["w"], audit_annotations={"a": "1"},
+    later = AdmissionDecision.deny(403, "Forbidden", "no", warnings=["w"], audit_annotations={"a": "1"},
                                   denied_by=["maxVictims"])
-    merged = AdmissionOutcome.allow(warnings=["first"]).merged(later)
+    merged = AdmissionDecision.allow(warnings=["first"]).merged(later)
     assert merged.denied_by == ("maxVictims",) and merged.warnings == ("first", "w")
     assert merged.audit_annotations == {"a": "1"}
 
@@ -164,11 +164,11 @@ def test_cache_not_ready_skips_the_prediction() -> None:
 def test_extra_steps_run_after_the_quota_and_see_the_mutated_pod() -> None:
     seen: list[PodReview] = []
 
-    def warn_step(review: PodReview) -> AdmissionOutcome:
+    def warn_step(review: PodReview) -> AdmissionDecision:
         seen.append(review)
-        return AdmissionOutcome.allow(warnings=["preemption predicted"], audit_annotations={"preemptguard.io/x": "1"})
+        return AdmissionDecision.allow(warnings=["preemption predicted"], audit_annotations={"preemptguard.io/x": "1"})
 
-    def deny_step(review: PodReview) -> AdmissionOutcome:
+    def deny_step(review: PodReview) -> AdmissionDecision:
         return forbidden("pods", review.name_for_messages, "quota says no")
 
     off = config(guardrails={"mode": "off"})

@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from webhook.admission.outcome import AdmissionOutcome, forbidden
+from webhook.admission.decision import AdmissionDecision, forbidden
 from webhook.admission.pod import PodReview
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
@@ -89,11 +89,11 @@ async def test_class_missing_from_cache_is_looked_up_once(aiohttp_client: Any) -
 async def test_extra_pod_steps_run_after_the_priority_plugin(aiohttp_client: Any) -> None:
     seen: list[PodReview] = []
 
-    def warn_step(review: PodReview) -> AdmissionOutcome:
+    def warn_step(review: PodReview) -> AdmissionDecision:
         seen.append(review)
-        return AdmissionOutcome.allow(warnings=["preemption predicted"], audit_annotations={"preemptguard.io/x": "1"})
+        return AdmissionDecision.allow(warnings=["preemption predicted"], audit_annotations={"preemptguard.io/x": "1"})
 
-    def deny_step(review: PodReview) -> AdmissionOutcome:
+    def deny_step(review: PodReview) -> AdmissionDecision:
         return forbidden("pods", review.name_for_messages, "quota says no")
 
     # Guardrails off: no prediction, so the step's warning is the only one.

@@ -1,8 +1,8 @@
 """The pod admission pipeline, with no HTTP in it.
 
-    read the pod once → fetch state → Priority plugin → quota → (extra steps) → predict → guardrails → outcome
+    read the pod once → fetch state → Priority plugin → quota → (extra steps) → predict → guardrails → decision
 
-``PodAdmission.admit`` takes a parsed ``AdmissionRequest`` and returns an ``AdmissionOutcome``; the server
+``PodAdmission.admit`` takes a parsed ``AdmissionRequest`` and returns an ``AdmissionDecision``; the server
 turns JSON into the one and the other back into JSON. Its collaborators come in through small protocols:
 the cluster source (``webhook.sources.source.ClusterSource``), a ``Predictor`` (the prediction thread pool
 with its time budget), an ``AdmissionRecorder`` (metrics and logs) and, with a live cluster, a
@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from webhook.admission.outcome import ALLOWED, AdmissionOutcome, internal_error
+from webhook.admission.decision import ALLOWED, AdmissionDecision, internal_error
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
 from webhook.admission.priority import admit_priority
 from webhook.admission.review import AdmissionRequest
@@ -71,8 +71,8 @@ class PredictionFollower(Protocol):
         ...
 
 
-# An extra stage after the quota: an allowed outcome (warnings, audit annotations) or a denial.
-PodStep = Callable[[PodReview], AdmissionOutcome]
+# An extra stage after the quota: an allowed decision (warnings, audit annotations) or a denial.
+PodStep = Callable[[PodReview], AdmissionDecision]
 
 
 @dataclass(slots=True)
@@ -90,7 +90,7 @@ class PodAdmission:
     # With a live cluster source: each admitted prediction is followed (the patch writes its id on the pod).
     follower: PredictionFollower | None = None
 
-    async def admit(self, request: AdmissionRequest) -> AdmissionOutcome:
+    async def admit(self, request: AdmissionRequest) -> AdmissionDecision:
         if not is_pod_admission(request):
             return ALLOWED
         review = read_pod_review(request)
@@ -100,14 +100,14 @@ class PodAdmission:
             classes = await self.priority_classes(review, state)
         except ClassLookupFailed as exc:
             return internal_error(str(exc))
-        outcome = admit_priority(review, classes)
+        decision = admit_priority(review, classes)
         for step in (lambda r: admit_quota(r, config.quota, state), *self.steps):
-            if not outcome.allowed:
-                return outcome
-            outcome = outcome.merged(step(review))
-        if outcome.allowed and review.is_create:
-            outcome = outcome.merged(await self.guard(review, state, config))
-        return outcome.with_patch(review.patch.operations) if outcome.allowed else outcome
+            if not decision.allowed:
+                return decision
+            decision = decision.merged(step(review))
+        if decision.allowed and review.is_create:
+            decision = decision.merged(await self.guard(review, state, config))
+        return decision.with_patch(review.patch.operations) if decision.allowed else decision
 
     async def priority_classes(self, review: PodReview, state: ClusterState) -> Mapping[str, PriorityClass]:
         """The classes the Priority plugin resolves against: the cache, plus one direct lookup of a class a
@@ -122,7 +122,7 @@ class PodAdmission:
             raise ClassLookupFailed(f"failed to get PriorityClass with name {name}: {exc}") from exc
         return classes if found is None else {**classes, found.name: found}
 
-    async def guard(self, review: PodReview, state: ClusterState, config: Config) -> AdmissionOutcome:
+    async def guard(self, review: PodReview, state: ClusterState, config: Config) -> AdmissionDecision:
         """Predict (when planned) and decide by the guardrail policy; a slow or failed prediction allows."""
         policy = config.guardrails
         predicted: PreemptionResult | SkipReason | None = None
@@ -161,7 +161,7 @@ class ClassLookupFailed(Exception):
     """The direct lookup of a PriorityClass failed: upstream answers with a plain internal error."""
 
 
-def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> AdmissionOutcome:
+def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> AdmissionDecision:
     """``quota.classes`` and upstream ResourceQuota admission for a pod CREATE on the mutated pod.
 
     With no quota configuration at all nothing is checked (docs/interfaces.md §6: no configuration file, no
@@ -180,7 +180,7 @@ def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> A
     )
     if denial is None:
         return ALLOWED
-    return AdmissionOutcome.deny(denial.code, denial.reason, denial.message, denied_by=(denial.rule,))
+    return AdmissionDecision.deny(denial.code, denial.reason, denial.message, denied_by=(denial.rule,))
 
 
 def prediction_planned(review: PodReview, policy: GuardrailsConfig, state: ClusterState) -> bool:
@@ -204,12 +204,12 @@ def decide_guardrails(review: PodReview, policy: GuardrailsConfig, predicted: Pr
                                dry_run=review.request.dry_run, callers_authenticated=callers_authenticated)
 
 
-def guardrail_outcome(review: PodReview, decision: GuardrailDecision) -> AdmissionOutcome:
+def guardrail_outcome(review: PodReview, decision: GuardrailDecision) -> AdmissionDecision:
     """403 with the violated rules, or allowed with warnings and the prediction annotation on the pod."""
     if not decision.allowed:
-        return AdmissionOutcome.deny(decision.status_code, decision.status_reason,
+        return AdmissionDecision.deny(decision.status_code, decision.status_reason,
                                      decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
                                      audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
     if decision.annotation is not None:
         review.patch.set(ANNOTATION_PATH, decision.annotation)
-    return AdmissionOutcome.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)
+    return AdmissionDecision.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.admission.outcome import AdmissionOutcome, already_exists, forbidden, invalid
+from webhook.admission.decision import AdmissionDecision, already_exists, forbidden, invalid
 from webhook.admission.review import AdmissionRequest, object_name_for_messages
 from webhook.cluster.jsonfields import (
     JsonObject,
@@ -56,22 +56,22 @@ def is_priority_class_admission(request: AdmissionRequest) -> bool:
     return request.targets(SCHEDULING_GROUP, PRIORITY_CLASSES_RESOURCE)
 
 
-def admit_priority_class(request: AdmissionRequest, stored: Mapping[str, PriorityClass]) -> AdmissionOutcome:
+def admit_priority_class(request: AdmissionRequest, stored: Mapping[str, PriorityClass]) -> AdmissionDecision:
     """Validate a PriorityClass CREATE/UPDATE/DELETE against the stored classes (system classes implied)."""
     if not is_priority_class_admission(request):
-        return AdmissionOutcome.allow()
+        return AdmissionDecision.allow()
     if request.operation == "DELETE":
         # The guard lives in the registry's Delete by name. A delete-collection (`kubectl delete pc --all`)
         # reaches admission once per item with an empty request name and bypasses it: upstream deletes the
         # system classes then (they come back at the next kube-apiserver start).
         if not request.name:
-            return AdmissionOutcome.allow()
+            return AdmissionDecision.allow()
         refused = check_system_class_delete(request.name)
-        return (AdmissionOutcome.allow() if refused is None
+        return (AdmissionDecision.allow() if refused is None
                 else forbidden(PRIORITY_CLASS_RESOURCE, request.name, refused))
     name = object_name_for_messages(request)
     if request.operation not in ("CREATE", "UPDATE"):
-        return AdmissionOutcome.allow()
+        return AdmissionDecision.allow()
     incoming = priority_class_object(json_required_object(request.object, "request.object"), "request.object")
     if request.operation == "CREATE":
         errors = validate_priority_class(incoming)
@@ -88,4 +88,4 @@ def admit_priority_class(request: AdmissionRequest, stored: Mapping[str, Priorit
     # Only a class the store actually holds can collide; the API server's storage reports the rest.
     if request.operation == "CREATE" and system_class_already_exists(incoming.name, stored):
         return already_exists(PRIORITY_CLASS_RESOURCE, incoming.name)
-    return AdmissionOutcome.allow()
+    return AdmissionDecision.allow()

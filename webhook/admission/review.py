@@ -12,7 +12,7 @@ from typing import Literal, NotRequired, TypedDict, cast, get_args
 
 import orjson
 
-from webhook.admission.outcome import AdmissionOutcome
+from webhook.admission.decision import AdmissionDecision
 from webhook.admission.patch import encode_patch
 from webhook.cluster.jsonfields import (
     JsonObject,
@@ -198,22 +198,22 @@ def object_name_for_messages(request: AdmissionRequest) -> str:
     return "Unknown"
 
 
-def build_admission_response(uid: str, outcome: AdmissionOutcome) -> AdmissionReviewResponse:
+def build_admission_response(uid: str, decision: AdmissionDecision) -> AdmissionReviewResponse:
     """The AdmissionReview v1 the API server expects back, with ``response.uid`` = ``request.uid``."""
-    response = AdmissionResponse(uid=uid, allowed=outcome.allowed)
-    if outcome.status is not None:
+    response = AdmissionResponse(uid=uid, allowed=decision.allowed)
+    if decision.status is not None:
         response["status"] = Status(
             metadata={},
-            status="Success" if outcome.allowed else "Failure",
-            code=outcome.status.code,
-            reason=outcome.status.reason,
-            message=outcome.status.message,
+            status="Success" if decision.allowed else "Failure",
+            code=decision.status.code,
+            reason=decision.status.reason,
+            message=decision.status.message,
         )
-    if outcome.allowed and outcome.patch:
+    if decision.allowed and decision.patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = encode_patch(outcome.patch)
-    if outcome.warnings:
-        response["warnings"] = list(outcome.warnings)
-    if outcome.audit_annotations:
-        response["auditAnnotations"] = dict(outcome.audit_annotations)
+        response["patch"] = encode_patch(decision.patch)
+    if decision.warnings:
+        response["warnings"] = list(decision.warnings)
+    if decision.audit_annotations:
+        response["auditAnnotations"] = dict(decision.audit_annotations)
     return AdmissionReviewResponse(apiVersion=ADMISSION_API_VERSION, kind=ADMISSION_REVIEW_KIND, response=response)

@@ -17,7 +17,7 @@ import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from webhook.admission.outcome import AdmissionOutcome
+from webhook.admission.decision import AdmissionDecision
 from webhook.admission.pipeline import PodAdmission
 from webhook.admission.priorityclasses import admit_priority_class
 from webhook.admission.review import (
@@ -116,28 +116,28 @@ async def read_admission_review(request: web.Request) -> AdmissionRequest:
     return parse_admission_review(await read_json_body(request))
 
 
-def admission_response(uid: str, outcome: AdmissionOutcome) -> web.Response:
-    return json_response(build_admission_response(uid, outcome))
+def admission_response(uid: str, decision: AdmissionDecision) -> web.Response:
+    return json_response(build_admission_response(uid, decision))
 
 
 async def mutate_pods(request: web.Request) -> web.Response:
     review = await read_admission_review(request)
     started = time.perf_counter()
-    outcome = await admit_pod_within_deadline(request, review)
-    _record(request, review, MUTATE_PODS, outcome, started)
-    return admission_response(review.uid, outcome)
+    decision = await admit_pod_within_deadline(request, review)
+    _record(request, review, MUTATE_PODS, decision, started)
+    return admission_response(review.uid, decision)
 
 
 async def validate_priority_classes(request: web.Request) -> web.Response:
     review = await read_admission_review(request)
     started = time.perf_counter()
-    outcome = admit_priority_class(review, request.app[SOURCE_KEY].state.priority_classes)
-    _record(request, review, "validate_priorityclasses", outcome, started)
-    return admission_response(review.uid, outcome)
+    decision = admit_priority_class(review, request.app[SOURCE_KEY].state.priority_classes)
+    _record(request, review, "validate_priorityclasses", decision, started)
+    return admission_response(review.uid, decision)
 
 
-async def admit_pod_within_deadline(request: web.Request, review: AdmissionRequest) -> AdmissionOutcome:
-    """The pipeline's outcome, or allowed-with-warning once the admission deadline (limits.py) has passed."""
+async def admit_pod_within_deadline(request: web.Request, review: AdmissionRequest) -> AdmissionDecision:
+    """The pipeline's decision, or allowed-with-warning once the admission deadline (limits.py) has passed."""
     pipeline = request.app[PIPELINE_KEY]
     limits = request.app.get(LIMITS_KEY)
     if limits is None:
@@ -150,14 +150,14 @@ async def admit_pod_within_deadline(request: web.Request, review: AdmissionReque
         return limits.deadline_outcome()
 
 
-def _record(request: web.Request, review: AdmissionRequest, endpoint: str, outcome: AdmissionOutcome,
+def _record(request: web.Request, review: AdmissionRequest, endpoint: str, decision: AdmissionDecision,
              started: float) -> None:
     seconds = time.perf_counter() - started
-    rules = outcome.denied_by or (("priority",) if not outcome.allowed else ())
+    rules = decision.denied_by or (("priority",) if not decision.allowed else ())
     request.app[METRICS_KEY].record_admission(
-        endpoint, "allowed" if outcome.allowed else "denied", seconds, outcome.denial_reason, rules)
+        endpoint, "allowed" if decision.allowed else "denied", seconds, decision.denial_reason, rules)
     if request.app[SETTINGS_KEY].log_denials:
-        log_decision(review, outcome, seconds)
+        log_decision(review, decision, seconds)
 
 
 # ---- preview ------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from typing import Any, Literal, cast
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from webhook.admission.outcome import AdmissionOutcome
+from webhook.admission.decision import AdmissionDecision
 from webhook.errors import PreemptGuardError
 from webhook.routes import MUTATE_PODS_PATH, PREVIEW_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.settings import ServerSettings
@@ -161,10 +161,10 @@ class RequestLimits:
             raise ClientTooSlow(
                 f"request body not received within {self.settings.client_body_timeout:g}s") from exc
 
-    def deadline_outcome(self) -> AdmissionOutcome:
+    def deadline_outcome(self) -> AdmissionDecision:
         self.metrics.deadline_exceeded.inc()
         seconds = self.settings.admission_deadline_seconds
-        return AdmissionOutcome.allow(warnings=[DEADLINE_WARNING.format(seconds=seconds)],
+        return AdmissionDecision.allow(warnings=[DEADLINE_WARNING.format(seconds=seconds)],
                                       audit_annotations={AUDIT_DEADLINE: f"{seconds:g}s"})
 
 

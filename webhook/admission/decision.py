@@ -1,9 +1,10 @@
-"""The result of one admission decision, independent of HTTP: the server layer serialises it.
+"""One admission decision, independent of HTTP: allowed (with warnings, audit annotations and the pod's
+JSONPatch) or denied with a status; the server layer serialises it.
 
-Pipeline steps (Priority plugin, quota, prediction, guardrails) each produce an ``AdmissionOutcome``;
-``merged`` combines an allowed outcome with the next step's, and a denial ends the pipeline. A step that
+Pipeline steps (Priority plugin, quota, prediction, guardrails) each produce an ``AdmissionDecision``;
+``merged`` combines an allowed decision with the next step's, and a denial ends the pipeline. A step that
 mutates the pod writes to the review's one ``JsonPatchBuilder`` (``PodReview.patch``); the pipeline hands its
-operations to the allowed outcome once, at the end (``with_patch``).
+operations to the allowed decision once, at the end (``with_patch``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class AdmissionStatus:
 
 
 @dataclass(frozen=True, slots=True)
-class AdmissionOutcome:
+class AdmissionDecision:
     allowed: bool
     status: AdmissionStatus | None = None
     patch: tuple[PatchOperation, ...] = ()
@@ -40,7 +41,7 @@ class AdmissionOutcome:
 
     @classmethod
     def allow(cls, *, warnings: Sequence[str] = (), audit_annotations: Mapping[str, str] | None = None
-              ) -> AdmissionOutcome:
+              ) -> AdmissionDecision:
         if not warnings and not audit_annotations:
             return ALLOWED
         return cls(True, None, (), tuple(warnings), dict(audit_annotations or {}))
@@ -55,22 +56,22 @@ class AdmissionOutcome:
         warnings: Sequence[str] = (),
         audit_annotations: Mapping[str, str] | None = None,
         denied_by: Sequence[str] = (),
-    ) -> AdmissionOutcome:
+    ) -> AdmissionDecision:
         return cls(False, AdmissionStatus(code, reason, message), (), tuple(warnings), dict(audit_annotations or {}),
                    tuple(denied_by))
 
-    def denied_by_rule(self, *rules: str) -> AdmissionOutcome:
-        """This denial labelled with the rules that caused it (an allowed outcome is returned unchanged)."""
+    def denied_by_rule(self, *rules: str) -> AdmissionDecision:
+        """This denial labelled with the rules that caused it (an allowed decision is returned unchanged)."""
         if self.allowed:
             return self
-        return AdmissionOutcome(False, self.status, (), self.warnings, self.audit_annotations, tuple(rules))
+        return AdmissionDecision(False, self.status, (), self.warnings, self.audit_annotations, tuple(rules))
 
-    def with_patch(self, patch: Sequence[PatchOperation]) -> AdmissionOutcome:
-        """This allowed outcome answering ``patch``: the operations the steps wrote to ``PodReview.patch``, handed
+    def with_patch(self, patch: Sequence[PatchOperation]) -> AdmissionDecision:
+        """This allowed decision answering ``patch``: the operations the steps wrote to ``PodReview.patch``, handed
         over once by the pipeline."""
         if not patch:
             return self
-        return AdmissionOutcome(True, self.status, tuple(patch), self.warnings, self.audit_annotations)
+        return AdmissionDecision(True, self.status, tuple(patch), self.warnings, self.audit_annotations)
 
     @property
     def denial_reason(self) -> str:
@@ -79,8 +80,8 @@ class AdmissionOutcome:
             return ""
         return self.status.reason or "Unknown"
 
-    def merged(self, later: AdmissionOutcome) -> AdmissionOutcome:
-        """This (allowed) outcome followed by a later step's: warnings and annotations kept.
+    def merged(self, later: AdmissionDecision) -> AdmissionDecision:
+        """This (allowed) decision followed by a later step's: warnings and annotations kept.
 
         A later denial wins but keeps the earlier warnings.
         """
@@ -91,28 +92,28 @@ class AdmissionOutcome:
         warnings = self.warnings + tuple(w for w in later.warnings if w not in self.warnings)
         annotations = {**self.audit_annotations, **later.audit_annotations}
         if not later.allowed:
-            return AdmissionOutcome(False, later.status, (), warnings, annotations, later.denied_by)
-        return AdmissionOutcome(True, self.status, (), warnings, annotations, self.denied_by)
+            return AdmissionDecision(False, later.status, (), warnings, annotations, later.denied_by)
+        return AdmissionDecision(True, self.status, (), warnings, annotations, self.denied_by)
 
 
 # The plain "allowed" (no patch, warnings or annotations) most steps answer: one shared immutable instance.
-ALLOWED = AdmissionOutcome(True, audit_annotations=MappingProxyType({}))
+ALLOWED = AdmissionDecision(True, audit_annotations=MappingProxyType({}))
 
 
-def forbidden(resource: str, name: str, inner: str) -> AdmissionOutcome:
+def forbidden(resource: str, name: str, inner: str) -> AdmissionDecision:
     """403 Forbidden as apierrors.NewForbidden words it: ``<resource> "<name>" is forbidden: <inner>``."""
-    return AdmissionOutcome.deny(403, REASON_FORBIDDEN, f'{resource} "{name}" is forbidden: {inner}')
+    return AdmissionDecision.deny(403, REASON_FORBIDDEN, f'{resource} "{name}" is forbidden: {inner}')
 
 
-def invalid(message: str) -> AdmissionOutcome:
+def invalid(message: str) -> AdmissionDecision:
     """422 Invalid with an already formatted ``<Kind> "<name>" is invalid: ...`` message."""
-    return AdmissionOutcome.deny(422, REASON_INVALID, message)
+    return AdmissionDecision.deny(422, REASON_INVALID, message)
 
 
-def already_exists(resource: str, name: str) -> AdmissionOutcome:
-    return AdmissionOutcome.deny(409, REASON_ALREADY_EXISTS, f'{resource} "{name}" already exists')
+def already_exists(resource: str, name: str) -> AdmissionDecision:
+    return AdmissionDecision.deny(409, REASON_ALREADY_EXISTS, f'{resource} "{name}" already exists')
 
 
-def internal_error(message: str) -> AdmissionOutcome:
+def internal_error(message: str) -> AdmissionDecision:
     """A plain error from an admission plugin: HTTP 500, reason Unknown, the bare message."""
-    return AdmissionOutcome.deny(500, REASON_UNKNOWN, message)
+    return AdmissionDecision.deny(500, REASON_UNKNOWN, message)

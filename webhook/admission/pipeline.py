@@ -37,6 +37,13 @@ from webhook.priority.resolution import effective_classes
 from webhook.routes import PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 from webhook.sources.source import ClusterSource
 
+# The admission deadline's fail-open: the same result the API server would produce with failurePolicy: Ignore,
+# but visible to the user and audited.
+DEADLINE_WARNING = (
+    "PreemptGuard did not finish its checks within {seconds:g}s and admitted the pod without them "
+    "(the API server's Priority admission plugin still applied)"
+)
+AUDIT_DEADLINE = "deadline-exceeded"
 ANNOTATION_PATH = ("metadata", "annotations", PREDICTION_ANNOTATION)
 PREDICTION_ID_PATH = ("metadata", "annotations", PREDICTION_ID_ANNOTATION)
 GUARDRAIL_DENIAL = "PreemptGuard guardrail denied the predicted preemption"
@@ -108,6 +115,12 @@ class PodAdmission:
         if decision.allowed and review.is_create:
             decision = decision.merged(await self.guard(review, state, config))
         return decision.with_patch(review.patch.operations) if decision.allowed else decision
+
+    def undecided(self, request: AdmissionRequest, seconds: float) -> AdmissionDecision:
+        """The answer to a review not decided within the admission deadline of ``seconds`` (the server keeps the
+        clock): allowed, with a warning that says so."""
+        return AdmissionDecision.allow(warnings=[DEADLINE_WARNING.format(seconds=seconds)],
+                                       audit_annotations={AUDIT_DEADLINE: f"{seconds:g}s"})
 
     async def priority_classes(self, review: PodReview, state: ClusterState) -> Mapping[str, PriorityClass]:
         """The classes the Priority plugin resolves against: the cache, plus one direct lookup of a class a

@@ -137,7 +137,8 @@ async def validate_priority_classes(request: web.Request) -> web.Response:
 
 
 async def admit_pod_within_deadline(request: web.Request, review: AdmissionRequest) -> AdmissionDecision:
-    """The pipeline's decision, or allowed-with-warning once the admission deadline (limits.py) has passed."""
+    """The pipeline's decision, or its answer for an undecided review once the admission deadline has passed
+    (counted from the request's arrival, limits.py)."""
     pipeline = request.app[PIPELINE_KEY]
     limits = request.app.get(LIMITS_KEY)
     if limits is None:
@@ -147,7 +148,8 @@ async def admit_pod_within_deadline(request: web.Request, review: AdmissionReque
             return await pipeline.admit(review)
     except TimeoutError:
         log.warning("pod review %s not decided within the admission deadline: allowed without checks", review.uid)
-        return limits.deadline_outcome()
+        limits.metrics.deadline_exceeded.inc()
+        return pipeline.undecided(review, limits.settings.admission_deadline_seconds)
 
 
 def _record(request: web.Request, review: AdmissionRequest, endpoint: str, decision: AdmissionDecision,

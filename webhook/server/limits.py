@@ -8,9 +8,9 @@
   ``failurePolicy`` at once (``Ignore``: the pod is admitted without PreemptGuard). ``/preview`` callers are
   people and tools, so their 429 says ``Retry-After: 1``. Health checks are never limited.
 * **Admission deadline.** A pod review not answered within ``admission_deadline_seconds`` of its arrival
-  (default 2.5 s, below the ``timeoutSeconds: 3`` of manifests/base/webhooks.yaml) is answered *allowed, with
-  a warning*: the same fail-open result the API server would produce with ``failurePolicy: Ignore``, but
-  visible to the user, audited and counted here, and never the API server's timeout firing first.
+  (default 2.5 s, below the ``timeoutSeconds: 3`` of manifests/base/webhooks.yaml) gets the pipeline's answer
+  for an undecided review (``PodAdmission.undecided``), counted here, and never the API server's timeout firing
+  first. The clock starts here, at arrival; what the answer is, the pipeline says.
 * **Slow clients.** TLS handshakes must finish within ``tls_handshake_timeout``; a request's line and headers
   must arrive within ``client_header_timeout`` of its first byte; its body within ``client_body_timeout``
   (``408``, connection closed). Idle keep-alive connections close after ``keepalive_timeout``; at most
@@ -35,7 +35,6 @@ from typing import Any, Literal, cast
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from webhook.admission.decision import AdmissionDecision
 from webhook.errors import PreemptGuardError
 from webhook.routes import MUTATE_PODS_PATH, PREVIEW_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.settings import ServerSettings
@@ -51,11 +50,6 @@ ENDPOINT_CLASSES: dict[str, EndpointClass] = {
 # The arrival time of a request (``time.monotonic()``, the event loop's clock), set by ``limits_middleware``.
 ARRIVED_AT = web.RequestKey("preemptguard_arrived_at", float)
 
-DEADLINE_WARNING = (
-    "PreemptGuard did not finish its checks within {seconds:g}s and admitted the pod without them "
-    "(the API server's Priority admission plugin still applied)"
-)
-AUDIT_DEADLINE = "deadline-exceeded"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -161,11 +155,6 @@ class RequestLimits:
             raise ClientTooSlow(
                 f"request body not received within {self.settings.client_body_timeout:g}s") from exc
 
-    def deadline_outcome(self) -> AdmissionDecision:
-        self.metrics.deadline_exceeded.inc()
-        seconds = self.settings.admission_deadline_seconds
-        return AdmissionDecision.allow(warnings=[DEADLINE_WARNING.format(seconds=seconds)],
-                                      audit_annotations={AUDIT_DEADLINE: f"{seconds:g}s"})
 
 
 def metrics_gate_middleware(gate: ConcurrencyGate) -> Any:

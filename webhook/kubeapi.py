@@ -128,13 +128,12 @@ class ApiAnswer:
 
 
 class KubeClient:
-    """The API server of a kubeconfig context, or of the pod's service account (``in_cluster``).
+    """The API server of a kubeconfig context, or of the pod's service account: ``kubeconfig`` (one file or
+    several), ``context`` and ``in_cluster`` as ``open_connection`` takes them, opened by ``open``.
 
-    ``in_cluster=None`` picks in-cluster inside a pod (``KUBERNETES_SERVICE_HOST``) unless a kubeconfig or a
-    context is named. ``kubeconfig`` is one file or several, merged as kubectl merges them; None reads
-    ``KUBECONFIG``, else ~/.kube/config. ``timeout`` (seconds, None for none) bounds each whole request unless the
-    request names its own; ``timeout_text`` says it in errors (``2s (--request-timeout)``); ``query`` goes on
-    every request (kubectl's ``timeout=``).
+    ``timeout`` (seconds, None for none) bounds each whole request unless the request names its own;
+    ``timeout_text`` says it in errors (``2s (--request-timeout)``); ``query`` goes on every request (kubectl's
+    ``timeout=``).
     """
 
     def __init__(self, *, kubeconfig: str | Sequence[str] | None = None, context: str | None = None,
@@ -148,8 +147,7 @@ class KubeClient:
         self.query = tuple(query)
         self.server = ""  # the API server's URL, once open
         self.namespace = "default"  # the kubeconfig context's namespace, once open
-        self._client: ApiClient | None = None
-        self._token_refresh: asyncio.Task[None] | None = None
+        self._connection: Connection | None = None
 
     @classmethod
     async def connect(cls, **options: Any) -> KubeClient:
@@ -160,55 +158,19 @@ class KubeClient:
 
     @property
     def is_open(self) -> bool:
-        return self._client is not None
+        return self._connection is not None
 
-    # ---- the one client factory ------------------------------------------------------------------------------
     async def open(self) -> None:
         """Load the configuration and make the connection pool; ``ConfigError`` names what could not be loaded."""
-        if self._client is not None:
-            return
-        import asyncio
-
-        from kubernetes_asyncio import client as k8s_client
-        from kubernetes_asyncio import config as k8s_config
-        from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger, refresh_token
-
-        in_cluster = self.in_cluster
-        if in_cluster is None:
-            in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not self.kubeconfig and not self.context
-        configuration = k8s_client.Configuration()
-        if in_cluster:
-            try:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            except (k8s_config.ConfigException, OSError, ValueError) as exc:
-                raise ConfigError(f"cannot load in-cluster config: {describe(exc)}") from exc
-        else:
-            paths = self.kubeconfig or [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p] or \
-                [DEFAULT_KUBECONFIG]
-            where = f"kubeconfig {', '.join(paths)}"
-            try:
-                merged = KubeConfigMerger(os.pathsep.join(str(Path(p).expanduser()) for p in paths)).config
-                if merged is None:
-                    raise ConfigError(f"cannot load {where}: file not found")
-                loader = KubeConfigLoader(config_dict=merged, config_base_path=None, active_context=self.context)
-                await loader.load_and_set(configuration)
-            except ConfigError:
-                raise
-            except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
-                raise ConfigError(f"cannot load {where}: {describe(exc)}") from exc
-            current = loader.current_context or {}
-            self.namespace = (current.get("context") or {}).get("namespace") or "default"
-            # Exec and GCP credentials expire; the library's loop renews them (it returns at once for the others).
-            self._token_refresh = asyncio.create_task(refresh_token(loader, configuration), name="kube-token-refresh")
-        self.server = str(configuration.host)
-        self._client = k8s_client.ApiClient(configuration=configuration)
+        if self._connection is None:
+            self._connection = await open_connection(self.kubeconfig, self.context, self.in_cluster)
+            self.server, self.namespace = self._connection.server, self._connection.namespace
 
     async def close(self) -> None:
-        refresh, self._token_refresh = self._token_refresh, None
-        await cancel_and_wait(refresh)
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await cancel_and_wait(connection.token_refresh)
+            await connection.client.close()
 
     # ---- requests --------------------------------------------------------------------------------------------
     async def request(self, method: str, path: str, *, query: Query = (), body: object = None,
@@ -224,16 +186,13 @@ class KubeClient:
             raise api_error(method, path, response.status, _status_of(raw), warnings)
         return ApiAnswer(response.status, raw, warnings)
 
-    async def get(self, path: str, *, query: Query = (),
-                  timeout: Wait = None) -> JsonObject:
+    async def get(self, path: str, *, query: Query = (), timeout: Wait = None) -> JsonObject:
         return self._object("GET", path, await self.request("GET", path, query=query, timeout=timeout))
 
-    async def post(self, path: str, body: object, *, query: Query = (),
-                   timeout: Wait = None) -> JsonObject:
+    async def post(self, path: str, body: object, *, query: Query = (), timeout: Wait = None) -> JsonObject:
         return self._object("POST", path, await self.request("POST", path, query=query, body=body, timeout=timeout))
 
-    async def put(self, path: str, body: object, *, timeout: Wait = None
-                  ) -> JsonObject:
+    async def put(self, path: str, body: object, *, timeout: Wait = None) -> JsonObject:
         return self._object("PUT", path, await self.request("PUT", path, body=body, timeout=timeout))
 
     async def patch(self, path: str, body: object, *, content_type: str = STRATEGIC_MERGE_PATCH,
@@ -260,13 +219,12 @@ class KubeClient:
     # ---- the one call of the API client, and the one reading of its answers ---------------------------------
     async def _send(self, method: str, path: str, query: Query, body: object, content_type: str,
                     timeout: Wait) -> aiohttp.ClientResponse:
-        client = self._client
-        if client is None:
+        if self._connection is None:
             raise ClusterUnavailable("the cluster client is not started")
         import aiohttp
 
         try:
-            response: aiohttp.ClientResponse = await client.call_api(
+            response: aiohttp.ClientResponse = await self._connection.client.call_api(
                 path, method, query_params=[*self.query, *query], body=body,
                 header_params={"Accept": JSON, "Content-Type": content_type}, auth_settings=["BearerToken"],
                 _preload_content=False, _request_timeout=self._client_timeout(timeout))
@@ -342,3 +300,54 @@ def _event(path: str, line: bytes) -> JsonObject:
     if not isinstance(event, dict):
         raise ClusterUnavailable(f"watch {path}: the API server sent an event that is not a JSON object")
     return event
+
+
+# ---- the one client factory --------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Connection:
+    """What ``open_connection`` makes: the API client, where it points, and the refresh of expiring tokens."""
+
+    client: ApiClient
+    server: str
+    namespace: str
+    token_refresh: asyncio.Task[None] | None = None
+
+
+async def open_connection(kubeconfig: Sequence[str], context: str | None, in_cluster: bool | None) -> Connection:
+    """A connection from the pod's service account or from kubeconfig files (merged as kubectl merges them;
+    none named: ``KUBECONFIG``, else ~/.kube/config) and a context (none: the current one). ``in_cluster=None``
+    picks in-cluster inside a pod unless a kubeconfig or a context is named. ``ConfigError`` names what could not
+    be loaded."""
+    import asyncio
+
+    from kubernetes_asyncio import client as k8s_client
+    from kubernetes_asyncio import config as k8s_config
+    from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger, refresh_token
+
+    if in_cluster is None:
+        in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not kubeconfig and not context
+    configuration = k8s_client.Configuration()
+    if in_cluster:
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except (k8s_config.ConfigException, OSError, ValueError) as exc:
+            raise ConfigError(f"cannot load in-cluster config: {describe(exc)}") from exc
+        return Connection(k8s_client.ApiClient(configuration=configuration), str(configuration.host), "default")
+    paths = list(kubeconfig) or [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p] or \
+        [DEFAULT_KUBECONFIG]
+    where = f"kubeconfig {', '.join(paths)}"
+    try:
+        merged = KubeConfigMerger(os.pathsep.join(str(Path(p).expanduser()) for p in paths)).config
+        if merged is None:
+            raise ConfigError(f"cannot load {where}: file not found")
+        loader = KubeConfigLoader(config_dict=merged, config_base_path=None, active_context=context)
+        await loader.load_and_set(configuration)
+    except ConfigError:
+        raise
+    except (k8s_config.ConfigException, OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
+        raise ConfigError(f"cannot load {where}: {describe(exc)}") from exc
+    current = loader.current_context or {}
+    namespace = (current.get("context") or {}).get("namespace") or "default"
+    # Exec and GCP credentials expire; the library's loop renews them (it returns at once for the others).
+    refresh = asyncio.create_task(refresh_token(loader, configuration), name="kube-token-refresh")
+    return Connection(k8s_client.ApiClient(configuration=configuration), str(configuration.host), namespace, refresh)

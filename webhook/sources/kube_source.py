@@ -115,11 +115,9 @@ class KubernetesSource:
         path = f"{PRIORITY_CLASSES.list_path}/{name}"
         try:
             raw = await self.api.get(path, timeout=self.lookup_timeout_seconds)
-        except ApiError as exc:
-            if exc.code == 404:
+        except (ApiError, ClusterUnavailable) as exc:
+            if isinstance(exc, ApiError) and exc.code == 404:
                 return None
-            raise ClusterUnavailable(f"GET priorityclass {name}: {exc}") from exc
-        except ClusterUnavailable as exc:
             raise ClusterUnavailable(f"GET priorityclass {name}: {exc}") from exc
         try:
             priority_class = PRIORITY_CLASSES.convert(raw)

@@ -105,9 +105,9 @@ _RETRYABLE = (ClusterUnavailable, ApiError, ValueError, WatchEndedTooSoon)
 class Informer:
     """Keeps one kind of ``state`` equal to the API server's view, for as long as ``run`` runs."""
 
-    def __init__(self, client: KubeClient, resource: ResourceKind, state: ClusterState,
+    def __init__(self, api: KubeClient, resource: ResourceKind, state: ClusterState,
                  settings: InformerSettings | None = None) -> None:
-        self.client = client
+        self.api = api
         self.resource = resource
         self.state = state
         self.settings = settings or InformerSettings()
@@ -214,7 +214,7 @@ class Informer:
         query = [("limit", str(page_size))] if page_size else []
         if token:
             query.append(("continue", token))
-        return await self.client.get(self.resource.list_path, query=query, timeout=timeout)
+        return await self.api.get(self.resource.list_path, query=query, timeout=timeout)
 
     async def _convert_items(self, items: list[JsonObject], into: list[ClusterObject]) -> None:
         """Convert list items, yielding now and then so a large list never blocks the event loop for long."""
@@ -241,7 +241,7 @@ class Informer:
                           read=server_timeout + settings.watch_read_slack_seconds)
         started = time.monotonic()
         events = 0
-        async with self.client.watch(self.resource.list_path, query=query, timeout=timeout) as stream:
+        async with self.api.watch(self.resource.list_path, query=query, timeout=timeout) as stream:
             self._touch()
             async for event in stream:
                 self.apply_event(event)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from webhook.admission.decision import ALLOWED, AdmissionDecision, internal_error
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
@@ -97,10 +97,12 @@ class PodAdmission:
     # With a live cluster source: each admitted prediction is followed (the patch writes its id on the pod).
     follower: PredictionFollower | None = None
 
-    async def admit(self, request: AdmissionRequest) -> AdmissionDecision:
+    async def admit(self, request: AdmissionRequest, review: PodReview | None = None) -> AdmissionDecision:
+        """The decision for ``request``; ``review``: its pod already read (``read_pod_review``), e.g. off the loop."""
         if not is_pod_admission(request):
             return ALLOWED
-        review = read_pod_review(request)
+        if review is None:
+            review = read_pod_review(request)
         config = self.config()
         state = self.source.state
         try:
@@ -121,6 +123,25 @@ class PodAdmission:
         clock): allowed, with a warning that says so."""
         return AdmissionDecision.allow(warnings=[DEADLINE_WARNING.format(seconds=seconds)],
                                        audit_annotations={AUDIT_DEADLINE: f"{seconds:g}s"})
+
+    def admit_unread(self, request: AdmissionRequest, reason: UnreadReason) -> AdmissionDecision:
+        """A pod review whose object was never read (its body over the size limit, or no memory for it now): a
+        CREATE cannot be predicted, so it is decided as any prediction that could not be made; anything else is
+        allowed with a warning (the API server's own Priority plugin still applies)."""
+        if not is_pod_admission(request):
+            return ALLOWED
+        config = self.config()
+        if request.operation != "CREATE":
+            return AdmissionDecision.allow(warnings=[unread_warning(reason)])
+        state = self.source.state
+        decision = prediction_skipped(config.guardrails, namespace=request.namespace, namespaces=state.namespaces,
+                                      reason=reason, budget_milliseconds=config.prediction.budget_milliseconds)
+        self.recorder.prediction_skipped(reason)
+        if not decision.allowed:
+            return AdmissionDecision.deny(decision.status_code, decision.status_reason,
+                                          decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                          audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+        return AdmissionDecision.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)
 
     async def priority_classes(self, review: PodReview, state: ClusterState) -> Mapping[str, PriorityClass]:
         """The classes the Priority plugin resolves against: the cache, plus one direct lookup of a class a
@@ -168,6 +189,15 @@ class PodAdmission:
             return "error"
         self.recorder.prediction_made(result, time.perf_counter() - started)
         return result
+
+
+# Why a review's pod was never read (a SkipReason of the guardrails).
+UnreadReason = Literal["too-large", "overloaded"]
+
+
+def unread_warning(reason: UnreadReason) -> str:
+    why = "over the size limit" if reason == "too-large" else "more than the webhook could hold in memory just then"
+    return f"PreemptGuard did not check this request: its review was {why}"
 
 
 class ClassLookupFailed(Exception):
@@ -221,8 +251,8 @@ def guardrail_outcome(review: PodReview, decision: GuardrailDecision) -> Admissi
     """403 with the violated rules, or allowed with warnings and the prediction annotation on the pod."""
     if not decision.allowed:
         return AdmissionDecision.deny(decision.status_code, decision.status_reason,
-                                     decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
-                                     audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+                                      decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                      audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
     if decision.annotation is not None:
         review.patch.set(ANNOTATION_PATH, decision.annotation)
     return AdmissionDecision.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)

@@ -95,7 +95,7 @@ def observer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observer]:
             [sys.executable, "-m", "webhook.cli", "serve", "--kubeconfig", str(plane.kubeconfig()),
              "--tls-cert", str(work / "tls.crt"), "--tls-key", str(work / "tls.key"), "--host", "127.0.0.1",
              "--port", str(port), "--metrics-port", str(metrics_port), "--shutdown-grace", "0",
-             "--log-format", "json", "--events", "--observe-window", "300"],
+             "--log-format", "json", "--events", "--observe-window", "300", "--debug-predictions"],
             stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     running = Observer(plane, server, log, f"http://127.0.0.1:{metrics_port}")
     try:

@@ -14,8 +14,6 @@ ROW = re.compile(r"^\| `([\w.*]+)` \| (.+) \|$")
 PREDICTOR = "webhook.preemption"
 PLUGINS = f"{PREDICTOR}.plugins"
 ANY_PLUGIN = f"{PLUGINS}.*"
-# It writes files: #25 moves it to the cluster sources.
-LEAVING_THE_PREDICTOR = {f"{PREDICTOR}.snapshot_cache"}
 
 
 def table(heading: str) -> dict[str, set[str]]:
@@ -138,15 +136,60 @@ def test_the_predictor_imports_no_server_and_no_network_library() -> None:
     for module, path in modules(ROOT / "webhook" / "preemption").items():
         for name in imported_modules(path):
             top = name.split(".")[0]
-            if top not in sys.stdlib_module_names and top != "webhook" and module not in LEAVING_THE_PREDICTOR:
+            if top not in sys.stdlib_module_names and top != "webhook":
                 foreign.append(f"{module} imports {name}")
     assert not foreign, "\n".join(sorted(foreign))
 
 
 def test_the_tables_are_read() -> None:
     allowed = allowed_imports()
-    assert allowed["webhook.cluster"] == {"webhook.errors", "webhook.tasks"}
+    assert allowed["webhook.cluster"] == {"webhook.errors", "webhook.routes"}
     assert "webhook.server" not in allowed["webhook.preemption"]
     rows = predictor_imports()
     assert f"{PREDICTOR}.plugins.registry" in rows and ANY_PLUGIN in rows[f"{PREDICTOR}.plugins.registry"]
     assert not any(p.startswith(PLUGINS) for p in rows[f"{PREDICTOR}.framework"])
+
+
+# docs/architecture.md's layers: the domain is pure; the edges do I/O (files, HTTP, the Kubernetes API, threads).
+DOMAIN = {"webhook.cluster", "webhook.priority", "webhook.preemption", "webhook.guardrails", "webhook.observe"}
+EDGES = {"webhook.sources", "webhook.kubeapi", "webhook.server", "webhook.prediction", "webhook.certs",
+         "webhook.verify", "webhook.cli", "kubectl_plugin"}
+NETWORK_LIBRARIES = {"aiohttp", "kubernetes_asyncio"}
+
+
+def files_of(package: str) -> list[Path]:
+    base = ROOT.joinpath(*package.split("."))
+    return sorted(base.rglob("*.py")) if base.is_dir() else [base.with_suffix(".py")]
+
+
+def third_party_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+    return found
+
+
+def test_the_domain_imports_no_edge() -> None:
+    allowed = allowed_imports()
+    assert {package: sorted(allowed[package] & EDGES) for package in DOMAIN} == {package: [] for package in DOMAIN}
+
+
+def test_the_domain_and_the_admission_pipeline_know_no_http_and_no_kubernetes_client() -> None:
+    offenders = [f"{path.relative_to(ROOT)} imports {sorted(third_party_imports(path) & NETWORK_LIBRARIES)}"
+                 for package in [*sorted(DOMAIN), "webhook.admission"] for path in files_of(package)
+                 if third_party_imports(path) & NETWORK_LIBRARIES]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_one_module_talks_to_the_kubernetes_client() -> None:
+    """webhook/kubeapi.py is the one door to the API: nothing else imports kubernetes_asyncio or sends a request."""
+    doors = set()
+    for path in [*(ROOT / "webhook").rglob("*.py"), *(ROOT / "kubectl_plugin").rglob("*.py")]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        sends = any(isinstance(node, ast.Attribute) and node.attr == "call_api" for node in ast.walk(tree))
+        if sends or "kubernetes_asyncio" in third_party_imports(path):
+            doors.add(str(path.relative_to(ROOT)))
+    assert doors == {"webhook/kubeapi.py"}

@@ -1,16 +1,27 @@
-"""Expand a Pod or a workload object into the pods it would create (docs/interfaces.md §3)."""
+"""Expand a Pod or a workload object into the pods it would create (docs/interfaces.md §3).
+
+One request may ask for any number of pods (a StatefulSet's ``replicas: 2147483647``, a ``List`` of thirty
+such objects, a Job's ``parallelism``): the total is counted first, from the counts alone, and a request over
+``MAX_PODS_PER_REQUEST`` is refused (``TooManyPods``, HTTP 400) before any pod is built. Each object's pod
+template is read once; its replicas are copies differing only by name.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from webhook.cluster.copying import replace_fields
 from webhook.cluster.jsonfields import json_object
 from webhook.cluster.model import Pod
 from webhook.cluster.reader import pod_from_dict
-from webhook.errors import InvalidInput
+from webhook.errors import InvalidInput, TooManyPods
+from webhook.preemption.complexity import check_pod_complexity
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob")
+# The most pods one prediction simulates, whatever asks for them (replicas, parallelism, Lists of workloads):
+# each replica is a full scheduling cycle, and a prediction must end within its request's budget.
+MAX_PODS_PER_REQUEST = 10_000
 
 
 def _count(value: object, what: str, default: int) -> int:
@@ -48,37 +59,92 @@ def _job_pods(spec: Mapping[str, Any], where: str) -> int:
     return min(parallelism, _count(completions, f"{where}.completions", parallelism))
 
 
-def expand_object(obj: Mapping[str, Any], *, namespace: str | None = None, replicas: int | None = None) -> list[Pod]:
-    """The pods to predict, in order: a Pod (``replicas`` copies), each replica of a workload, or a List's items.
-
-    ``namespace`` wins over the object's own namespace, which wins over ``default``. Replicas are named by
-    ``replica_name``.
-    """
-    if not isinstance(obj, Mapping):
-        raise InvalidInput("expected a Kubernetes object")
+def _is_list(obj: Mapping[str, Any]) -> bool:
     kind = obj.get("kind")
-    if kind == "List" or (isinstance(kind, str) and kind.endswith("List") and "items" in obj):
-        items = obj.get("items") or []
-        if not isinstance(items, list):
-            raise InvalidInput("items: expected a list")
-        return [pod for item in items for pod in expand_object(item, namespace=namespace, replicas=replicas)]
-    meta = json_object(obj.get("metadata"), "metadata")
-    name = str(meta.get("name") or meta.get("generateName") or "pod").rstrip("-")
-    ns = namespace or meta.get("namespace") or "default"
-    if kind == "Pod":
-        template: Mapping[str, Any] = obj
-        count = 1
+    return kind == "List" or (isinstance(kind, str) and kind.endswith("List") and "items" in obj)
+
+
+_END = object()
+
+
+def _leaves(objects: Iterable[object]) -> Iterator[Mapping[str, Any]]:
+    """Every Pod or workload of ``objects``, in order, with Lists (nested or not) flattened; no recursion, so no
+    nesting depth a caller picks can exhaust the stack."""
+    stack: list[Iterator[object]] = [iter(objects)]
+    while stack:
+        obj = next(stack[-1], _END)
+        if obj is _END:
+            stack.pop()
+            continue
+        if not isinstance(obj, Mapping):
+            raise InvalidInput("expected a Kubernetes object")
+        if _is_list(obj):
+            items = obj.get("items") or []
+            if not isinstance(items, list):
+                raise InvalidInput("items: expected a list")
+            stack.append(iter(items))
+        else:
+            yield obj
+
+
+def _template_and_count(obj: Mapping[str, Any], replicas: int | None) -> tuple[Mapping[str, Any], int]:
+    if obj.get("kind") == "Pod":
+        template, count = obj, 1
     else:
         template, count = pod_template(obj)
     count = count if replicas is None else replicas
     if count < 0:
         raise InvalidInput("replicas must not be negative")
-    tmeta = json_object(template.get("metadata"), "template.metadata")
-    base = {"apiVersion": "v1", "kind": "Pod", "spec": template.get("spec") or {},
-            "status": obj.get("status") if kind == "Pod" else None}
-    pods = []
-    for i in range(count):
-        metadata = {**tmeta, "name": replica_name(name, i, count), "namespace": ns}
-        metadata.pop("generateName", None)
-        pods.append(pod_from_dict({**base, "metadata": metadata}))
+    return template, count
+
+
+def pods_requested(objects: Iterable[Mapping[str, Any]], *, replicas: int | None = None) -> int:
+    """How many pods ``expand_objects`` would build, from the objects' counts alone (no pod is read)."""
+    return sum(_template_and_count(obj, replicas)[1] for obj in _leaves(objects))
+
+
+def check_pods_requested(total: int, limit: int = MAX_PODS_PER_REQUEST) -> None:
+    if total > limit:
+        raise TooManyPods(f"the request asks for {total:,} pods (replicas, parallelism and List items together); "
+                          f"PreemptGuard simulates at most {limit:,} pods per request: preview fewer replicas")
+
+
+def expand_objects(objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None,
+                   replicas: int | None = None, max_pods: int = MAX_PODS_PER_REQUEST) -> list[Pod]:
+    """The pods to predict, in order: a Pod (``replicas`` copies), each replica of a workload, a List's items.
+
+    ``namespace`` wins over the object's own namespace, which wins over ``default``. Replicas are named by
+    ``replica_name``. Raises ``TooManyPods`` before reading any pod when they number over ``max_pods``, and
+    ``PodTooComplex`` for a pod template beyond a limit of ``complexity.POD_LIMITS``.
+    """
+    objects = list(objects)
+    check_pods_requested(pods_requested(objects, replicas=replicas), max_pods)
+    pods: list[Pod] = []
+    for obj in _leaves(objects):
+        template, count = _template_and_count(obj, replicas)
+        if count:
+            pods.extend(_replicas(obj, template, count, namespace))
     return pods
+
+
+def expand_object(obj: Mapping[str, Any], *, namespace: str | None = None, replicas: int | None = None,
+                  max_pods: int = MAX_PODS_PER_REQUEST) -> list[Pod]:
+    """``expand_objects`` of one object (a Pod, a workload or a List)."""
+    if not isinstance(obj, Mapping):
+        raise InvalidInput("expected a Kubernetes object")
+    return expand_objects([obj], namespace=namespace, replicas=replicas, max_pods=max_pods)
+
+
+def _replicas(obj: Mapping[str, Any], template: Mapping[str, Any], count: int, namespace: str | None) -> list[Pod]:
+    """``count`` pods of one object: its template read once, the copies renamed."""
+    kind = obj.get("kind")
+    meta = json_object(obj.get("metadata"), "metadata")
+    name = str(meta.get("name") or meta.get("generateName") or "pod").rstrip("-")
+    ns = namespace or meta.get("namespace") or "default"
+    tmeta = json_object(template.get("metadata"), "template.metadata")
+    metadata = {**tmeta, "name": replica_name(name, 0, count), "namespace": ns}
+    metadata.pop("generateName", None)
+    first = pod_from_dict({"apiVersion": "v1", "kind": "Pod", "spec": template.get("spec") or {},
+                           "status": obj.get("status") if kind == "Pod" else None, "metadata": metadata})
+    check_pod_complexity(first)
+    return [first, *(replace_fields(first, name=replica_name(name, i, count)) for i in range(1, count))]

@@ -174,7 +174,8 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
         app[CONFIG_KEY] = LiveConfig(config, settings.config_path, interval_seconds=settings.config_reload_interval,
                                      on_outcome=metrics.observe_config_reload)
     app[PREDICTOR_KEY] = PredictionService(settings.prediction_workers,
-                                           inline_seconds=settings.inline_prediction_seconds)
+                                           inline_seconds=settings.inline_prediction_seconds,
+                                           preview_workers=settings.preview_workers)
     app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)
     live = app[CONFIG_KEY]
     observer = make_observer(source, settings, metrics, live)

@@ -20,7 +20,8 @@ from webhook.admission.outcome import ALLOWED, AdmissionOutcome, internal_error
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
 from webhook.admission.priority import admit_priority
 from webhook.admission.review import AdmissionRequest
-from webhook.cluster.model import EMPTY_LABELS, PREDICTION_ID_ANNOTATION, Pod, PriorityClass
+from webhook.cluster.copying import replace_fields
+from webhook.cluster.model import EMPTY_LABELS, PREDICTION_ID_ANNOTATION, PREEMPT_NEVER, Pod, PriorityClass
 from webhook.cluster.snapshot import ClusterState
 from webhook.cluster.source import ClusterSource
 from webhook.config import Config, GuardrailsConfig, QuotaConfig, SchedulerConfig
@@ -29,13 +30,16 @@ from webhook.guardrails import (
     PREDICTION_ANNOTATION,
     GuardrailDecision,
     SkipReason,
+    Unpredictable,
     effective_mode,
     evaluate_guardrails,
     prediction_skipped,
 )
+from webhook.preemption.complexity import too_complex
+from webhook.preemption.index import lowest_priority_level
 from webhook.preemption.results import PreemptionResult
 from webhook.priority.quota import admit_pod_quota
-from webhook.priority.resolution import effective_classes
+from webhook.priority.resolution import PriorityRejection, effective_classes, resolve_pod_priority
 
 ANNOTATION_PATH = ("metadata", "annotations", PREDICTION_ANNOTATION)
 PREDICTION_ID_PATH = ("metadata", "annotations", PREDICTION_ID_ANNOTATION)
@@ -123,14 +127,17 @@ class PodAdmission:
         return classes if found is None else {**classes, found.name: found}
 
     async def guard(self, review: PodReview, state: ClusterState, config: Config) -> AdmissionOutcome:
-        """Predict (when planned) and decide by the guardrail policy; a slow or failed prediction allows."""
+        """Predict (when planned) and decide by the guardrail policy; a prediction that cannot be made is judged
+        by ``guardrails.onUnpredictable``."""
         policy = config.guardrails
-        predicted: PreemptionResult | SkipReason | None = None
+        predicted: PreemptionResult | Unpredictable | None = None
         if prediction_planned(review, policy, state):
             predicted = await self.predict(review, state, config)
         decision = decide_guardrails(review, policy, predicted, state,
                                      budget_milliseconds=config.prediction.budget_milliseconds,
-                                     callers_authenticated=self.callers_authenticated)
+                                     callers_authenticated=self.callers_authenticated,
+                                     may_preempt=(isinstance(predicted, Unpredictable) and may_preempt_anyone(
+                                         review.pod, state, config.scheduler, state_known=self.source.is_ready())))
         result = predicted if isinstance(predicted, PreemptionResult) else None
         self.observer.guardrail_decided(decision, result, dry_run=review.request.dry_run)
         outcome = guardrail_outcome(review, decision)
@@ -139,22 +146,60 @@ class PodAdmission:
             review.patch.set(PREDICTION_ID_PATH, self.follower.follow(review, result))
         return outcome
 
-    async def predict(self, review: PodReview, state: ClusterState, config: Config) -> PreemptionResult | SkipReason:
+    async def predict(self, review: PodReview, state: ClusterState,
+                      config: Config) -> PreemptionResult | Unpredictable:
         if not self.source.is_ready():
-            self.observer.prediction_skipped("cache-not-ready")
-            return "cache-not-ready"
+            return self._skipped(Unpredictable("cache-not-ready"))
+        complexity = too_complex(review.pod)
+        if complexity is not None:  # not simulated: its cost would be the tenant's choice (issue #24)
+            return self._skipped(Unpredictable("too-complex", complexity))
         started = time.perf_counter()
         try:
             result = await self.predictor.predict(state, review.pod, scheduler=config.scheduler,
                                                   budget_seconds=config.prediction.budget_milliseconds / 1000)
         except PredictionTimeout:
-            self.observer.prediction_skipped("budget-exceeded")
-            return "budget-exceeded"
-        except Exception as exc:  # a predictor bug must not block pod creation
+            return self._skipped(Unpredictable("budget-exceeded"))
+        except Exception as exc:  # a predictor bug: onUnpredictable decides, and the log says what broke
             self.observer.prediction_failed(review, exc, time.perf_counter() - started)
-            return "error"
+            return Unpredictable("error")
         self.observer.prediction_made(result, time.perf_counter() - started)
         return result
+
+    def _skipped(self, unpredictable: Unpredictable) -> Unpredictable:
+        self.observer.prediction_skipped(unpredictable.reason)
+        return unpredictable
+
+    def undecided(self, request: AdmissionRequest) -> AdmissionOutcome | None:
+        """The answer to a review the pipeline did not decide within the admission deadline: a denial when its
+        pod is a guarded CREATE that ``onUnpredictable`` denies and that might preempt someone; None to let the
+        caller's fail-open answer stand (anything else: the Priority plugin's own checks still run in the API
+        server's chain, or the pod cannot evict anybody)."""
+        if not is_pod_admission(request) or request.operation != "CREATE":
+            return None
+        try:
+            review = read_pod_review(request)
+        except PreemptGuardError:
+            return None  # not a pod the pipeline could read: it would have answered 400 itself
+        state = self.source.state
+        config = self.config()
+        if not prediction_planned(review, config.guardrails, state):
+            return None
+        try:
+            resolved = resolve_pod_priority(review.pod.priority_class_name, review.pod.priority,
+                                            review.pod.preemption_policy, effective_classes(state))
+            pod = replace_fields(review.pod, priority=resolved.priority,
+                                 preemption_policy=resolved.preemption_policy)
+        except PriorityRejection:
+            pod = review.pod  # unknown here: judged as it stands (it may preempt)
+        decision = decide_guardrails(review, config.guardrails, Unpredictable("deadline-exceeded"), state,
+                                     budget_milliseconds=config.prediction.budget_milliseconds,
+                                     callers_authenticated=self.callers_authenticated,
+                                     may_preempt=may_preempt_anyone(pod, state, config.scheduler,
+                                                                    state_known=self.source.is_ready()))
+        if decision.allowed:
+            return None
+        self.observer.guardrail_decided(decision, None, dry_run=review.request.dry_run)
+        return guardrail_outcome(review, decision)
 
 
 class ClassLookupFailed(Exception):
@@ -197,13 +242,29 @@ def prediction_planned(review: PodReview, policy: GuardrailsConfig, state: Clust
     return mode != "off" or review.request.dry_run
 
 
-def decide_guardrails(review: PodReview, policy: GuardrailsConfig, predicted: PreemptionResult | SkipReason | None,
-                      state: ClusterState, *, budget_milliseconds: int,
-                      callers_authenticated: bool = False) -> GuardrailDecision:
-    """The guardrail decision for a CREATE; ``predicted`` is None when no prediction was planned."""
-    if isinstance(predicted, str):
+def may_preempt_anyone(pod: Pod, state: ClusterState, scheduler: SchedulerConfig, *, state_known: bool = True) -> bool:
+    """False when the (resolved) pod cannot evict anybody whatever a prediction would say: ``preemptionPolicy:
+    Never``, preemption disabled in the scheduler profile, or no pod of lower priority bound anywhere (asked
+    only when ``state_known``: a cache that has not synced yet proves nothing)."""
+    if pod.preemption_policy == PREEMPT_NEVER or not scheduler.preemption_enabled:
+        return False
+    if not state_known:
+        return True
+    lowest = lowest_priority_level(state)
+    return lowest is None or lowest < pod.effective_priority
+
+
+def decide_guardrails(review: PodReview, policy: GuardrailsConfig,
+                      predicted: PreemptionResult | Unpredictable | SkipReason | None, state: ClusterState, *,
+                      budget_milliseconds: int, callers_authenticated: bool = False,
+                      may_preempt: bool = True) -> GuardrailDecision:
+    """The guardrail decision for a CREATE; ``predicted`` is None when no prediction was planned, an
+    ``Unpredictable`` (or its reason) when none could be made; ``may_preempt`` (``may_preempt_anyone``) False
+    when the pod cannot evict anybody, which onUnpredictable never denies."""
+    if isinstance(predicted, (str, Unpredictable)):
         return prediction_skipped(policy, namespace=review.namespace, namespaces=state.namespaces, reason=predicted,
-                                  budget_milliseconds=budget_milliseconds)
+                                  budget_milliseconds=budget_milliseconds, pod_name=review.name_for_messages,
+                                  user=review.request.user_info, may_preempt=may_preempt)
     return evaluate_guardrails(policy, pod_name=review.name_for_messages, namespace=review.namespace,
                                user=review.request.user_info, outcome=predicted, namespaces=state.namespaces,
                                dry_run=review.request.dry_run, callers_authenticated=callers_authenticated)

@@ -138,7 +138,8 @@ async def validate_priority_classes(request: web.Request) -> web.Response:
 
 
 async def admit_pod_within_deadline(request: web.Request, review: AdmissionRequest) -> AdmissionOutcome:
-    """The pipeline's outcome, or allowed-with-warning once the admission deadline (limits.py) has passed."""
+    """The pipeline's outcome; once the admission deadline (limits.py) has passed, the pipeline's answer for an
+    undecided review (a denial under enforce when the pod might preempt someone), else allowed-with-warning."""
     pipeline = request.app[PIPELINE_KEY]
     limits = request.app.get(LIMITS_KEY)
     if limits is None:
@@ -147,6 +148,12 @@ async def admit_pod_within_deadline(request: web.Request, review: AdmissionReque
         async with asyncio.timeout(max(0.0, limits.admission_time_left(request))):
             return await pipeline.admit(review)
     except TimeoutError:
+        denial = pipeline.undecided(review)
+        if denial is not None:
+            log.warning("pod review %s not decided within the admission deadline: denied (onUnpredictable)",
+                        review.uid)
+            limits.metrics.deadline_exceeded.inc()
+            return denial
         log.warning("pod review %s not decided within the admission deadline: allowed without checks", review.uid)
         return limits.deadline_outcome()
 

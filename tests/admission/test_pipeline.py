@@ -240,3 +240,22 @@ def test_extra_steps_run_after_the_quota_and_see_the_mutated_pod() -> None:
     denied = admit(pipeline(state_of(HIGH), config=off, steps=[warn_step, deny_step]), request())
     assert not denied.allowed and denied.patch == () and denied.warnings == ("preemption predicted",)
     assert denied.status is not None and denied.status.message == 'pods "web" is forbidden: quota says no'
+
+
+def test_dry_runs_over_the_users_rate_get_429_and_real_creates_are_not_limited() -> None:
+    """Each dry-run CREATE answers with a full preview: at most prediction.previewsPerMinute per user."""
+    from webhook.server.ratelimit import CallerRateLimit
+
+    limit = CallerRateLimit(lambda: 2, clock=lambda: 0.0)
+    rated = config(guardrails={"mode": "warn"}, prediction={"previewsPerMinute": 2})
+    admission = pipeline(state_of(HIGH), config=rated, predictor=FixedPredictor(RESULT))
+    admission.probe_limit = limit
+    answers = [admit(admission, request(dry_run=True)) for _ in range(3)]
+    assert [a.allowed for a in answers] == [True, True, False]
+    denied = answers[2]
+    assert denied.status is not None and (denied.status.code, denied.status.reason) == (429, "TooManyRequests")
+    assert denied.denied_by == ("previewsPerMinute",)
+    assert denied.status.message == ('pods "web" is forbidden: too many dry-run previews from dev: PreemptGuard '
+                                     "answers at most 2 per minute per user (prediction.previewsPerMinute); "
+                                     "retry in 30 s")
+    assert all(admit(admission, request()).allowed for _ in range(5))  # real creates: not probes

@@ -179,10 +179,18 @@ class _ServerProcess:
             self.process.wait()
 
 
+# The plugin's tests compare the server's whole answer with the examples' expectations (victims of every
+# namespace) and send many previews in one session: the server names everything and has no rate limit.
+PLUGIN_SERVER_CONFIG = "guardrails: {disclosure: cluster}\nprediction: {previewsPerMinute: 0}\n"
+
+
 @pytest.fixture(scope="session")
 def preemptguard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PreemptGuard]:
+    config = tmp_path_factory.mktemp("preemptguard-config") / "config.yaml"
+    config.write_text(PLUGIN_SERVER_CONFIG, encoding="utf-8")
     server = _ServerProcess([sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(CLUSTER),
-                             "--tls-self-signed", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"])
+                             "--tls-self-signed", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0",
+                             "--config", str(config)])
     try:
         match = server.wait_for(re.compile(r"serving admission on (https://127\.0\.0\.1:\d+)"), timeout=30)
         url = match.group(1)

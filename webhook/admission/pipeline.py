@@ -11,8 +11,9 @@ with its time budget), an ``AdmissionObserver`` (metrics and logs) and, with a l
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -21,7 +22,14 @@ from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
 from webhook.admission.priority import admit_priority
 from webhook.admission.review import AdmissionRequest
 from webhook.cluster.copying import replace_fields
-from webhook.cluster.model import EMPTY_LABELS, PREDICTION_ID_ANNOTATION, PREEMPT_NEVER, Pod, PriorityClass
+from webhook.cluster.model import (
+    EMPTY_LABELS,
+    PREDICTION_ID_ANNOTATION,
+    PREEMPT_NEVER,
+    Pod,
+    PriorityClass,
+    ResourceQuota,
+)
 from webhook.cluster.snapshot import ClusterState
 from webhook.cluster.source import ClusterSource
 from webhook.config import Config, GuardrailsConfig, QuotaConfig, SchedulerConfig
@@ -38,7 +46,8 @@ from webhook.guardrails import (
 from webhook.preemption.complexity import too_complex
 from webhook.preemption.index import lowest_priority_level
 from webhook.preemption.results import PreemptionResult
-from webhook.priority.quota import admit_pod_quota
+from webhook.preemption.simulate import PodQuotaCheck, resource_quota_only
+from webhook.priority.quota import QuotaDenial, admit_pod_quota
 from webhook.priority.resolution import PriorityRejection, effective_classes, resolve_pod_priority
 
 ANNOTATION_PATH = ("metadata", "annotations", PREDICTION_ANNOTATION)
@@ -75,8 +84,15 @@ class PredictionFollower(Protocol):
         ...
 
 
+class ProbeRateLimit(Protocol):
+    """Per-caller rate of dry-run previews (``prediction.previewsPerMinute``): None to go on, else the wait."""
+
+    def take(self, caller: str) -> float | None: ...
+
+
 # An extra stage after the quota: an allowed outcome (warnings, audit annotations) or a denial.
 PodStep = Callable[[PodReview], AdmissionOutcome]
+RULE_PREVIEW_RATE = "previewsPerMinute"
 
 
 @dataclass(slots=True)
@@ -93,6 +109,8 @@ class PodAdmission:
     callers_authenticated: bool = False
     # With a live cluster source: each admitted prediction is followed (the patch writes its id on the pod).
     follower: PredictionFollower | None = None
+    # Dry-run CREATEs carry a full preview: at most prediction.previewsPerMinute per user (429 beyond).
+    probe_limit: ProbeRateLimit | None = None
 
     async def admit(self, request: AdmissionRequest) -> AdmissionOutcome:
         if not is_pod_admission(request):
@@ -132,6 +150,9 @@ class PodAdmission:
         policy = config.guardrails
         predicted: PreemptionResult | Unpredictable | None = None
         if prediction_planned(review, policy, state):
+            limited = self.probe_limited(review, config)
+            if limited is not None:
+                return limited
             predicted = await self.predict(review, state, config)
         decision = decide_guardrails(review, policy, predicted, state,
                                      budget_milliseconds=config.prediction.budget_milliseconds,
@@ -164,6 +185,20 @@ class PodAdmission:
             return Unpredictable("error")
         self.observer.prediction_made(result, time.perf_counter() - started)
         return result
+
+    def probe_limited(self, review: PodReview, config: Config) -> AdmissionOutcome | None:
+        """A 429 denial for a dry run over its user's rate of previews, else None (dry runs only: a real
+        create is paid for by the pod it creates)."""
+        if not review.request.dry_run or self.probe_limit is None:
+            return None
+        wait = self.probe_limit.take(review.request.user_info.username or "anonymous")
+        if wait is None:
+            return None
+        per_minute = config.prediction.previews_per_minute
+        message = (f'pods "{review.name_for_messages}" is forbidden: too many dry-run previews from '
+                   f"{review.request.user_info.display_name}: PreemptGuard answers at most {per_minute} per minute "
+                   f"per user (prediction.previewsPerMinute); retry in {max(1, math.ceil(wait))} s")
+        return AdmissionOutcome.deny(429, "TooManyRequests", message, denied_by=(RULE_PREVIEW_RATE,))
 
     def _skipped(self, unpredictable: Unpredictable) -> Unpredictable:
         self.observer.prediction_skipped(unpredictable.reason)
@@ -209,6 +244,21 @@ class ClassLookupFailed(Exception):
 def namespace_labels(state: ClusterState, namespace: str) -> Mapping[str, str]:
     found = state.namespaces.get(namespace)
     return found.labels if found is not None else EMPTY_LABELS
+
+
+def pod_quota_check(quota: QuotaConfig, state: ClusterState) -> PodQuotaCheck:
+    """The pipeline's quota stage for the pods /preview simulates (``webhook.preemption.simulate.PodQuotaCheck``):
+    ``quota.classes`` and ResourceQuota with ``limitedResources``, as ``admit_quota`` applies them, so a preview
+    predicts only pods the caller could create. Without a quota configuration, upstream ResourceQuota alone
+    (the API server's own plugin refuses a pod over quota before the scheduler sees it)."""
+    if quota.is_empty:
+        return resource_quota_only
+
+    def check(pod: Pod, quotas: Sequence[ResourceQuota]) -> QuotaDenial | None:
+        return admit_pod_quota(pod, namespace=pod.namespace, namespace_labels=namespace_labels(state, pod.namespace),
+                               operation="CREATE", quotas=quotas, config=quota)
+
+    return check
 
 
 def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> AdmissionOutcome:

@@ -35,7 +35,7 @@ from webhook.errors import PredictionCancelled, PredictionTimeout
 from webhook.preemption.deadline import Deadline
 from webhook.preemption.index import index_sync_is_cheap, preview_index
 from webhook.preemption.results import PreemptionArgs, PreemptionResult
-from webhook.preemption.simulate import predict_objects, simulate_pods
+from webhook.preemption.simulate import PodQuotaCheck, predict_objects, resource_quota_only, simulate_pods
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +63,13 @@ def predict_admitted_pod(state: ClusterState, pod: Pod, scheduler: SchedulerConf
 
 def predict_object(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None, replicas: int | None,
                    scheduler: SchedulerConfig, priority_class: str | None = None,
-                   deadline: Deadline | float | None = None, for_preview: bool = False) -> list[PreemptionResult]:
-    """The results for a Pod or workload object (resolved like the Priority plugin) under the scheduler profile;
-    ``for_preview``: on the state's preview index (``preview_index``)."""
+                   deadline: Deadline | float | None = None, for_preview: bool = False,
+                   quota_check: PodQuotaCheck = resource_quota_only) -> list[PreemptionResult]:
+    """The results for a Pod or workload object (resolved like the Priority plugin, then ``quota_check``) under
+    the scheduler profile; ``for_preview``: on the state's preview index (``preview_index``)."""
     return predict_objects(state, [obj], namespace=namespace, replicas=replicas, priority_class=priority_class,
                            args=preemption_args(scheduler), deadline=deadline,
-                           index=preview_index(state) if for_preview else None)
+                           index=preview_index(state) if for_preview else None, quota_check=quota_check)
 
 
 def run_consistently(state: ClusterState, compute: Callable[[], _T], deadline: Deadline | float) -> _T:
@@ -172,9 +173,11 @@ class PredictionService:
 
     async def preview(self, state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None,
                       scheduler: SchedulerConfig, budget_seconds: float, replicas: int | None = None,
-                      priority_class: str | None = None) -> list[PreemptionResult]:
+                      priority_class: str | None = None,
+                      quota_check: PodQuotaCheck = resource_quota_only) -> list[PreemptionResult]:
         """The results for a Pod or workload object, for /preview: in the preview pool, on the preview index,
-        at most ``preview_workers`` at once; the wait for a slot counts against the budget."""
+        at most ``preview_workers`` at once; the wait for a slot counts against the budget. ``quota_check``:
+        the admission pipeline's quota stage, so only what the caller could create is predicted."""
         deadline = time.monotonic() + budget_seconds
         try:
             await asyncio.wait_for(self._preview_slots.acquire(), budget_seconds)
@@ -185,7 +188,7 @@ class PredictionService:
         def compute(deadline: Deadline) -> list[PreemptionResult]:
             return run_consistently(state, lambda: predict_object(
                 state, obj, namespace=namespace, replicas=replicas, scheduler=scheduler,
-                priority_class=priority_class, deadline=deadline, for_preview=True), deadline)
+                priority_class=priority_class, deadline=deadline, for_preview=True, quota_check=quota_check), deadline)
 
         try:
             return await self.run(compute, budget_seconds=budget_seconds, deadline=deadline,

@@ -9,7 +9,7 @@ node in the ``ClusterView`` before the next replica is predicted; a replica that
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.cluster.copying import replace_fields
@@ -44,7 +44,16 @@ from webhook.priority.resolution import (
     effective_classes,
     resolve_pod_priority,
 )
-from webhook.priority.resource_quota import charge_quotas, check_resource_quota
+from webhook.priority.resource_quota import QuotaDenial, charge_quotas, check_resource_quota
+
+# The quota stage a simulated pod passes before the scheduler sees it: the pod (priority resolved) and its
+# namespace's quotas as charged so far, to a denial or None. /preview passes the admission pipeline's own.
+PodQuotaCheck = Callable[[Pod, Sequence[ResourceQuota]], QuotaDenial | None]
+
+
+def resource_quota_only(pod: Pod, quotas: Sequence[ResourceQuota]) -> QuotaDenial | None:
+    """Upstream ResourceQuota admission alone (on by default in the API server)."""
+    return check_resource_quota(pod, operation="CREATE", quotas=quotas, limited_resources=())
 
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 PREEMPTION_DISABLED = (
@@ -217,12 +226,12 @@ def _rejected(pod: Pod, message: str, priority: int | None = None) -> Preemption
                             outcome=Outcome.REJECTED, message=message)
 
 
-def resolve_each(state: ClusterState, pods: Sequence[Pod],
-                 deadline: Deadline | None = None) -> list[Pod | PreemptionResult]:
+def resolve_each(state: ClusterState, pods: Sequence[Pod], deadline: Deadline | None = None,
+                 quota_check: PodQuotaCheck = resource_quota_only) -> list[Pod | PreemptionResult]:
     """Each pod as the API server would store it, or its own ``Rejected`` result: the Priority plugin, then the
-    ResourceQuota admission plugin (on by default) against the namespace's quotas, each admitted pod charged
-    before the next is checked (the real control plane refuses a pod over its quota before the scheduler sees
-    it: tests/vectors/real_scheduler/quota-exceeded-is-rejected)."""
+    quota stage (``quota_check``; by default the ResourceQuota admission plugin, on by default) against the
+    namespace's quotas, each admitted pod charged before the next is checked (the real control plane refuses a
+    pod over its quota before the scheduler sees it: tests/vectors/real_scheduler/quota-exceeded-is-rejected)."""
     entries: list[Pod | PreemptionResult] = []
     quotas: dict[str, list[ResourceQuota]] = {}
     for i, pod in enumerate(pods):
@@ -236,25 +245,26 @@ def resolve_each(state: ClusterState, pods: Sequence[Pod],
         namespace_quotas = quotas.get(resolved.namespace)
         if namespace_quotas is None:
             namespace_quotas = quotas[resolved.namespace] = state.quotas_in(resolved.namespace)
+        denial = quota_check(resolved, namespace_quotas)
+        if denial is not None:
+            entries.append(_rejected(resolved, denial.message, resolved.priority))
+            continue
         if namespace_quotas:
-            denial = check_resource_quota(resolved, operation="CREATE", quotas=namespace_quotas, limited_resources=())
-            if denial is not None:
-                entries.append(_rejected(resolved, denial.message, resolved.priority))
-                continue
             quotas[resolved.namespace] = charge_quotas(resolved, namespace_quotas)
         entries.append(resolved)
     return entries
 
 
 def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionArgs | None = None,
-                 deadline: Deadline | float | None = None, index: StateIndex | None = None) -> list[PreemptionResult]:
+                 deadline: Deadline | float | None = None, index: StateIndex | None = None,
+                 quota_check: PodQuotaCheck = resource_quota_only) -> list[PreemptionResult]:
     """Resolve each pod's priority, then simulate the admitted ones in order (``simulate_pods``).
 
     Each pod gets its own outcome: a pod the Priority plugin rejects is ``Rejected`` and takes no place in the
     simulation of the others.
     """
     deadline = Deadline.of(deadline)
-    entries = resolve_each(state, pods, deadline)
+    entries = resolve_each(state, pods, deadline, quota_check)
     admitted = [e for e in entries if isinstance(e, Pod)]
     simulated = iter(simulate_pods(state, admitted, args, deadline=deadline, index=index) if admitted else ())
     return [next(simulated) if isinstance(e, Pod) else e for e in entries]
@@ -276,12 +286,13 @@ def with_priority_class(pod: Pod, priority_class: str | None) -> Pod:
 def predict_objects(state: ClusterState, objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None,
                     replicas: int | None = None, priority_class: str | None = None,
                     args: PreemptionArgs | None = None, deadline: Deadline | float | None = None,
-                    index: StateIndex | None = None, max_pods: int = MAX_PODS_PER_REQUEST) -> list[PreemptionResult]:
+                    index: StateIndex | None = None, max_pods: int = MAX_PODS_PER_REQUEST,
+                    quota_check: PodQuotaCheck = resource_quota_only) -> list[PreemptionResult]:
     """Expand every object (Pod, workload or List) into pods (``expand_objects``: at most ``max_pods`` in all,
-    counted before any is built) and predict them all in order.
+    counted before any is built) and predict them all in order (``predict_pods``).
 
     ``deadline``: once it passes (or is cancelled) the simulation raises ``PredictionTimeout``.
     """
     pods = [with_priority_class(p, priority_class)
             for p in expand_objects(objects, namespace=namespace, replicas=replicas, max_pods=max_pods)]
-    return predict_pods(state, pods, args=args, deadline=deadline, index=index)
+    return predict_pods(state, pods, args=args, deadline=deadline, index=index, quota_check=quota_check)

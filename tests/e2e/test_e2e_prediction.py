@@ -80,9 +80,9 @@ async def test_dry_run_annotation_holds_the_full_preview_and_a_real_create_the_c
 
 async def test_a_prediction_over_budget_is_denied_under_enforce_and_allowed_with_a_warning_under_warn(
         large_cluster: list[dict[str, Any]]) -> None:
-    source = MemorySource(state_of(large_cluster))
     answers = {}
     for mode in ("enforce", "warn"):
+        source = MemorySource(state_of(large_cluster))  # each mode on a state of its own, as the first test of it
         policy = config({"prediction": {"budgetMilliseconds": 1}, "guardrails": {"mode": mode, "maxVictims": 0}})
         async with LoopbackWebhook(source, settings(), config=policy) as hook:
             started = time.monotonic()

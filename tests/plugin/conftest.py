@@ -179,9 +179,8 @@ class _ServerProcess:
             self.process.wait()
 
 
-# The plugin's tests compare the server's whole answer with the examples' expectations (victims of every
-# namespace) and send many previews in one session: the server names everything and has no rate limit.
-PLUGIN_SERVER_CONFIG = "guardrails: {disclosure: cluster}\nprediction: {previewsPerMinute: 0}\n"
+# The plugin's tests send many previews and dry runs in one session: no per-caller preview rate.
+PLUGIN_SERVER_CONFIG = "prediction: {previewsPerMinute: 0}\n"
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """A hostile tenant against ``preempt-guard serve`` under ``enforce`` (issue #24): each attack's effect side by side
 with the same run without it (not a test; bounded: every attack is a fixed set of requests).
 
-    .venv/bin/python bench/hostile.py [--attack NAME ...] [--list]
+    .venv/bin/python bench/hostile.py [--attack NAME ...] [--list]      (--attack sigterm: the exit time only)
 
 For every attack, two fresh server processes on loopback (the example snapshot, ``guardrails.mode: enforce``
 with ``denyCrossTenantPreemption``, the shipped budgets): one attacked, one left alone, in turns. While the
@@ -13,7 +13,8 @@ attack runs, a probe measures what the other tenants get:
   another tenant), every 200 ms: how many of its admissions were denied, as they must be every time;
 * the server's peak resident memory (``VmHWM``), against the shipped 512 MiB limit.
 
-The attacks are a list (``ATTACKS``) of ``Attack(name, finding, send)``: ``send(target)`` runs the attack and
+Then SIGTERM during the slowest of the largest previews, against the manifests' grace period, with the shipped
+flags. The attacks are a list (``ATTACKS``) of ``Attack(name, finding, send)``: ``send(target)`` runs the attack and
 returns what the attacker was told. Attacks on the network edge are added to the same list.
 
 Figures are machine-dependent: compare the two columns of one run, on a quiet machine.
@@ -531,6 +532,27 @@ def run_attack(attack: Attack, snapshot: Path, work: Path) -> tuple[Outcome, Out
     return attacked, alone
 
 
+GRACE_PERIOD_SECONDS = 30 - 5  # the manifests' terminationGracePeriodSeconds, less their preStop sleep
+
+
+async def _sigterm_during(target: Served, body: JsonDict) -> float:
+    async with session_for(target) as session:
+        preview = asyncio.create_task(post(session, target, "/preview", body, 120))
+        await asyncio.sleep(1.0)
+        exited = await asyncio.to_thread(target.terminate, 2 * GRACE_PERIOD_SECONDS)
+        preview.cancel()
+        return exited
+
+
+def sigterm_seconds(snapshot: Path, work: Path) -> tuple[float, float]:
+    """Seconds from SIGTERM to exit with the shipped flags: during the slowest largest preview, and idle."""
+    with served(snapshot, ENFORCE, work / "sigterm-attacked") as target:
+        attacked = asyncio.run(_sigterm_during(target, largest_template_request()))
+    with served(snapshot, ENFORCE, work / "sigterm-alone") as target:
+        alone = target.terminate(2 * GRACE_PERIOD_SECONDS)
+    return attacked, alone
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--attack", action="append", default=[], help="run only this attack (repeatable)")
@@ -541,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{attack.name:28} {attack.finding}")
         return 0
     chosen = [a for a in ATTACKS if not args.attack or a.name in args.attack]
-    unknown = set(args.attack) - {a.name for a in ATTACKS}
+    unknown = set(args.attack) - {a.name for a in ATTACKS} - {"sigterm"}
     if unknown:
         parser.error(f"unknown attack(s): {', '.join(sorted(unknown))} (see --list)")
     with tempfile.TemporaryDirectory(prefix="preemptguard-hostile-") as tmp:
@@ -556,6 +578,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{alone.guarded_denied:>4}/{alone.guarded_total:<3} -> {attacked.guarded_denied:>4}/"
                   f"{attacked.guarded_total:<3}  {attacked.told}")
         print(f"(memory limit in the manifests: {MEMORY_LIMIT_MIB} MiB; every guarded admission must be denied)")
+        if not args.attack or "sigterm" in args.attack:
+            attacked_exit, alone_exit = sigterm_seconds(snapshot, work)
+            print(f"SIGTERM to exit, shipped flags: {alone_exit:.1f} s idle -> {attacked_exit:.1f} s during the slowest"
+                  f" largest preview (grace period {GRACE_PERIOD_SECONDS} s)")
     return 0
 
 

@@ -34,8 +34,9 @@ _H = TypeVar("_H", bound=Hashable)
 
 
 def distinct(items: Iterable[_H]) -> tuple[_H, ...]:
-    """``items`` without repeats, each in its first position."""
-    return tuple(dict.fromkeys(items))
+    """``items`` without repeats, each in its first position (one item, the usual case, is not hashed)."""
+    found = tuple(items)
+    return found if len(found) < 2 else tuple(dict.fromkeys(found))
 
 
 _labels_by_items: BoundedCache[tuple[tuple[str, str], ...], Mapping[str, str]] = BoundedCache()

@@ -250,7 +250,9 @@ def test_dry_runs_over_the_users_rate_get_429_and_real_creates_are_not_limited()
     rated = config(guardrails={"mode": "warn"}, prediction={"previewsPerMinute": 2})
     admission = pipeline(state_of(HIGH), config=rated, predictor=FixedPredictor(RESULT))
     admission.probe_limit = limit
-    answers = [admit(admission, request(dry_run=True)) for _ in range(3)]
+    probes = [{"priorityClassName": "high", "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{c}"}}}]}
+              for c in (1, 2, 3)]
+    answers = [admit(admission, request(dry_run=True, spec=spec)) for spec in probes]
     assert [a.allowed for a in answers] == [True, True, False]
     denied = answers[2]
     assert denied.status is not None and (denied.status.code, denied.status.reason) == (429, "TooManyRequests")
@@ -259,3 +261,6 @@ def test_dry_runs_over_the_users_rate_get_429_and_real_creates_are_not_limited()
                                      "answers at most 2 per minute per user (prediction.previewsPerMinute); "
                                      "retry in 30 s")
     assert all(admit(admission, request()).allowed for _ in range(5))  # real creates: not probes
+    # The same pod again under another name (a workload's replicas) is no new probe.
+    assert all(admit(admission, request(dry_run=True, spec=probes[0], meta={"name": f"web-{i}", "namespace":
+                                                                              "team-a"})).allowed for i in range(5))

@@ -109,8 +109,11 @@ async def test_previews_and_dry_runs_are_rate_limited_per_caller(source: Snapsho
         assert hook.session is not None
         async with hook.session.post(hook.url(PREVIEW_PATH), json={"pod": guarded_pod()}) as response:
             retry_after = response.headers.get("Retry-After")
-        dry = [await hook.post_json(MUTATE_PODS_PATH, admission_review(guarded_pod(), dry_run=True, username=user))
-               for user in ["mallory"] * 6 + ["trudy"]]
+        dry = [await hook.post_json(MUTATE_PODS_PATH, admission_review(probe(cpu), dry_run=True, username=user))
+               for cpu, user in [*((c, "mallory") for c in range(8, 14)), (8, "trudy")]]
+        replicas = [await hook.post_json(MUTATE_PODS_PATH, admission_review(
+            {**probe(9), "metadata": {**probe(9)["metadata"], "name": f"replica-{i}"}}, dry_run=True,
+            username="mallory")) for i in range(10)]
         real = [await hook.post_json(MUTATE_PODS_PATH, admission_review(guarded_pod(), username="mallory"))
                 for _ in range(3)]
     assert [status for status, _ in previews] == [200] * 5 + [429]
@@ -120,4 +123,13 @@ async def test_previews_and_dry_runs_are_rate_limited_per_caller(source: Snapsho
     assert codes[:5] == [403] * 5  # predicted, and denied by the cross-tenant rule
     assert codes[5] == 429 and codes[6] == 403  # mallory is out of previews, trudy is not
     assert all(body["response"]["status"]["code"] == 403 for _, body in real)  # real creates are not limited
+    # The same pod again (a workload's replicas, as the plugin dry-runs them) is no new probe: not charged.
+    assert all(body["response"]["status"]["code"] == 403 for _, body in replicas)
+
+
+def probe(cpu: int) -> dict[str, Any]:
+    """The guarded pod asking for ``cpu`` CPUs: each a different probe."""
+    pod = guarded_pod()
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": str(cpu), "memory": "16Gi"}}
+    return pod
 

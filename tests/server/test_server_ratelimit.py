@@ -43,3 +43,15 @@ def test_forged_callers_cannot_grow_the_table() -> None:
 
 def test_retry_after_is_whole_seconds_and_at_least_one() -> None:
     assert [retry_after_header(s) for s in (0.01, 1.0, 1.2, 59.5)] == ["1", "1", "2", "60"]
+
+
+def test_the_same_question_again_soon_is_free_and_a_new_one_is_charged() -> None:
+    clock = Clock()
+    limit = CallerRateLimit(lambda: 2, repeat_seconds=10.0, clock=clock)
+    assert limit.take("alice", "pod-a") is None and limit.take("alice", "pod-b") is None
+    assert all(limit.take("alice", "pod-a") is None for _ in range(50))  # replicas of one pod: free
+    assert limit.take("alice", "pod-c") is not None  # a new probe: no token left
+    assert limit.take("bob", "pod-a") is None  # per caller
+    clock.now += 31.0  # past the window the same question is charged again (one token refilled meanwhile)
+    assert limit.take("alice", "pod-a") is None and limit.take("alice", "pod-a") is None
+    assert limit.take("alice", "pod-b") is not None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -87,7 +87,7 @@ class PredictionFollower(Protocol):
 class ProbeRateLimit(Protocol):
     """Per-caller rate of dry-run previews (``prediction.previewsPerMinute``): None to go on, else the wait."""
 
-    def take(self, caller: str) -> float | None: ...
+    def take(self, caller: str, asked: Hashable | None = None) -> float | None: ...
 
 
 # An extra stage after the quota: an allowed outcome (warnings, audit annotations) or a denial.
@@ -191,7 +191,9 @@ class PodAdmission:
         create is paid for by the pod it creates)."""
         if not review.request.dry_run or self.probe_limit is None:
             return None
-        wait = self.probe_limit.take(review.request.user_info.username or "anonymous")
+        # The same pod again (a workload's replicas differ by name only) is no new probe.
+        asked = (review.namespace, replace_fields(review.pod, name="", uid=""))
+        wait = self.probe_limit.take(review.request.user_info.username or "anonymous", asked)
         if wait is None:
             return None
         per_minute = config.prediction.previews_per_minute

@@ -7,6 +7,9 @@ one node recovered other tenants' per-pod CPU requests). A token bucket per call
 ``previewsPerMinute`` tokens, refilled continuously at that rate. It slows probing; it cannot stop it
 (SECURITY.md states the residual risk). Buckets are kept for at most ``max_callers`` callers, the least
 recently seen dropped first, so callers with forged names cannot grow the table.
+
+A probe must vary what it asks. The same pod asked again within ``repeat_seconds`` (the plugin's default source
+dry-runs every replica of a workload, identical but for the name) tells nothing new and costs nothing.
 """
 
 from __future__ import annotations
@@ -14,26 +17,46 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 DEFAULT_MAX_CALLERS = 10_000
+REPEAT_SECONDS = 10.0
 
 
 class CallerRateLimit:
     """``take(caller)``: None when the caller may go on, else the seconds until it may."""
 
     def __init__(self, per_minute: Callable[[], int], *, max_callers: int = DEFAULT_MAX_CALLERS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 repeat_seconds: float = REPEAT_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
         self.per_minute = per_minute
         self.max_callers = max_callers
+        self.repeat_seconds = repeat_seconds
         self.clock = clock
         self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # caller -> (tokens, at)
+        self._asked: OrderedDict[tuple[str, Hashable], float] = OrderedDict()  # (caller, what) -> last charged
 
-    def take(self, caller: str) -> float | None:
+    def take(self, caller: str, asked: Hashable | None = None) -> float | None:
+        """``asked``: what the caller asks (e.g. the pod without its name); the same again within
+        ``repeat_seconds`` of when it was charged is free."""
         rate = self.per_minute()
         if rate <= 0:
             return None  # 0 turns the limit off
         now = self.clock()
+        if asked is not None:
+            key = (caller, asked)
+            charged = self._asked.pop(key, None)
+            if charged is not None and now - charged < self.repeat_seconds:
+                self._asked[key] = charged
+                return None
+            wait = self._take(caller, rate, now)
+            if wait is None:
+                self._asked[key] = now
+                while len(self._asked) > self.max_callers:
+                    self._asked.popitem(last=False)
+            return wait
+        return self._take(caller, rate, now)
+
+    def _take(self, caller: str, rate: int, now: float) -> float | None:
         tokens, at = self._buckets.pop(caller, (float(rate), now))
         tokens = min(float(rate), tokens + (now - at) * rate / 60.0)
         if tokens >= 1.0:

@@ -39,6 +39,7 @@ EXPIRED_TOKEN = "expired"
 RESOURCES = {
     "pods": ("v1", "Pod"), "deployments": ("apps/v1", "Deployment"), "statefulsets": ("apps/v1", "StatefulSet"),
     "replicasets": ("apps/v1", "ReplicaSet"), "jobs": ("batch/v1", "Job"), "cronjobs": ("batch/v1", "CronJob"),
+    "nodes": ("v1", "Node"),
 }
 PLURAL_OF = {kind: plural for plural, (_, kind) in RESOURCES.items()}
 
@@ -135,6 +136,7 @@ class AdmissionApiServer:
         app = web.Application(middlewares=[self._authenticate])
         app.router.add_post("/api/v1/namespaces/{namespace}/pods", self._create_pod)
         app.router.add_get("/api/v1/namespaces/{namespace}/{plural}/{name}", self._get)
+        app.router.add_get("/api/v1/nodes", self._list_nodes)
         app.router.add_get("/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}", self._get)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
@@ -194,6 +196,10 @@ class AdmissionApiServer:
         return response
 
     # ---- GET ----------------------------------------------------------------------------------------
+    async def _list_nodes(self, request: web.Request) -> web.Response:
+        items = [obj for (plural, _, _), obj in self.objects.items() if plural == "nodes"]
+        return web.json_response({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": items})
+
     async def _get(self, request: web.Request) -> web.Response:
         info = request.match_info
         plural = info["plural"]

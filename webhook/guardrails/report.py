@@ -1,8 +1,9 @@
 """How a prediction is reported: AdmissionResponse warnings, the pod annotation and audit annotations.
 
 Everything here is told to an ``Audience`` (``disclosure.py``): victims of other tenants are counted, never
-named. Warnings obey the API server's limits: each under 120 characters, all together within 4,096, most
-important first (the API server truncates beyond that, so we drop the least important ones ourselves).
+named. Warnings obey the API server's limits: each under 120 characters (the pending reason up to 256, what the
+API server keeps of one warning), all together within 4,096, most important first (the API server truncates
+beyond that, so we drop the least important ones ourselves).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
 
 PREDICTION_ANNOTATION = "preemptguard.io/prediction"
 MAX_WARNING_LENGTH = 119  # "each under 120 characters"
+# What the API server keeps of one warning when it has to cut (apiserver endpoints/filters/warning.go,
+# truncateItemRunes): why a pod would stay Pending is the scheduler's whole message, one count per filter.
+API_SERVER_WARNING_LENGTH = 256
 MAX_WARNINGS_TOTAL = 4096
 _ELLIPSIS = "..."
 
@@ -37,7 +41,7 @@ def truncate(text: str, limit: int = MAX_WARNING_LENGTH) -> str:
 
 def fit_warnings(candidates: Sequence[str], total_limit: int = MAX_WARNINGS_TOTAL) -> tuple[str, ...]:
     """Keep warnings in order while they fit; the dropped tail is replaced by one ``... and N more`` line."""
-    warnings = [truncate(w) for w in candidates if w]
+    warnings = [truncate(w, API_SERVER_WARNING_LENGTH) for w in candidates if w]
     if sum(map(len, warnings)) <= total_limit:
         return tuple(warnings)
     kept: list[str] = []
@@ -122,7 +126,8 @@ def prediction_warnings(outcome: PreemptionResult, audience: Audience) -> list[s
     named (PDB violators first), then one line counting the victims of other tenants."""
     if outcome.outcome == Outcome.UNSCHEDULABLE:
         reason = f": {outcome.message}" if outcome.message else ""
-        return [truncate(f"no node fits this pod even after preemption; it would stay Pending{reason}")]
+        return [truncate(f"no node fits this pod even after preemption; it would stay Pending{reason}",
+                         API_SERVER_WARNING_LENGTH)]
     if outcome.outcome != Outcome.PREEMPTS or not outcome.victims:
         return []
     named, hidden = audience.split(outcome.victims)

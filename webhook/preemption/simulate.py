@@ -293,6 +293,7 @@ def predict_objects(state: ClusterState, objects: Iterable[Mapping[str, Any]], *
 
     ``deadline``: once it passes (or is cancelled) the simulation raises ``PredictionTimeout``.
     """
+    nodes = list(state.nodes.values())  # a DaemonSet's pods: one per eligible node
     pods = [with_priority_class(p, priority_class)
-            for p in expand_objects(objects, namespace=namespace, replicas=replicas, max_pods=max_pods)]
+            for p in expand_objects(objects, namespace=namespace, replicas=replicas, nodes=nodes, max_pods=max_pods)]
     return predict_pods(state, pods, args=args, deadline=deadline, index=index, quota_check=quota_check)

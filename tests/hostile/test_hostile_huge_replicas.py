@@ -20,6 +20,7 @@ from bench.hostile import (
     session_for,
     workload,
 )
+from webhook.cluster.model import Node
 from webhook.errors import TooManyPods
 from webhook.preemption import workloads
 from webhook.preemption.workloads import MAX_PODS_PER_REQUEST, expand_objects
@@ -78,3 +79,15 @@ def test_the_pods_are_counted_before_any_is_built(monkeypatch: pytest.MonkeyPatc
     pods = expand_objects([object_list([workload("Deployment", pod, 9_999, "first"), pod])])
     assert len(pods) == MAX_PODS_PER_REQUEST and built == ["first-0", "search-reindex"]
     assert [p.name for p in pods[:2]] == ["first-0", "first-1"] and pods[-1].name == "search-reindex"
+
+
+def test_a_daemonset_counts_one_pod_per_node_before_any_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[str] = []
+    real = workloads.pod_from_dict
+    monkeypatch.setattr(workloads, "pod_from_dict", lambda raw, **kw: built.append("x") or real(raw, **kw))
+    nodes = [Node(f"node-{i}") for i in range(6_000)]
+    pod = guarded_pod()
+    daemonset = {**workload("Deployment", pod, 1, "agent"), "kind": "DaemonSet"}
+    with pytest.raises(TooManyPods, match="asks for 11,000 pods"):
+        expand_objects([object_list([daemonset, workload("Deployment", pod, 5_000)])], nodes=nodes)
+    assert built == []

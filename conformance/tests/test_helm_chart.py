@@ -22,6 +22,8 @@ from helm_tool import CHART, NAMESPACE, RELEASE, bin_dir, helm, is_hook, pinned_
 from manifest_build import build, with_components
 
 from webhook.certs.issuance import generate_ca
+from webhook.config import Config, load_config
+from webhook.config.parse import tenant_labels_in
 
 CA_PEM = generate_ca("admission-client-ca", 1)[0].decode()
 MONITORING = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
@@ -84,6 +86,26 @@ def test_schema_refuses_bad_values_with_a_clear_message(values: dict[str, Any], 
 def test_client_auth_without_a_ca_is_refused(tmp_path: Path) -> None:
     run = helm("template", RELEASE, str(CHART), values={"clientAuth": {"enabled": True}}, tmp=tmp_path)
     assert run.returncode != 0 and "clientAuth.caBundle" in run.stderr
+
+
+def test_the_chart_protects_the_configured_tenant_label(tmp_path: Path) -> None:
+    """The tenant-label policy's parameter is the chart's own config ConfigMap, whose config.yaml the server reads
+    and in which the policy finds config.guardrails.tenantLabel (as the server checks at load)."""
+    objects = template(tmp_path, {"config": {"guardrails": {"tenantLabel": "example.com/tenant"}}})
+    by_kind = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    binding = next(o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"
+                   and o["metadata"]["name"].endswith("-tenant-label"))
+    ref = binding["spec"]["paramRef"]
+    config_map = by_kind[("ConfigMap", ref["name"])]
+    assert config_map["metadata"]["namespace"] == ref["namespace"] == NAMESPACE
+    assert tenant_labels_in(config_map["data"]["config.yaml"]) == ["example.com/tenant"]
+    assert load_config_text(config_map["data"]["config.yaml"], tmp_path).guardrails.tenant_label == "example.com/tenant"
+
+
+def load_config_text(text: str, tmp: Path) -> Config:
+    path = tmp / "config.yaml"
+    path.write_text(text)
+    return load_config(path)
 
 
 HELM_ONLY_LABELS = {"app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by",

@@ -10,7 +10,7 @@ from manifest_build import containers
 from serve_args import parse_serve_args
 from test_manifests_rbac import declared, granted
 from test_manifests_schema import SCHEMA_VERSIONS, validate_all
-from test_manifests_webhooks import server_routes, webhook_entries
+from test_manifests_webhooks import metrics_listener_routes, server_routes, webhook_entries
 
 from webhook import routes
 from webhook.rbac import (
@@ -74,8 +74,8 @@ def check_webhooks_reach_server_routes(objects: list[dict[str, Any]]) -> None:
         assert container_ports[target] == args.port
     for probe, path in (("readinessProbe", routes.READYZ_PATH), ("livenessProbe", routes.HEALTHZ_PATH)):
         get = container[probe]["httpGet"]
-        assert (get["path"], get["port"], get["scheme"]) == (path, "https", "HTTPS")
-        assert ("GET", path) in served
+        assert (get["path"], get["port"], get["scheme"]) == (path, "metrics", "HTTP")
+        assert ("GET", path) in metrics_listener_routes()
 
 
 def _role_of(objects: list[dict[str, Any]], account: str, binding_kind: str) -> dict[str, Any]:

@@ -118,6 +118,8 @@ class AdmissionApiServer:
     webhook_url: str | None = None  # the PreemptGuard server; None: no webhook installed
     webhook_ca: bytes | None = None
     work_dir: Path | None = None
+    # The client certificate presented to the webhook (its --client-ca), as the AdmissionConfiguration gives it.
+    client_certificate: tuple[Path, Path] | None = None
     objects: dict[tuple[str, str, str], JsonDict] = field(default_factory=dict)  # (plural, ns, name)
     reviews: list[JsonDict] = field(default_factory=list)
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
@@ -144,6 +146,8 @@ class AdmissionApiServer:
         await site.start()
         self.port = int(self._runner.addresses[0][1])
         client_context = ssl.create_default_context(cadata=self.webhook_ca.decode()) if self.webhook_ca else None
+        if client_context is not None and self.client_certificate is not None:
+            client_context.load_cert_chain(*(str(path) for path in self.client_certificate))
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_context or True))
         return self
 

@@ -27,10 +27,11 @@ def existing_pods(snapshot_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-async def api(preemptguard: PreemptGuard, tmp_path: Path,
+async def api(preemptguard_client_ca: PreemptGuard, tmp_path: Path,
               existing_pods: list[dict[str, Any]]) -> AsyncIterator[AdmissionApiServer]:
+    preemptguard = preemptguard_client_ca
     async with AdmissionApiServer(tokens=TOKENS, webhook_url=preemptguard.url, webhook_ca=preemptguard.ca_pem,
-                                  work_dir=tmp_path) as server:
+                                  work_dir=tmp_path, client_certificate=preemptguard.client_certificate) as server:
         for pod in existing_pods:
             server.store(pod)
         yield server

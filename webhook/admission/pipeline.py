@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from webhook.admission.outcome import ALLOWED, AdmissionOutcome, internal_error
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
@@ -112,10 +112,12 @@ class PodAdmission:
     # Dry-run CREATEs carry a full preview: at most prediction.previewsPerMinute per user (429 beyond).
     probe_limit: ProbeRateLimit | None = None
 
-    async def admit(self, request: AdmissionRequest) -> AdmissionOutcome:
+    async def admit(self, request: AdmissionRequest, review: PodReview | None = None) -> AdmissionOutcome:
+        """The outcome for ``request``; ``review``: its pod already read (``read_pod_review``), e.g. off the loop."""
         if not is_pod_admission(request):
             return ALLOWED
-        review = read_pod_review(request)
+        if review is None:
+            review = read_pod_review(request)
         config = self.config()
         state = self.source.state
         try:
@@ -130,6 +132,25 @@ class PodAdmission:
         if outcome.allowed and review.is_create:
             outcome = outcome.merged(await self.guard(review, state, config))
         return outcome.with_patch(review.patch.operations) if outcome.allowed else outcome
+
+    def admit_unread(self, request: AdmissionRequest, reason: UnreadReason) -> AdmissionOutcome:
+        """A pod review whose object was never read (its body over the size limit, or no memory for it now): a
+        CREATE cannot be predicted, so it is decided as any prediction that could not be made; anything else is
+        allowed with a warning (the API server's own Priority plugin still applies)."""
+        if not is_pod_admission(request):
+            return ALLOWED
+        config = self.config()
+        if request.operation != "CREATE":
+            return AdmissionOutcome.allow(warnings=[unread_warning(reason)])
+        state = self.source.state
+        decision = prediction_skipped(config.guardrails, namespace=request.namespace, namespaces=state.namespaces,
+                                      reason=reason, budget_milliseconds=config.prediction.budget_milliseconds)
+        self.observer.prediction_skipped(reason)
+        if not decision.allowed:
+            return AdmissionOutcome.deny(decision.status_code, decision.status_reason,
+                                         decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                         audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+        return AdmissionOutcome.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)
 
     async def priority_classes(self, review: PodReview, state: ClusterState) -> Mapping[str, PriorityClass]:
         """The classes the Priority plugin resolves against: the cache, plus one direct lookup of a class a
@@ -206,37 +227,53 @@ class PodAdmission:
         self.observer.prediction_skipped(unpredictable.reason)
         return unpredictable
 
-    def undecided(self, request: AdmissionRequest) -> AdmissionOutcome | None:
-        """The answer to a review the pipeline did not decide within the admission deadline: a denial when its
-        pod is a guarded CREATE that ``onUnpredictable`` denies and that might preempt someone; None to let the
-        caller's fail-open answer stand (anything else: the Priority plugin's own checks still run in the API
-        server's chain, or the pod cannot evict anybody)."""
+    def undecided(self, request: AdmissionRequest, review: PodReview | None = None) -> AdmissionOutcome | None:
+        """The answer to a review the pipeline did not decide within the admission deadline: a denial when it is
+        a guarded CREATE that ``onUnpredictable`` denies and whose pod might preempt someone; None to let the
+        caller's fail-open answer stand. ``review``: its pod as already read, if it was (it is not read again
+        here: past the deadline the event loop must answer at once); without it the pod is judged unknown."""
         if not is_pod_admission(request) or request.operation != "CREATE":
             return None
-        try:
-            review = read_pod_review(request)
-        except PreemptGuardError:
-            return None  # not a pod the pipeline could read: it would have answered 400 itself
         state = self.source.state
         config = self.config()
-        if not prediction_planned(review, config.guardrails, state):
+        policy = config.guardrails
+        namespace = review.namespace if review is not None else (request.namespace or "default")
+        if review is not None and not prediction_planned(review, policy, state):
             return None
-        try:
-            resolved = resolve_pod_priority(review.pod.priority_class_name, review.pod.priority,
-                                            review.pod.preemption_policy, effective_classes(state))
-            pod = replace_fields(review.pod, priority=resolved.priority,
-                                 preemption_policy=resolved.preemption_policy)
-        except PriorityRejection:
-            pod = review.pod  # unknown here: judged as it stands (it may preempt)
-        decision = decide_guardrails(review, config.guardrails, Unpredictable("deadline-exceeded"), state,
-                                     budget_milliseconds=config.prediction.budget_milliseconds,
-                                     callers_authenticated=self.callers_authenticated,
-                                     may_preempt=may_preempt_anyone(pod, state, config.scheduler,
-                                                                    state_known=self.source.is_ready()))
+        if review is None and effective_mode(policy, namespace_labels(state, namespace)) == "off" \
+                and not request.dry_run:
+            return None
+        may_preempt = True  # a pod never read may preempt anyone
+        if review is not None:
+            pod = review.pod
+            try:
+                resolved = resolve_pod_priority(pod.priority_class_name, pod.priority, pod.preemption_policy,
+                                                effective_classes(state))
+                pod = replace_fields(pod, priority=resolved.priority, preemption_policy=resolved.preemption_policy)
+            except PriorityRejection:
+                pass  # judged as it stands (it may preempt)
+            may_preempt = may_preempt_anyone(pod, state, config.scheduler, state_known=self.source.is_ready())
+        decision = prediction_skipped(policy, namespace=namespace, namespaces=state.namespaces,
+                                      reason=Unpredictable("deadline-exceeded"),
+                                      budget_milliseconds=config.prediction.budget_milliseconds,
+                                      pod_name=review.name_for_messages if review is not None else (
+                                          request.name or "Unknown"),
+                                      user=request.user_info, may_preempt=may_preempt)
         if decision.allowed:
             return None
-        self.observer.guardrail_decided(decision, None, dry_run=review.request.dry_run)
-        return guardrail_outcome(review, decision)
+        self.observer.guardrail_decided(decision, None, dry_run=request.dry_run)
+        return AdmissionOutcome.deny(decision.status_code, decision.status_reason,
+                                     decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                     audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+
+
+# Why a review's pod was never read (a SkipReason of the guardrails).
+UnreadReason = Literal["too-large", "overloaded"]
+
+
+def unread_warning(reason: UnreadReason) -> str:
+    why = "over the size limit" if reason == "too-large" else "more than the webhook could hold in memory just then"
+    return f"PreemptGuard did not check this request: its review was {why}"
 
 
 class ClassLookupFailed(Exception):

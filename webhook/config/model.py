@@ -28,6 +28,7 @@ __all__ = [
     "SCOPE_TERMINATING",
     "SCOPE_VOLUME_ATTRIBUTES_CLASS",
     "SELECTOR_OPERATORS",
+    "UNVERIFIED_DISCLOSURES",
     "AuditDetail",
     "ClassAccessRule",
     "ClassMatch",
@@ -42,6 +43,7 @@ __all__ = [
     "PreemptionSetting",
     "QuotaConfig",
     "SchedulerConfig",
+    "UnverifiedDisclosure",
 ]
 
 GuardrailMode = Literal["off", "warn", "enforce"]
@@ -50,6 +52,10 @@ DisclosureMode = Literal["tenant", "cluster"]
 DISCLOSURE_MODES: tuple[DisclosureMode, ...] = ("tenant", "cluster")
 AuditDetail = Literal["tenant", "full"]
 AUDIT_DETAILS: tuple[AuditDetail, ...] = ("tenant", "full")
+# Who is named to a caller nobody authenticated (no --client-ca): nobody ("counts"), or the victims in the
+# namespace the review claims ("namespace": a forger claiming it learns those pods' names).
+UnverifiedDisclosure = Literal["counts", "namespace"]
+UNVERIFIED_DISCLOSURES: tuple[UnverifiedDisclosure, ...] = ("counts", "namespace")
 PreemptionSetting = Literal["enabled", "disabled"]
 # What a guarded CREATE whose prediction cannot be made gets (docs/interfaces.md §6, guardrails.onUnpredictable).
 OnUnpredictable = Literal["deny", "allow"]
@@ -163,6 +169,9 @@ class GuardrailsConfig:
     # whether audit annotations name every victim (honoured only when callers present client certificates).
     disclosure: DisclosureMode = "tenant"
     audit_detail: AuditDetail = "tenant"
+    # Without --client-ca the namespace of a review is only a claim: victims are counted, never named, unless
+    # the operator accepts naming those of the pod's own namespace.
+    unverified_disclosure: UnverifiedDisclosure = "counts"
     # A CREATE whose prediction cannot be made (over budget, too complex, predictor error, not decided in
     # time): None follows the mode (deny under enforce, allow under warn).
     on_unpredictable: OnUnpredictable | None = None

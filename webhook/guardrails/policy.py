@@ -67,9 +67,11 @@ AUDIT_SKIPPED = "prediction-skipped"
 
 Decision = Literal["off", "allowed", "warned", "denied", "exempt", "skipped"]
 # Why no prediction was made: over its time budget, the cache not synced yet, the predictor failed, the pod is
-# beyond a documented limit (webhook.preemption.complexity), or the review was not decided within the
-# admission deadline.
-SkipReason = Literal["budget-exceeded", "cache-not-ready", "error", "too-complex", "deadline-exceeded"]
+# beyond a documented limit (webhook.preemption.complexity), the review was not decided within the admission
+# deadline, or the pod was never read (its review over the body size limit, or more than the webhook could hold
+# in memory just then).
+SkipReason = Literal["budget-exceeded", "cache-not-ready", "error", "too-complex", "deadline-exceeded", "too-large",
+                     "overloaded"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +161,9 @@ def _cross_tenant(policy: GuardrailsConfig, outcome: PreemptionResult, audience:
         return None
     head = f"would preempt {plural(len(foreign), 'pod')} of other tenants"
     if not audience.everything:  # which tenants, and where, is theirs to know
-        return Violation(RULE_CROSS_TENANT, f"{RULE_CROSS_TENANT}: the pod {head}, but its own tenant is "
-                                            f"{own.describe(label)}", truncate(f"{RULE_CROSS_TENANT}: {head}"))
+        mine = own.describe(label) if audience.names_tenant else f"that of namespace {audience.namespace}"
+        return Violation(RULE_CROSS_TENANT, f"{RULE_CROSS_TENANT}: the pod {head}, but its own tenant is {mine}",
+                         truncate(f"{RULE_CROSS_TENANT}: {head}"))
     counts = count_by_namespace(foreign)
     tenants = sorted({tenant_of(ns, audience.namespaces, label).describe(label) for ns in counts})
     detail = (f"{RULE_CROSS_TENANT}: the pod {head} ({namespace_breakdown(counts, 2000)}; tenant "
@@ -177,7 +180,7 @@ def _max_pdb_violations(policy: GuardrailsConfig, outcome: PreemptionResult, aud
     namespaces = sorted({v.namespace for v in named})
     where = f" in {', '.join(namespaces)}" if namespaces else ""
     if hidden:
-        where += f" and {len(hidden)} of other tenants" if namespaces else " of other tenants"
+        where += f" and {len(hidden)} {audience.unnamed}" if namespaces else f" {audience.unnamed}"
     text = (f"{RULE_MAX_PDB_VIOLATIONS}: the preemption would violate "
             f"{plural(outcome.pdb_violations, 'PodDisruptionBudget')}{where} (at most {limit} allowed)")
     warning = (f"{RULE_MAX_PDB_VIOLATIONS}: {plural(outcome.pdb_violations, 'PDB violation')} "
@@ -279,11 +282,13 @@ def evaluate_guardrails(
     tenant labels. ``pod_name``: the name for the denial message (name, else generateName, else ``Unknown``).
     ``dry_run``: the annotation carries the full preview instead of the compact summary.
     ``callers_authenticated``: the API server proves itself with a client certificate (``--client-ca``), the
-    condition for ``auditDetail: full``.
+    condition for naming the tenant's victims and for ``auditDetail: full``; otherwise the namespace is only a
+    claim, and ``unverifiedDisclosure`` says what may be named.
     """
     labels = _labels_of(namespace, namespaces)
     mode = effective_mode(policy, labels)
-    audience = audience_of(namespace, namespaces, policy.tenant_label, policy.disclosure)
+    audience = audience_of(namespace, namespaces, policy.tenant_label, policy.disclosure,
+                           unverified=None if callers_authenticated else policy.unverified_disclosure)
     audit_audience = FULL_DETAIL if policy.audit_detail == "full" and callers_authenticated else audience
     compact = to_json(compact_prediction(outcome, audience)) if outcome is not None else None
     audited = compact if audit_audience is audience or outcome is None else to_json(
@@ -325,12 +330,18 @@ def _unpredictable_why(unpredictable: Unpredictable, budget_milliseconds: int) -
             "the pod is too complex to predict")
     if reason == "deadline-exceeded":
         return "the webhook did not decide within its admission deadline"
+    if reason == "too-large":
+        return "its admission review is over the webhook's size limit"
+    if reason == "overloaded":
+        return "the webhook had no memory for its review just then"
     return "the prediction failed (see the webhook log)"
 
 
 def _unpredictable_fix(reason: SkipReason) -> str:
     if reason == "too-complex":
         return "remove repeated or unneeded affinity terms, spread constraints or tolerations"
+    if reason == "too-large":
+        return "make the pod's manifest smaller"
     if reason == "error":
         return "retry, and report the webhook's log to a cluster admin if it persists"
     return "retry (the webhook may be busy), or simplify the pod's scheduling constraints"

@@ -76,10 +76,11 @@ def join_limited(items: Sequence[str], budget: int) -> str:
     return truncate(f"+{len(items)} more", budget)
 
 
-def namespace_breakdown(counts: Mapping[str, int], budget: int = 60, hidden: int = 0) -> str:
+def namespace_breakdown(counts: Mapping[str, int], budget: int = 60, hidden: int = 0,
+                        unnamed: str = "of other tenants") -> str:
     """``3 in team-b, 1 in team-c`` (most victims first) within ``budget`` characters; ``hidden`` victims of
     other tenants end it as ``2 of other tenants`` (always kept: the cut falls on the named part)."""
-    tail = f"{hidden} of other tenants" if hidden else ""
+    tail = f"{hidden} {unnamed}" if hidden else ""
     if not counts:
         return tail
     if tail:
@@ -91,7 +92,7 @@ def namespace_breakdown(counts: Mapping[str, int], budget: int = 60, hidden: int
 def victims_breakdown(victims: Sequence[VictimInfo], audience: Audience, budget: int = 60) -> str:
     """``namespace_breakdown`` of ``victims`` as ``audience`` may hear it."""
     named, hidden = audience.split(victims)
-    return namespace_breakdown(count_by_namespace(named), budget, len(hidden))
+    return namespace_breakdown(count_by_namespace(named), budget, len(hidden), audience.unnamed)
 
 
 def pdb_note(count: int) -> str:
@@ -110,9 +111,9 @@ def preemption_summary(outcome: PreemptionResult, audience: Audience) -> str:
     if len(counts) == 1 and not hidden:
         where = truncate(f"in {next(iter(counts))}", budget)
     elif not counts:
-        where = "of other tenants"
+        where = audience.unnamed
     else:
-        where = f"({namespace_breakdown(counts, budget - 2, len(hidden))})"
+        where = f"({namespace_breakdown(counts, budget - 2, len(hidden), audience.unnamed)})"
     return truncate(head + where + tail)
 
 
@@ -135,7 +136,7 @@ def prediction_warnings(outcome: PreemptionResult, audience: Audience) -> list[s
     lines = [preemption_summary(outcome, audience),
              *(victim_line(v.namespace, v.name, v.priority, v.pdb_violation) for v in named)]
     if hidden and named:  # with no victim named, the headline already says "of other tenants"
-        lines.append(truncate(f"and {other_tenants_phrase(hidden)}"))
+        lines.append(truncate(f"and {other_tenants_phrase(hidden, audience.unnamed)}"))
     return lines
 
 

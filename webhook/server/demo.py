@@ -152,7 +152,8 @@ async def run_demo_async(snapshot: Path, config: Config, files: Sequence[Path], 
     source = SnapshotSource(snapshot)
     items = [item for path in files for item in pods_of(path)]
     settings = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
-    async with LoopbackWebhook(source, settings, config=config) as hook:
+    # As a kube-apiserver configured for --client-ca: authenticated, so the requester's own tenant is named.
+    async with LoopbackWebhook(source, settings, config=config, as_api_server=True) as hook:
         for item in items:
             status, body = await hook.post_json(MUTATE_PODS_PATH, create_request(item))
             if status != 200:

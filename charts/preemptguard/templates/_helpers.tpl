@@ -30,6 +30,7 @@
 {{/* The Prometheus job the alerts select on. */}}
 {{- define "preemptguard.metricsJob" -}}{{ .Values.metricsJob | default (include "preemptguard.name" .) }}{{- end -}}
 {{- define "preemptguard.labelPolicyName" -}}{{ include "preemptguard.fullname" . }}-namespace-labels{{- end -}}
+{{- define "preemptguard.tenantLabelPolicyName" -}}{{ include "preemptguard.fullname" . }}-tenant-label{{- end -}}
 {{/* Both webhook configurations carry this name; `preempt-guard certs` patches them by it. */}}
 {{- define "preemptguard.webhookConfigurationName" -}}{{ include "preemptguard.fullname" . }}.io{{- end -}}
 

@@ -252,7 +252,7 @@ def served(snapshot: Path, config: JsonDict, work: Path, *extra: str, ready_time
     config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
     port = free_port()
     log = work / "serve.log"
-    command = [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(snapshot),
+    command = [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(snapshot),
                "--tls-self-signed", "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0",
                "--config", str(config_file), *extra]
     with log.open("wb") as out:

@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from bench.hostile import ENFORCE, EXAMPLES, admission_review, guarded_pod
-from webhook.cluster.source import SnapshotSource
 from webhook.config import parse_config
 from webhook.routes import MUTATE_PODS_PATH, PREVIEW_PATH
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.source import SnapshotSource
 
 SETTINGS = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
 

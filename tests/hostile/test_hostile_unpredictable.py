@@ -18,7 +18,6 @@ from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import Pod
 from webhook.cluster.reader import object_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import MemorySource
 from webhook.config import SchedulerConfig, parse_config
 from webhook.errors import PredictionCancelled, PredictionTimeout
 from webhook.prediction.service import PredictionService
@@ -28,6 +27,7 @@ from webhook.routes import MUTATE_PODS_PATH
 from webhook.server.app import PIPELINE_KEY
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
+from webhook.sources.source import MemorySource
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ class NeverAnswers:
 
 def example_state() -> ClusterState:
     from bench.hostile import EXAMPLES
-    from webhook.cluster.loader import load_snapshot
+    from webhook.sources.loader import load_snapshot
 
     return load_snapshot(EXAMPLES / "cluster.yaml")
 

@@ -1,11 +1,11 @@
 """The pod admission pipeline, with no HTTP in it.
 
-    read the pod once → fetch state → Priority plugin → quota → (extra steps) → predict → guardrails → outcome
+    read the pod once → fetch state → Priority plugin → quota → (extra steps) → predict → guardrails → decision
 
-``PodAdmission.admit`` takes a parsed ``AdmissionRequest`` and returns an ``AdmissionOutcome``; the server
+``PodAdmission.admit`` takes a parsed ``AdmissionRequest`` and returns an ``AdmissionDecision``; the server
 turns JSON into the one and the other back into JSON. Its collaborators come in through small protocols:
-the cluster source (``webhook.cluster.source.ClusterSource``), a ``Predictor`` (the prediction thread pool
-with its time budget), an ``AdmissionObserver`` (metrics and logs) and, with a live cluster, a
+the cluster source (``webhook.sources.source.ClusterSource``), a ``Predictor`` (the prediction thread pool
+with its time budget), an ``AdmissionRecorder`` (metrics and logs) and, with a live cluster, a
 ``PredictionFollower`` (the observer of docs/interfaces.md §9, which learns what the scheduler then did).
 """
 
@@ -17,25 +17,16 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from webhook.admission.outcome import ALLOWED, AdmissionOutcome, internal_error
+from webhook.admission.decision import ALLOWED, AdmissionDecision, internal_error
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
 from webhook.admission.priority import admit_priority
 from webhook.admission.review import AdmissionRequest
 from webhook.cluster.copying import replace_fields
-from webhook.cluster.model import (
-    EMPTY_LABELS,
-    PREDICTION_ID_ANNOTATION,
-    PREEMPT_NEVER,
-    Pod,
-    PriorityClass,
-    ResourceQuota,
-)
+from webhook.cluster.model import PREEMPT_NEVER, Pod, PriorityClass, ResourceQuota, labels_of_namespace
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import ClusterSource
 from webhook.config import Config, GuardrailsConfig, QuotaConfig, SchedulerConfig
 from webhook.errors import PredictionTimeout, PreemptGuardError
 from webhook.guardrails import (
-    PREDICTION_ANNOTATION,
     GuardrailDecision,
     SkipReason,
     Unpredictable,
@@ -49,7 +40,16 @@ from webhook.preemption.results import PreemptionResult
 from webhook.preemption.simulate import PodQuotaCheck, resource_quota_only
 from webhook.priority.quota import QuotaDenial, admit_pod_quota
 from webhook.priority.resolution import PriorityRejection, effective_classes, resolve_pod_priority
+from webhook.routes import PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
+from webhook.sources.source import ClusterSource
 
+# The admission deadline's fail-open: the same result the API server would produce with failurePolicy: Ignore,
+# but visible to the user and audited.
+DEADLINE_WARNING = (
+    "PreemptGuard did not finish its checks within {seconds:g}s and admitted the pod without them "
+    "(the API server's Priority admission plugin still applied)"
+)
+AUDIT_DEADLINE = "deadline-exceeded"
 ANNOTATION_PATH = ("metadata", "annotations", PREDICTION_ANNOTATION)
 PREDICTION_ID_PATH = ("metadata", "annotations", PREDICTION_ID_ANNOTATION)
 GUARDRAIL_DENIAL = "PreemptGuard guardrail denied the predicted preemption"
@@ -62,7 +62,7 @@ class Predictor(Protocol):
         ...
 
 
-class AdmissionObserver(Protocol):
+class AdmissionRecorder(Protocol):
     """What the pipeline reports as it goes (the server counts it in metrics and writes the logs)."""
 
     def prediction_made(self, result: PreemptionResult, seconds: float) -> None: ...
@@ -90,8 +90,8 @@ class ProbeRateLimit(Protocol):
     def take(self, caller: str, asked: Hashable | None = None) -> float | None: ...
 
 
-# An extra stage after the quota: an allowed outcome (warnings, audit annotations) or a denial.
-PodStep = Callable[[PodReview], AdmissionOutcome]
+# An extra stage after the quota: an allowed decision (warnings, audit annotations) or a denial.
+PodStep = Callable[[PodReview], AdmissionDecision]
 RULE_PREVIEW_RATE = "previewsPerMinute"
 
 
@@ -101,7 +101,7 @@ class PodAdmission:
 
     source: ClusterSource
     predictor: Predictor
-    observer: AdmissionObserver
+    recorder: AdmissionRecorder
     # The configuration in force for the next request (it may be reloaded between requests).
     config: Callable[[], Config]
     steps: list[PodStep] = field(default_factory=list)
@@ -112,8 +112,8 @@ class PodAdmission:
     # Dry-run CREATEs carry a full preview: at most prediction.previewsPerMinute per user (429 beyond).
     probe_limit: ProbeRateLimit | None = None
 
-    async def admit(self, request: AdmissionRequest, review: PodReview | None = None) -> AdmissionOutcome:
-        """The outcome for ``request``; ``review``: its pod already read (``read_pod_review``), e.g. off the loop."""
+    async def admit(self, request: AdmissionRequest, review: PodReview | None = None) -> AdmissionDecision:
+        """The decision for ``request``; ``review``: its pod already read (``read_pod_review``), e.g. off the loop."""
         if not is_pod_admission(request):
             return ALLOWED
         if review is None:
@@ -124,114 +124,30 @@ class PodAdmission:
             classes = await self.priority_classes(review, state)
         except ClassLookupFailed as exc:
             return internal_error(str(exc))
-        outcome = admit_priority(review, classes)
+        decision = admit_priority(review, classes)
         for step in (lambda r: admit_quota(r, config.quota, state), *self.steps):
-            if not outcome.allowed:
-                return outcome
-            outcome = outcome.merged(step(review))
-        if outcome.allowed and review.is_create:
-            outcome = outcome.merged(await self.guard(review, state, config))
-        return outcome.with_patch(review.patch.operations) if outcome.allowed else outcome
+            if not decision.allowed:
+                return decision
+            decision = decision.merged(step(review))
+        if decision.allowed and review.is_create:
+            decision = decision.merged(await self.guard(review, state, config))
+        return decision.with_patch(review.patch.operations) if decision.allowed else decision
 
-    def admit_unread(self, request: AdmissionRequest, reason: UnreadReason) -> AdmissionOutcome:
-        """A pod review whose object was never read (its body over the size limit, or no memory for it now): a
-        CREATE cannot be predicted, so it is decided as any prediction that could not be made; anything else is
-        allowed with a warning (the API server's own Priority plugin still applies)."""
-        if not is_pod_admission(request):
-            return ALLOWED
-        config = self.config()
-        if request.operation != "CREATE":
-            return AdmissionOutcome.allow(warnings=[unread_warning(reason)])
-        state = self.source.state
-        decision = prediction_skipped(config.guardrails, namespace=request.namespace, namespaces=state.namespaces,
-                                      reason=reason, budget_milliseconds=config.prediction.budget_milliseconds)
-        self.observer.prediction_skipped(reason)
-        if not decision.allowed:
-            return AdmissionOutcome.deny(decision.status_code, decision.status_reason,
-                                         decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
-                                         audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
-        return AdmissionOutcome.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)
+    def undecided(self, request: AdmissionRequest, seconds: float,
+                  review: PodReview | None = None) -> AdmissionDecision:
+        """The answer to a review not decided within the admission deadline of ``seconds`` (the server keeps the
+        clock): a denial when it is a guarded CREATE that ``onUnpredictable`` denies and whose pod might preempt
+        someone, else allowed, with a warning that says so. ``review``: its pod as already read, if it was (it
+        is not read again here: past the deadline the event loop must answer at once); without it the pod is
+        judged unknown."""
+        denial = self.undecided_denial(request, review)
+        if denial is not None:
+            return denial
+        return AdmissionDecision.allow(warnings=[DEADLINE_WARNING.format(seconds=seconds)],
+                                       audit_annotations={AUDIT_DEADLINE: f"{seconds:g}s"})
 
-    async def priority_classes(self, review: PodReview, state: ClusterState) -> Mapping[str, PriorityClass]:
-        """The classes the Priority plugin resolves against: the cache, plus one direct lookup of a class a
-        CREATE names that the cache lacks (it may have been created a moment ago)."""
-        classes = effective_classes(state)
-        name = review.pod.priority_class_name
-        if not review.is_create or not name or name in classes:
-            return classes
-        try:
-            found = await self.source.get_priority_class(name)
-        except (PreemptGuardError, OSError, TimeoutError) as exc:
-            raise ClassLookupFailed(f"failed to get PriorityClass with name {name}: {exc}") from exc
-        return classes if found is None else {**classes, found.name: found}
-
-    async def guard(self, review: PodReview, state: ClusterState, config: Config) -> AdmissionOutcome:
-        """Predict (when planned) and decide by the guardrail policy; a prediction that cannot be made is judged
-        by ``guardrails.onUnpredictable``."""
-        policy = config.guardrails
-        predicted: PreemptionResult | Unpredictable | None = None
-        if prediction_planned(review, policy, state):
-            limited = self.probe_limited(review, config)
-            if limited is not None:
-                return limited
-            predicted = await self.predict(review, state, config)
-        decision = decide_guardrails(review, policy, predicted, state,
-                                     budget_milliseconds=config.prediction.budget_milliseconds,
-                                     callers_authenticated=self.callers_authenticated,
-                                     may_preempt=(isinstance(predicted, Unpredictable) and may_preempt_anyone(
-                                         review.pod, state, config.scheduler, state_known=self.source.is_ready())))
-        result = predicted if isinstance(predicted, PreemptionResult) else None
-        self.observer.guardrail_decided(decision, result, dry_run=review.request.dry_run)
-        outcome = guardrail_outcome(review, decision)
-        # The last stage: an allowed pod is created unless a later admission step refuses it.
-        if decision.allowed and result is not None and self.follower is not None and not review.request.dry_run:
-            review.patch.set(PREDICTION_ID_PATH, self.follower.follow(review, result))
-        return outcome
-
-    async def predict(self, review: PodReview, state: ClusterState,
-                      config: Config) -> PreemptionResult | Unpredictable:
-        if not self.source.is_ready():
-            return self._skipped(Unpredictable("cache-not-ready"))
-        complexity = too_complex(review.pod)
-        if complexity is not None:  # not simulated: its cost would be the tenant's choice (issue #24)
-            return self._skipped(Unpredictable("too-complex", complexity))
-        started = time.perf_counter()
-        try:
-            result = await self.predictor.predict(state, review.pod, scheduler=config.scheduler,
-                                                  budget_seconds=config.prediction.budget_milliseconds / 1000)
-        except PredictionTimeout:
-            return self._skipped(Unpredictable("budget-exceeded"))
-        except Exception as exc:  # a predictor bug: onUnpredictable decides, and the log says what broke
-            self.observer.prediction_failed(review, exc, time.perf_counter() - started)
-            return Unpredictable("error")
-        self.observer.prediction_made(result, time.perf_counter() - started)
-        return result
-
-    def probe_limited(self, review: PodReview, config: Config) -> AdmissionOutcome | None:
-        """A 429 denial for a dry run over its user's rate of previews, else None (dry runs only: a real
-        create is paid for by the pod it creates)."""
-        if not review.request.dry_run or self.probe_limit is None:
-            return None
-        # The same pod again (a workload's replicas differ by name only) is no new probe.
-        asked = (review.namespace, replace_fields(review.pod, name="", uid=""))
-        wait = self.probe_limit.take(review.request.user_info.username or "anonymous", asked)
-        if wait is None:
-            return None
-        per_minute = config.prediction.previews_per_minute
-        message = (f'pods "{review.name_for_messages}" is forbidden: too many dry-run previews from '
-                   f"{review.request.user_info.display_name}: PreemptGuard answers at most {per_minute} per minute "
-                   f"per user (prediction.previewsPerMinute); retry in {max(1, math.ceil(wait))} s")
-        return AdmissionOutcome.deny(429, "TooManyRequests", message, denied_by=(RULE_PREVIEW_RATE,))
-
-    def _skipped(self, unpredictable: Unpredictable) -> Unpredictable:
-        self.observer.prediction_skipped(unpredictable.reason)
-        return unpredictable
-
-    def undecided(self, request: AdmissionRequest, review: PodReview | None = None) -> AdmissionOutcome | None:
-        """The answer to a review the pipeline did not decide within the admission deadline: a denial when it is
-        a guarded CREATE that ``onUnpredictable`` denies and whose pod might preempt someone; None to let the
-        caller's fail-open answer stand. ``review``: its pod as already read, if it was (it is not read again
-        here: past the deadline the event loop must answer at once); without it the pod is judged unknown."""
+    def undecided_denial(self, request: AdmissionRequest, review: PodReview | None) -> AdmissionDecision | None:
+        """``undecided``'s denial under ``guardrails.onUnpredictable``, or None."""
         if not is_pod_admission(request) or request.operation != "CREATE":
             return None
         state = self.source.state
@@ -240,7 +156,7 @@ class PodAdmission:
         namespace = review.namespace if review is not None else (request.namespace or "default")
         if review is not None and not prediction_planned(review, policy, state):
             return None
-        if review is None and effective_mode(policy, namespace_labels(state, namespace)) == "off" \
+        if review is None and effective_mode(policy, labels_of_namespace(state.namespaces, namespace)) == "off" \
                 and not request.dry_run:
             return None
         may_preempt = True  # a pod never read may preempt anyone
@@ -261,10 +177,104 @@ class PodAdmission:
                                       user=request.user_info, may_preempt=may_preempt)
         if decision.allowed:
             return None
-        self.observer.guardrail_decided(decision, None, dry_run=request.dry_run)
-        return AdmissionOutcome.deny(decision.status_code, decision.status_reason,
-                                     decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
-                                     audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+        self.recorder.guardrail_decided(decision, None, dry_run=request.dry_run)
+        return AdmissionDecision.deny(decision.status_code, decision.status_reason,
+                                      decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                      audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+
+    def admit_unread(self, request: AdmissionRequest, reason: UnreadReason) -> AdmissionDecision:
+        """A pod review whose object was never read (its body over the size limit, or no memory for it now): a
+        CREATE cannot be predicted, so it is decided as any prediction that could not be made; anything else is
+        allowed with a warning (the API server's own Priority plugin still applies)."""
+        if not is_pod_admission(request):
+            return ALLOWED
+        config = self.config()
+        if request.operation != "CREATE":
+            return AdmissionDecision.allow(warnings=[unread_warning(reason)])
+        state = self.source.state
+        decision = prediction_skipped(config.guardrails, namespace=request.namespace, namespaces=state.namespaces,
+                                      reason=reason, budget_milliseconds=config.prediction.budget_milliseconds)
+        self.recorder.prediction_skipped(reason)
+        if not decision.allowed:
+            return AdmissionDecision.deny(decision.status_code, decision.status_reason,
+                                          decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                          audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+        return AdmissionDecision.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)
+
+    async def priority_classes(self, review: PodReview, state: ClusterState) -> Mapping[str, PriorityClass]:
+        """The classes the Priority plugin resolves against: the cache, plus one direct lookup of a class a
+        CREATE names that the cache lacks (it may have been created a moment ago)."""
+        classes = effective_classes(state)
+        name = review.pod.priority_class_name
+        if not review.is_create or not name or name in classes:
+            return classes
+        try:
+            found = await self.source.get_priority_class(name)
+        except (PreemptGuardError, OSError, TimeoutError) as exc:
+            raise ClassLookupFailed(f"failed to get PriorityClass with name {name}: {exc}") from exc
+        return classes if found is None else {**classes, found.name: found}
+
+    async def guard(self, review: PodReview, state: ClusterState, config: Config) -> AdmissionDecision:
+        """Predict (when planned) and decide by the guardrail policy; a prediction that cannot be made is judged
+        by ``guardrails.onUnpredictable``."""
+        policy = config.guardrails
+        predicted: PreemptionResult | Unpredictable | None = None
+        if prediction_planned(review, policy, state):
+            limited = self.probe_limited(review, config)
+            if limited is not None:
+                return limited
+            predicted = await self.predict(review, state, config)
+        decision = decide_guardrails(review, policy, predicted, state,
+                                     budget_milliseconds=config.prediction.budget_milliseconds,
+                                     callers_authenticated=self.callers_authenticated,
+                                     may_preempt=(isinstance(predicted, Unpredictable) and may_preempt_anyone(
+                                         review.pod, state, config.scheduler, state_known=self.source.is_ready())))
+        result = predicted if isinstance(predicted, PreemptionResult) else None
+        self.recorder.guardrail_decided(decision, result, dry_run=review.request.dry_run)
+        outcome = guardrail_outcome(review, decision)
+        # The last stage: an allowed pod is created unless a later admission step refuses it.
+        if decision.allowed and result is not None and self.follower is not None and not review.request.dry_run:
+            review.patch.set(PREDICTION_ID_PATH, self.follower.follow(review, result))
+        return outcome
+
+    async def predict(self, review: PodReview, state: ClusterState,
+                      config: Config) -> PreemptionResult | Unpredictable:
+        if not self.source.is_ready():
+            return self._skipped(Unpredictable("cache-not-ready"))
+        complexity = too_complex(review.pod)
+        if complexity is not None:  # not simulated: its cost would be the tenant's choice (issue #24)
+            return self._skipped(Unpredictable("too-complex", complexity))
+        started = time.perf_counter()
+        try:
+            result = await self.predictor.predict(state, review.pod, scheduler=config.scheduler,
+                                                  budget_seconds=config.prediction.budget_milliseconds / 1000)
+        except PredictionTimeout:
+            return self._skipped(Unpredictable("budget-exceeded"))
+        except Exception as exc:  # a predictor bug: onUnpredictable decides, and the log says what broke
+            self.recorder.prediction_failed(review, exc, time.perf_counter() - started)
+            return Unpredictable("error")
+        self.recorder.prediction_made(result, time.perf_counter() - started)
+        return result
+
+    def probe_limited(self, review: PodReview, config: Config) -> AdmissionDecision | None:
+        """A 429 denial for a dry run over its user's rate of previews, else None (dry runs only: a real
+        create is paid for by the pod it creates)."""
+        if not review.request.dry_run or self.probe_limit is None:
+            return None
+        # The same pod again (a workload's replicas differ by name only) is no new probe.
+        asked = (review.namespace, replace_fields(review.pod, name="", uid=""))
+        wait = self.probe_limit.take(review.request.user_info.username or "anonymous", asked)
+        if wait is None:
+            return None
+        per_minute = config.prediction.previews_per_minute
+        message = (f'pods "{review.name_for_messages}" is forbidden: too many dry-run previews from '
+                   f"{review.request.user_info.display_name}: PreemptGuard answers at most {per_minute} per minute "
+                   f"per user (prediction.previewsPerMinute); retry in {max(1, math.ceil(wait))} s")
+        return AdmissionDecision.deny(429, "TooManyRequests", message, denied_by=(RULE_PREVIEW_RATE,))
+
+    def _skipped(self, unpredictable: Unpredictable) -> Unpredictable:
+        self.recorder.prediction_skipped(unpredictable.reason)
+        return unpredictable
 
 
 # Why a review's pod was never read (a SkipReason of the guardrails).
@@ -280,11 +290,6 @@ class ClassLookupFailed(Exception):
     """The direct lookup of a PriorityClass failed: upstream answers with a plain internal error."""
 
 
-def namespace_labels(state: ClusterState, namespace: str) -> Mapping[str, str]:
-    found = state.namespaces.get(namespace)
-    return found.labels if found is not None else EMPTY_LABELS
-
-
 def pod_quota_check(quota: QuotaConfig, state: ClusterState) -> PodQuotaCheck:
     """The pipeline's quota stage for the pods /preview simulates (``webhook.preemption.simulate.PodQuotaCheck``):
     ``quota.classes`` and ResourceQuota with ``limitedResources``, as ``admit_quota`` applies them, so a preview
@@ -294,13 +299,14 @@ def pod_quota_check(quota: QuotaConfig, state: ClusterState) -> PodQuotaCheck:
         return resource_quota_only
 
     def check(pod: Pod, quotas: Sequence[ResourceQuota]) -> QuotaDenial | None:
-        return admit_pod_quota(pod, namespace=pod.namespace, namespace_labels=namespace_labels(state, pod.namespace),
+        return admit_pod_quota(pod, namespace=pod.namespace,
+                               namespace_labels=labels_of_namespace(state.namespaces, pod.namespace),
                                operation="CREATE", quotas=quotas, config=quota)
 
     return check
 
 
-def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> AdmissionOutcome:
+def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> AdmissionDecision:
     """``quota.classes`` and upstream ResourceQuota admission for a pod CREATE on the mutated pod.
 
     With no quota configuration at all nothing is checked (docs/interfaces.md §6: no configuration file, no
@@ -311,7 +317,7 @@ def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> A
     denial = admit_pod_quota(
         review.pod,
         namespace=review.namespace,
-        namespace_labels=namespace_labels(state, review.namespace),
+        namespace_labels=labels_of_namespace(state.namespaces, review.namespace),
         operation=review.request.operation,
         quotas=list(state.quotas_by_namespace.get(review.namespace, {}).values()),
         config=quota,
@@ -319,7 +325,7 @@ def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> A
     )
     if denial is None:
         return ALLOWED
-    return AdmissionOutcome.deny(denial.code, denial.reason, denial.message, denied_by=(denial.rule,))
+    return AdmissionDecision.deny(denial.code, denial.reason, denial.message, denied_by=(denial.rule,))
 
 
 def prediction_planned(review: PodReview, policy: GuardrailsConfig, state: ClusterState) -> bool:
@@ -327,7 +333,7 @@ def prediction_planned(review: PodReview, policy: GuardrailsConfig, state: Clust
     — except on a dry run, whose annotation carries the full preview ``kubectl preempt-preview`` reads."""
     if not review.is_create or review.pod.node_name:
         return False  # created already bound: it bypasses the scheduler, so it never preempts
-    mode = effective_mode(policy, namespace_labels(state, review.namespace))
+    mode = effective_mode(policy, labels_of_namespace(state.namespaces, review.namespace))
     return mode != "off" or review.request.dry_run
 
 
@@ -359,12 +365,12 @@ def decide_guardrails(review: PodReview, policy: GuardrailsConfig,
                                dry_run=review.request.dry_run, callers_authenticated=callers_authenticated)
 
 
-def guardrail_outcome(review: PodReview, decision: GuardrailDecision) -> AdmissionOutcome:
+def guardrail_outcome(review: PodReview, decision: GuardrailDecision) -> AdmissionDecision:
     """403 with the violated rules, or allowed with warnings and the prediction annotation on the pod."""
     if not decision.allowed:
-        return AdmissionOutcome.deny(decision.status_code, decision.status_reason,
-                                     decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
-                                     audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+        return AdmissionDecision.deny(decision.status_code, decision.status_reason,
+                                      decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                      audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
     if decision.annotation is not None:
         review.patch.set(ANNOTATION_PATH, decision.annotation)
-    return AdmissionOutcome.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)
+    return AdmissionDecision.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from webhook.cluster.model import Namespace
+from webhook.cluster.model import Namespace, labels_of_namespace
 from webhook.config import GUARDRAIL_MODES, Exemptions, GuardrailMode, GuardrailsConfig
 from webhook.guardrails.disclosure import (
     FULL_DETAIL,
@@ -46,8 +46,7 @@ from webhook.guardrails.report import (
 )
 from webhook.identity import UserInfo
 from webhook.preemption.results import Outcome, PreemptionResult
-
-MODE_LABEL = "preemptguard.io/mode"
+from webhook.routes import MODE_LABEL
 
 RULE_CROSS_TENANT = "denyCrossTenantPreemption"
 RULE_MAX_PDB_VIOLATIONS = "maxPdbViolations"
@@ -113,11 +112,6 @@ class GuardrailDecision:
 
 
 # --- mode, exemptions, tenants ----------------------------------------------------------------------
-
-def _labels_of(namespace: str, namespaces: Mapping[str, Namespace]) -> Mapping[str, str]:
-    found = namespaces.get(namespace)
-    return found.labels if found is not None else {}
-
 
 def mode_override(namespace_labels: Mapping[str, str]) -> GuardrailMode | None:
     """The namespace's ``preemptguard.io/mode`` label when it names a valid mode."""
@@ -285,7 +279,7 @@ def evaluate_guardrails(
     condition for naming the tenant's victims and for ``auditDetail: full``; otherwise the namespace is only a
     claim, and ``unverifiedDisclosure`` says what may be named.
     """
-    labels = _labels_of(namespace, namespaces)
+    labels = labels_of_namespace(namespaces, namespace)
     mode = effective_mode(policy, labels)
     audience = audience_of(namespace, namespaces, policy.tenant_label, policy.disclosure,
                            unverified=None if callers_authenticated else policy.unverified_disclosure)
@@ -373,7 +367,7 @@ def prediction_skipped(policy: GuardrailsConfig, *, namespace: str, namespaces: 
     warning saying so (none under ``off``).
     """
     unpredictable = reason if isinstance(reason, Unpredictable) else Unpredictable(reason)
-    mode = effective_mode(policy, _labels_of(namespace, namespaces))
+    mode = effective_mode(policy, labels_of_namespace(namespaces, namespace))
     audit: dict[str, str] = {AUDIT_DECISION: "skipped", AUDIT_MODE: mode, AUDIT_SKIPPED: unpredictable.reason}
     if mode == "off":
         return GuardrailDecision(True, "skipped", mode, audit_annotations=audit)

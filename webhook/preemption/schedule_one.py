@@ -16,7 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from webhook.cluster.model import Pod
-from webhook.preemption.framework.context import DEADLINE_STRIDE, PredictionContext
+from webhook.preemption.deadline import DEADLINE_STRIDE, Deadline
+from webhook.preemption.framework.context import PredictionContext
 from webhook.preemption.framework.runtime import Framework
 from webhook.preemption.framework.status import UNSCHEDULABLE, Status
 from webhook.preemption.framework.view import ClusterView
@@ -43,11 +44,12 @@ RESOURCE_ONLY_FILTERS = frozenset({nodename.NAME, nodeunschedulable.NAME, taintt
 GROUPED_NODE_FILTERS = frozenset({nodeunschedulable.NAME, tainttoleration.NAME})
 
 
-def new_context(view: ClusterView, pod: Pod, args: PreemptionArgs, *, deadline: float | None = None,
+def new_context(view: ClusterView, pod: Pod, args: PreemptionArgs, *, deadline: Deadline | float | None = None,
                 framework: Framework | None = None) -> PredictionContext:
     """PreFilter: every plugin's state for the pod (``CycleState``), and the PDB list (read once)."""
+    deadline = Deadline.of(deadline)
     framework = framework or default_framework()
-    cycle = framework.run_pre_filter_plugins(pod, view)
+    cycle = framework.run_pre_filter_plugins(pod, view, deadline)
     active = framework.active(cycle)
     resource_only = active.filter_names <= RESOURCE_ONLY_FILTERS and not pod.requests.scalar
     grouped = active.node_filter_names <= GROUPED_NODE_FILTERS

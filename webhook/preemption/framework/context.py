@@ -5,12 +5,11 @@ the pod and its ``CycleState`` after PreFilter, the PDBs listed once, and the de
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from webhook.cluster.model import Pod
-from webhook.errors import PredictionTimeout
+from webhook.preemption.deadline import Deadline
 from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.index import StaticGroupKey
 from webhook.preemption.framework.pdb import PdbIndex
@@ -18,9 +17,6 @@ from webhook.preemption.framework.runtime import Framework
 from webhook.preemption.framework.status import Status
 from webhook.preemption.framework.view import ClusterView
 from webhook.preemption.results import PreemptionArgs
-
-# How many nodes a Python loop handles between two deadline checks.
-DEADLINE_STRIDE = 256
 
 
 @dataclass(slots=True)
@@ -40,12 +36,11 @@ class PredictionContext:
     # The node-only Filter plugins' status per (unschedulable, taints), when those are all that the active ones
     # read (the index's static groups); None when some active one reads more (a nodeSelector, a nodeName).
     node_filter_memo: dict[StaticGroupKey, Status] | None
-    # time.monotonic() after which the prediction raises PredictionTimeout (checked in the node loops).
-    deadline: float | None = None
+    # Past it (or once cancelled) the prediction raises PredictionTimeout from the node loops.
+    deadline: Deadline = field(default_factory=Deadline)
 
     def check_deadline(self) -> None:
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise PredictionTimeout("the preemption prediction exceeded its deadline")
+        self.deadline.check()
 
     def nominated_pods(self, name: str) -> list[Pod]:
         """The pods nominated to node ``name`` that count in pass 1 of the Filter (docs/preemption.md §6)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from webhook.cluster.model import Node, Pod
+from webhook.preemption.deadline import Deadline
 from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.status import Status
 from webhook.preemption.framework.types import NodeInfo
@@ -28,8 +29,9 @@ class Plugin(Protocol):
 
 @runtime_checkable
 class PreFilterPlugin(Plugin, Protocol):
-    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
-        """Write the plugin's state for ``pod`` into ``cycle``; ``SKIPPED`` when there is nothing to check."""
+    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView, deadline: Deadline) -> Status:
+        """Write the plugin's state for ``pod`` into ``cycle``; ``SKIPPED`` when there is nothing to check. A walk
+        over the cluster's pods checks ``deadline`` (upstream: the context's cancellation)."""
         ...
 
 

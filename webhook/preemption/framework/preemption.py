@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from webhook.cluster.model import Pod
-from webhook.preemption.framework.context import DEADLINE_STRIDE, PredictionContext
+from webhook.preemption.deadline import DEADLINE_STRIDE
+from webhook.preemption.framework.context import PredictionContext
 from webhook.preemption.framework.status import ERROR, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.framework.types import START_NOW_NS, fit_error_message, start_key
 

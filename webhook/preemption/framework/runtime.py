@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from webhook.cluster.model import Node, Pod
+from webhook.preemption.deadline import Deadline
 from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.interface import (
     FilterPlugin,
@@ -69,10 +70,10 @@ class Framework:
             self._active[skip] = found
         return found
 
-    def run_pre_filter_plugins(self, pod: Pod, view: ClusterView) -> CycleState:
+    def run_pre_filter_plugins(self, pod: Pod, view: ClusterView, deadline: Deadline) -> CycleState:
         """Every PreFilter plugin writes its state; those that Skip are left out of Filter and AddPod/RemovePod."""
         cycle = CycleState()
-        skipped = [p.name for p in self.pre_filter_plugins if p.pre_filter(cycle, pod, view).code == SKIP]
+        skipped = [p.name for p in self.pre_filter_plugins if p.pre_filter(cycle, pod, view, deadline).code == SKIP]
         cycle.skip_filter_plugins = frozenset(skipped)
         return cycle
 

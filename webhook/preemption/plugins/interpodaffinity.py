@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING
 
 from webhook.cluster.model import Node, Pod, PodAffinityTerm
 from webhook.cluster.selectors import label_selector_matches
+from webhook.preemption.deadline import checked
 from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.plugins.helper import TopologyCountsPlugin
 
 if TYPE_CHECKING:
+    from webhook.preemption.deadline import Deadline
     from webhook.preemption.framework.view import ClusterView
 
 NAME = "InterPodAffinity"
@@ -145,16 +147,16 @@ class InterPodAffinity(TopologyCountsPlugin[AffinityState]):
     name = NAME
     state_type = AffinityState
 
-    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
+    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView, deadline: Deadline) -> Status:
         """The counts over the bound pods, or Skip when nothing can make the Filter fail (no term of the pod's
         own, and no pod, bound or nominated, with a required anti-affinity term)."""
         if not (pod.pod_affinity or pod.pod_anti_affinity or view.index.anti_affinity_pods or view.added):
             return SKIPPED  # the common case, answered before any state is built
         state = AffinityState(pod, view.namespace_labels)
-        for other in view.anti_affinity_pods():
+        for other in checked(view.anti_affinity_pods(), deadline):
             state.update_existing_anti_affinity(other, view.node(other.node_name), 1)
         if pod.pod_affinity or pod.pod_anti_affinity:
-            for other in _pods_in_term_namespaces(view, pod):
+            for other in checked(_pods_in_term_namespaces(view, pod), deadline):
                 state.update_incoming(other, view.node(other.node_name), 1)
         elif not state.existing_anti_affinity_counts and not view.has_nominated_anti_affinity():
             return SKIPPED

@@ -19,6 +19,7 @@ from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE_AND_U
 from webhook.preemption.plugins.helper import required_node_affinity_matches
 
 if TYPE_CHECKING:
+    from webhook.preemption.deadline import Deadline
     from webhook.preemption.framework.view import ClusterView
 
 NAME = "NodeAffinity"
@@ -36,7 +37,7 @@ def selects_nodes(pod: Pod) -> bool:
 class NodeAffinity:
     name = NAME
 
-    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
+    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView, deadline: Deadline) -> Status:
         return OK if selects_nodes(pod) else SKIPPED  # upstream: nothing to do with the pod
 
     def filter_node(self, cycle: CycleState, pod: Pod, node: Node) -> Status:

@@ -9,6 +9,7 @@ from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 
 if TYPE_CHECKING:
+    from webhook.preemption.deadline import Deadline
     from webhook.preemption.framework.view import ClusterView
 
 NAME = "NodeName"
@@ -19,7 +20,7 @@ NODE_NAME_FAILED = Status(UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON,))
 class NodeName:
     name = NAME
 
-    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
+    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView, deadline: Deadline) -> Status:
         # PreemptGuard's: upstream's NodeName has no PreFilter, and without spec.nodeName its Filter passes every node.
         return OK if pod.node_name else SKIPPED
 

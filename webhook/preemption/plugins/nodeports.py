@@ -12,6 +12,7 @@ from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE, Stat
 from webhook.preemption.framework.types import NodeInfo
 
 if TYPE_CHECKING:
+    from webhook.preemption.deadline import Deadline
     from webhook.preemption.framework.view import ClusterView
 
 NAME = "NodePorts"
@@ -39,7 +40,7 @@ def ports_in_use(info: NodeInfo) -> Iterable[HostPort]:
 class NodePorts:
     name = NAME
 
-    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
+    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView, deadline: Deadline) -> Status:
         return OK if pod.host_ports else SKIPPED  # upstream skips a pod without host ports
 
     def filter(self, cycle: CycleState, pod: Pod, info: NodeInfo) -> Status:

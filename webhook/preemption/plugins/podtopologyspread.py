@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from webhook.cluster.model import LabelSelector, LabelSelectorRequirement, Node, Pod, TopologySpreadConstraint
 from webhook.cluster.selectors import label_selector_matches
+from webhook.preemption.deadline import checked
 from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.plugins.helper import (
@@ -20,6 +21,7 @@ from webhook.preemption.plugins.helper import (
 )
 
 if TYPE_CHECKING:
+    from webhook.preemption.deadline import Deadline
     from webhook.preemption.framework.view import ClusterView
 
 NAME = "PodTopologySpread"
@@ -122,14 +124,15 @@ class PodTopologySpread(TopologyCountsPlugin[SpreadState]):
     name = NAME
     state_type = SpreadState
 
-    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
+    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView, deadline: Deadline) -> Status:
         """The state over the bound pods of the pod's namespace, or Skip without a DoNotSchedule constraint."""
         if not pod.topology_spread or not hard_spread_constraints(pod):
             return SKIPPED
         by_node: dict[str, list[Pod]] = {}
-        for other in view.bound_pods_in(pod.namespace):
+        for other in checked(view.bound_pods_in(pod.namespace), deadline):
             by_node.setdefault(other.node_name, []).append(other)
-        state = new_spread_state(pod, (view.node(n) for n in view.node_names), lambda name: by_node.get(name, ()))
+        nodes = checked((view.node(n) for n in view.node_names), deadline)
+        state = new_spread_state(pod, nodes, lambda name: by_node.get(name, ()))
         assert state is not None  # the pod has a hard constraint
         cycle.write(state)
         return OK

@@ -12,6 +12,7 @@ from webhook.preemption.framework.status import OK, UNSCHEDULABLE_AND_UNRESOLVAB
 from webhook.preemption.plugins.helper import first_untolerated_taint
 
 if TYPE_CHECKING:
+    from webhook.preemption.deadline import Deadline
     from webhook.preemption.framework.view import ClusterView
 
 NAME = "TaintToleration"
@@ -33,7 +34,7 @@ class TolerationMemo:
 class TaintToleration:
     name = NAME
 
-    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView) -> Status:
+    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView, deadline: Deadline) -> Status:
         cycle.write(TolerationMemo())
         return OK
 

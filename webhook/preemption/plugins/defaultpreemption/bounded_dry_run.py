@@ -17,7 +17,8 @@ from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
 from webhook.cluster.model import Pod, Resources
-from webhook.preemption.framework.context import DEADLINE_STRIDE, PredictionContext
+from webhook.preemption.deadline import DEADLINE_STRIDE
+from webhook.preemption.framework.context import PredictionContext
 from webhook.preemption.framework.index import MIN_PRIORITY_ORDER, StateIndex, free_order, intersect, order_key, subset
 from webhook.preemption.framework.preemption import (
     LOWEST_NEGATED_START,

@@ -174,6 +174,29 @@ class PodResourceSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerStatusResources:
+    """What a running pod's status says of one container's resources (in-place resize, issue #26)."""
+
+    name: str
+    allocated: Mapping[str, Quantity] | None = None  # allocatedResources (None when absent)
+    actuated_requests: Mapping[str, Quantity] | None = None  # resources.requests (None when absent)
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceStatus:
+    """The status half of component-helpers ``PodRequests`` with ``UseStatusResources``: the container statuses
+    (``containerStatuses`` then ``initContainerStatuses``, the order ``findContainerStatus`` searches), the
+    pod-level ``status.allocatedResources`` and ``status.resources.requests``, and whether the pod's resize is
+    ``Infeasible`` (condition PodResizePending)."""
+
+    containers: tuple[ContainerStatusResources, ...] = ()
+    allocated: Mapping[str, Quantity] | None = None
+    has_resources: bool = False  # status.resources is set
+    actuated_requests: Mapping[str, Quantity] | None = None
+    resize_infeasible: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class QuotaFacts:
     """The rest of what ResourceQuota admission reads of a pod (``webhook.priority.resource_quota``)."""
 
@@ -234,6 +257,10 @@ class Pod:
     tolerations: tuple[Toleration, ...] = ()
     termination_grace_period_seconds: int | None = None
     scheduler_name: str = "default-scheduler"
+    # spec.schedulingGates (names): the scheduler leaves the pod alone until they are all removed (issue #26).
+    scheduling_gates: tuple[str, ...] = ()
+    # spec.runtimeClassName: what the RuntimeClass admission plugin reads (webhook.priority.runtimeclass).
+    runtime_class_name: str = ""
     # Scheduling features this model does not simulate (named in prediction messages).
     unmodeled: tuple[str, ...] = ()
     quota: QuotaFacts = NO_QUOTA_FACTS
@@ -279,4 +306,46 @@ class ResourceQuota:
     scope_selector: tuple[ScopedResourceSelectorRequirement, ...] = ()
 
 
-ClusterObject = PriorityClass | Namespace | Node | Pod | PodDisruptionBudget | ResourceQuota
+# ---- what the API server's admission chain reads before the scheduler sees a pod (issue #26) ---------------
+
+LIMIT_TYPE_CONTAINER = "Container"
+LIMIT_TYPE_POD = "Pod"
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRangeItem:
+    """One ``spec.limits[]`` entry as the API server stores it (pkg/apis/core/v1/defaults.go
+    ``SetDefaults_LimitRangeItem`` applied: a Container item's ``default`` from ``max``, its ``defaultRequest`` from
+    ``default``, then from ``min``)."""
+
+    type: str  # Container | Pod | PersistentVolumeClaim
+    max: Mapping[str, Quantity] = EMPTY_QUANTITIES
+    min: Mapping[str, Quantity] = EMPTY_QUANTITIES
+    default: Mapping[str, Quantity] = EMPTY_QUANTITIES
+    default_request: Mapping[str, Quantity] = EMPTY_QUANTITIES
+    max_limit_request_ratio: Mapping[str, Quantity] = EMPTY_QUANTITIES
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRange:
+    name: str
+    namespace: str
+    limits: tuple[LimitRangeItem, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeClass:
+    """node.k8s.io/v1 RuntimeClass: what the RuntimeClass admission plugin merges into a pod."""
+
+    name: str
+    handler: str = ""
+    # overhead.podFixed; None when the class sets no ``overhead`` (an ``overhead`` without podFixed is empty).
+    overhead: Mapping[str, Quantity] | None = None
+    # scheduling.nodeSelector and scheduling.tolerations; ``scheduling`` None when the class sets none.
+    node_selector: Mapping[str, str] = EMPTY_LABELS
+    tolerations: tuple[Toleration, ...] = ()
+    has_scheduling: bool = False
+
+
+ClusterObject = (PriorityClass | Namespace | Node | Pod | PodDisruptionBudget | ResourceQuota
+                 | LimitRange | RuntimeClass)

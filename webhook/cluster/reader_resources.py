@@ -406,7 +406,7 @@ def _container_status(raw: object, path: str) -> ContainerStatusResources:
 
 def pod_resource_status(status: JsonObject) -> PodResourceStatus:
     """The status fields ``PodRequests`` reads, every field checked."""
-    containers = []
+    containers: list[ContainerStatusResources] = []
     for field in ("containerStatuses", "initContainerStatuses"):
         path = f"status.{field}"
         containers.extend(_container_status(raw, f"{path}[{i}]")
@@ -520,7 +520,7 @@ def _status_requests_in_whole_units(spec: JsonObject, status: JsonObject, spec_r
             or resize_infeasible(status.get("conditions"))):
         return None
     by_name: dict[object, tuple[dict[str, int] | None, dict[str, int] | None]] = {}
-    for cs in reversed(statuses or ()):
+    for cs in reversed(statuses or []):
         read = _status_units(cs)
         if read is None:
             return None

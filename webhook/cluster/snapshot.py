@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 
 from webhook.cluster.model import (
     ClusterObject,
+    LimitRange,
     Namespace,
     Node,
     Pod,
     PodDisruptionBudget,
     PriorityClass,
     ResourceQuota,
+    RuntimeClass,
 )
 
 KIND_OF: dict[type, str] = {
@@ -27,6 +29,9 @@ KIND_OF: dict[type, str] = {
     Pod: "Pod",
     PodDisruptionBudget: "PodDisruptionBudget",
     ResourceQuota: "ResourceQuota",
+    # What the API server's admission chain reads (issue #26).
+    LimitRange: "LimitRange",
+    RuntimeClass: "RuntimeClass",
 }
 
 
@@ -88,6 +93,11 @@ class ClusterState:
         self.node_usage: dict[str, NodeUsage] = {}
         self.pdbs_by_namespace: dict[str, dict[str, PodDisruptionBudget]] = {}
         self.quotas_by_namespace: dict[str, dict[str, ResourceQuota]] = {}
+        # What the API server's admission chain reads (issue #26): LimitRanges by namespace, RuntimeClasses, and
+        # the kinds the source lists in full (a live source's informers), so an absent kind is known to be empty.
+        self.limit_ranges_by_namespace: dict[str, dict[str, LimitRange]] = {}
+        self.runtime_classes: dict[str, RuntimeClass] = {}
+        self.listed_kinds: frozenset[str] = frozenset()
         # Bumped on every change, so callers can cache derived views per version.
         self.version = 0
         # Finer-grained change stamps (the ``version`` of the last change), so derived per-node views survive
@@ -123,6 +133,10 @@ class ClusterState:
             self.pdbs_version = self.version
         elif isinstance(obj, ResourceQuota):
             self.quotas_by_namespace.setdefault(obj.namespace, {})[obj.name] = obj
+        elif isinstance(obj, LimitRange):
+            self.limit_ranges_by_namespace.setdefault(obj.namespace, {})[obj.name] = obj
+        elif isinstance(obj, RuntimeClass):
+            self.runtime_classes[obj.name] = obj
         self.settled_version = self.version
 
     def delete(self, kind: str, key: str) -> None:
@@ -144,6 +158,10 @@ class ClusterState:
             self.pdbs_version = self.version
         elif kind == "ResourceQuota":
             _pop_nested(self.quotas_by_namespace, key)  # type: ignore[arg-type]
+        elif kind == "LimitRange":
+            _pop_nested(self.limit_ranges_by_namespace, key)  # type: ignore[arg-type]
+        elif kind == "RuntimeClass":
+            self.runtime_classes.pop(key, None)
         self.settled_version = self.version
 
     def replace_kind(self, kind: str, objects: Iterable[ClusterObject]) -> None:
@@ -172,6 +190,11 @@ class ClusterState:
         elif kind == "ResourceQuota":
             for quotas in self.quotas_by_namespace.values():
                 yield from quotas.values()
+        elif kind == "LimitRange":
+            for limit_ranges in self.limit_ranges_by_namespace.values():
+                yield from limit_ranges.values()
+        elif kind == "RuntimeClass":
+            yield from self.runtime_classes.values()
 
     def _touch_node(self, name: str) -> None:
         self.node_versions[name] = self.version
@@ -239,6 +262,16 @@ class ClusterState:
 
     def quotas_in(self, namespace: str) -> list[ResourceQuota]:
         return list(self.quotas_by_namespace.get(namespace, {}).values())
+
+    def limit_ranges_in(self, namespace: str) -> list[LimitRange]:
+        """The namespace's LimitRanges by name (upstream lists them in its informer's order, which no client sees)."""
+        by_name = self.limit_ranges_by_namespace.get(namespace)
+        return [by_name[name] for name in sorted(by_name)] if by_name else []
+
+    def knows(self, kind: str) -> bool:
+        """Whether the state holds the cluster's objects of ``kind``: the source lists it in full, or the state
+        holds one (a snapshot taken without a kind holds none of it, and then nothing is known of it)."""
+        return kind in self.listed_kinds or next(self.objects(kind), None) is not None
 
     def counts(self) -> dict[str, int]:
         return {kind: sum(1 for _ in self.objects(kind)) for kind in KIND_OF.values()}

@@ -134,6 +134,7 @@ class PriorityClass:
 class Namespace:
     name: str
     labels: Mapping[str, str] = EMPTY_LABELS
+    terminating: bool = False  # status.phase Terminating (or a deletionTimestamp): no new content is admitted
 
 
 def labels_of_namespace(namespaces: Mapping[str, Namespace], name: str) -> Mapping[str, str]:

@@ -94,10 +94,11 @@ class ClusterState:
         self.pdbs_by_namespace: dict[str, dict[str, PodDisruptionBudget]] = {}
         self.quotas_by_namespace: dict[str, dict[str, ResourceQuota]] = {}
         # What the API server's admission chain reads (issue #26): LimitRanges by namespace, RuntimeClasses, and
-        # the kinds the source lists in full (a live source's informers), so an absent kind is known to be empty.
+        # the kinds the source did not deliver at all (a snapshot taken without them), so that their absence is not
+        # taken for a cluster without any (``knows``).
         self.limit_ranges_by_namespace: dict[str, dict[str, LimitRange]] = {}
         self.runtime_classes: dict[str, RuntimeClass] = {}
-        self.listed_kinds: frozenset[str] = frozenset()
+        self.unknown_kinds: frozenset[str] = frozenset()
         # Bumped on every change, so callers can cache derived views per version.
         self.version = 0
         # Finer-grained change stamps (the ``version`` of the last change), so derived per-node views survive
@@ -269,9 +270,9 @@ class ClusterState:
         return [by_name[name] for name in sorted(by_name)] if by_name else []
 
     def knows(self, kind: str) -> bool:
-        """Whether the state holds the cluster's objects of ``kind``: the source lists it in full, or the state
-        holds one (a snapshot taken without a kind holds none of it, and then nothing is known of it)."""
-        return kind in self.listed_kinds or next(self.objects(kind), None) is not None
+        """Whether the state holds the cluster's objects of ``kind`` (informers list every watched kind; a snapshot
+        file that holds no object of a kind the admission chain reads marks it unknown: ``unknown_kinds``)."""
+        return kind not in self.unknown_kinds
 
     def counts(self) -> dict[str, int]:
         return {kind: sum(1 for _ in self.objects(kind)) for kind in KIND_OF.values()}

@@ -360,11 +360,13 @@ class ControlPlane:
 
 
 API_PATHS = {"Namespace": "/api/v1/namespaces", "Node": "/api/v1/nodes",
-             "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses"}
+             "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+             "RuntimeClass": "/apis/node.k8s.io/v1/runtimeclasses"}
 NAMESPACED = {
     "Pod": "/api/v1/namespaces/{ns}/pods",
     "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
     "ResourceQuota": "/api/v1/namespaces/{ns}/resourcequotas",
+    "LimitRange": "/api/v1/namespaces/{ns}/limitranges",
     "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
 }
 

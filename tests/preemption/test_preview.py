@@ -103,7 +103,8 @@ def test_replicas_are_simulated_in_order_without_mutating_the_state() -> None:
 def test_unknown_priority_class_is_rejected_with_the_admission_message() -> None:
     (result,) = preview_objects(_state(), [_pod(cls="nope")])["results"]
     assert result["outcome"] == Outcome.REJECTED
-    assert result["message"] == "no PriorityClass with name nope was found"
+    # The API server's words, in full.
+    assert result["message"] == 'pods "web" is forbidden: no PriorityClass with name nope was found'
 
 
 def test_global_default_class_applies_and_a_small_pod_fits() -> None:

@@ -95,6 +95,16 @@ def _limits(ctr: ContainerResources) -> Mapping[str, Quantity]:
     return ctr.limits
 
 
+def aggregate_container_requests(spec: PodResourceSpec) -> ResourceList:
+    """``AggregateContainerRequests`` without options: the containers alone (no pod-level values, no overhead)."""
+    return _aggregate_containers(spec, _requests)
+
+
+def aggregate_container_limits(spec: PodResourceSpec) -> ResourceList:
+    """``AggregateContainerLimits`` without options."""
+    return _aggregate_containers(spec, _limits)
+
+
 def pod_requests(spec: PodResourceSpec, status: PodResourceStatus | None = None) -> ResourceList:
     """``PodRequests``: the containers' aggregate, replaced by pod-level requests where set, plus overhead.
 

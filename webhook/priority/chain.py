@@ -12,8 +12,8 @@ refused by the first of:
 3. Priority (``resolution``): an unknown class, or a priority or policy that contradicts it;
 4. DefaultTolerationSeconds (``defaulttolerationseconds``): the not-ready and unreachable tolerations;
 5. RuntimeClass ``Admit`` (``runtimeclass``): a missing class, another overhead, a conflicting nodeSelector;
-6. pod validation (pkg/apis/core/validation): a container's request above its limit (a LimitRange's default limit
-   below a request the pod sets);
+6. pod validation (pkg/apis/core/validation): a request above its limit, pod-level requests below the containers'
+   (a LimitRange's defaults can cause either);
 7. LimitRanger ``Validate``: min, max and maxLimitRequestRatio;
 8. RuntimeClass ``Validate``: an overhead that is not the class's;
 9. ResourceQuota (``resource_quota``), each admitted pod charged before the next one is checked.
@@ -27,12 +27,13 @@ any, no pod is refused for its namespace.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import Pod, PodResourceSpec, ResourceQuota, RuntimeClass
-from webhook.cluster.resources import pod_requests, requests_as_resources
+from webhook.cluster.quantity import Quantity
+from webhook.cluster.resources import aggregate_container_requests, pod_requests, requests_as_resources
 from webhook.cluster.snapshot import ClusterState
 from webhook.priority.defaulttolerationseconds import default_toleration_seconds
 from webhook.priority.limitranger import admit_limit_ranges, validate_limit_ranges
@@ -89,18 +90,44 @@ def forbidden(pod: Pod, inner: str) -> str:
     return f'pods "{pod.name or "Unknown"}" is forbidden: {inner}'
 
 
-def validate_container_resources(spec: PodResourceSpec) -> list[FieldError]:
-    """Pod validation of each container's requests against its limits (``validateResourceRequirements``: a request
-    above its limit), containers then init containers; resources by name where upstream ranges over a Go map."""
-    errors = []
+def _request_within_limit(requests: Mapping[str, Quantity], limits: Mapping[str, Quantity], path: str,
+                          errors: list[FieldError]) -> None:
+    """``validateResourceRequirements``: a request above its limit (resources by name where upstream ranges over a
+    Go map)."""
+    for name in sorted(requests):
+        limit = limits.get(name)
+        if limit is not None and requests[name].value > limit.value:
+            errors.append(FieldError(f"{path}.requests", "Invalid value",
+                                     f"must be less than or equal to {name} limit of {limit}", str(requests[name])))
+
+
+def validate_pod_resources(spec: PodResourceSpec) -> list[FieldError]:
+    """Pod validation of what the mutating plugins may have changed (pkg/apis/core/validation/validation.go):
+    each container's requests within its limits (containers, then init containers), then with pod-level resources
+    (PodLevelResources, on by default since v1.34) theirs within their limits, the pod-level requests at least the
+    containers' aggregate, and each container's limit within the pod-level one (``validatePodResourceConsistency``).
+    A LimitRange's defaults can break any of them."""
+    errors: list[FieldError] = []
     for field, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
         for i, ctr in enumerate(containers):
-            for name in sorted(ctr.requests):
-                limit = ctr.limits.get(name)
-                if limit is not None and ctr.requests[name].value > limit.value:
-                    errors.append(FieldError(f"spec.{field}[{i}].resources.requests", "Invalid value",
-                                             f"must be less than or equal to {name} limit of {limit}",
-                                             str(ctr.requests[name])))
+            _request_within_limit(ctr.requests, ctr.limits, f"spec.{field}[{i}].resources", errors)
+    if not spec.pod_requests and not spec.pod_limits:
+        return errors
+    _request_within_limit(spec.pod_requests, spec.pod_limits, "spec.resources", errors)
+    aggregate = aggregate_container_requests(spec)
+    for name in sorted(aggregate):
+        pod_request = spec.pod_requests.get(name)
+        if pod_request is not None and aggregate[name].value > pod_request.value:
+            errors.append(FieldError(f"spec.resources.requests[{name}]", "Invalid value",
+                                     f"must be greater than or equal to aggregate container requests of"
+                                     f" {aggregate[name]}", str(pod_request)))
+    for i, ctr in enumerate(spec.containers):
+        for name in sorted(ctr.limits):
+            pod_limit = spec.pod_limits.get(name)
+            if pod_limit is not None and ctr.limits[name].value > pod_limit.value:
+                errors.append(FieldError(f"spec.resources.containers[{i}][{name}].limits", "Invalid value",
+                                         f"must be less than or equal to pod limits of {pod_limit}",
+                                         str(ctr.limits[name])))
     return errors
 
 
@@ -127,7 +154,7 @@ def admit_pod(state: ClusterState, pod: Pod) -> Admitted | Refused:
         resolved = resolve_pod_priority(pod.priority_class_name, pod.priority, pod.preemption_policy,
                                         effective_classes(state))
     except PriorityRejection as exc:
-        return Refused(pod, str(exc))
+        return Refused(pod, forbidden(pod, str(exc)))
     priority = resolved.priority
     tolerations = default_toleration_seconds(pod.tolerations)
     node_selector = pod.node_selector
@@ -146,7 +173,7 @@ def admit_pod(state: ClusterState, pod: Pod) -> Admitted | Refused:
                 return Refused(pod, forbidden(pod, refusal), priority)
             if overhead is not spec.overhead:
                 spec = replace_fields(spec, overhead=overhead)
-    errors = validate_container_resources(spec)
+    errors = validate_pod_resources(spec)
     if errors:
         return Refused(pod, invalid(pod, errors), priority)
     refusal = validate_limit_ranges(spec, limit_ranges)

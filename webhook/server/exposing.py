@@ -1,0 +1,360 @@
+"""The exposure scan in the server (docs/interfaces.md §7): on the leader, each namespace's exposure
+(``webhook.exposure``) kept current and published as its ``preemptguard-exposure`` PolicyReport and as the
+``preemptguard_exposure_*`` gauges.
+
+Incremental: the cluster state's pod listener marks a namespace dirty when one of its pods changes in a way the
+exposure reads (bound or not, phase, deletion, priority, class, labels); every ``interval_seconds`` the scan
+also compares what every namespace shares (PriorityClasses, Namespaces and their labels, the quota
+configuration and, when ``limitedResources`` is set, the ResourceQuotas' scopes) and each namespace's
+PodDisruptionBudgets with what it saw last, and recomputes only what changed: everything after a class or quota
+change, one namespace after one of its pods or PDBs changed.
+
+Rate-limited, on the event loop: it reads the cluster state where the informers write it, so it never races
+them, and it gives the loop back (``asyncio.sleep``) after every ``slice_seconds`` of work, sleeping long enough
+that it uses at most ``max_duty`` of the loop's time; admission waits at most one slice. PolicyReports are
+written by server-side apply, only when their content changed (the ``preemptguard.io/exposure-hash``
+annotation, read back with one LIST when this replica starts leading), at most ``writes_per_second``.
+Without the PolicyReport CRD (the optional component) the gauges are still kept; the writer looks for the CRD
+again every ``CRD_RETRY_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.cluster.model import Namespace, Pod, PodDisruptionBudget, PriorityClass
+from webhook.cluster.snapshot import ClusterState
+from webhook.config import Config, QuotaConfig
+from webhook.errors import ApiError, ClusterUnavailable
+from webhook.exposure import ClassAccess, ClassAccessTable, NamespaceExposure, NamespacePods
+from webhook.exposure.access import class_access, make_table, tenants_by_namespace
+from webhook.exposure.compute import known_namespaces
+from webhook.exposure.report import (
+    API_VERSION,
+    HASH_ANNOTATION,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    REPORT_NAME,
+    policy_report,
+)
+from webhook.kubeapi import KubeClient
+from webhook.server.tenant_metrics import TenantMetrics
+from webhook.sources.source import ClusterSource
+
+log = logging.getLogger("webhook.exposure")
+
+DEFAULT_INTERVAL_SECONDS = 2.0
+DEFAULT_SLICE_SECONDS = 0.004
+DEFAULT_MAX_DUTY = 0.2
+DEFAULT_WRITES_PER_SECOND = 10.0
+CHUNK_PODS = 500
+CRD_RETRY_SECONDS = 60.0
+FIELD_MANAGER = "preemptguard"
+REPORTS_PATH = f"/apis/{API_VERSION}/policyreports"
+
+
+def report_path(namespace: str) -> str:
+    return f"/apis/{API_VERSION}/namespaces/{namespace}/policyreports/{REPORT_NAME}"
+
+
+def _exposure_fields(pod: Pod) -> tuple[object, ...]:
+    return (pod.node_name, pod.phase, pod.deleting, pod.priority, pod.priority_class_name, pod.labels)
+
+
+def exposure_changed(old: Pod | None, new: Pod | None) -> bool:
+    """Whether a pod change can change its namespace's exposure (status-only updates cannot)."""
+    return old is None or new is None or _exposure_fields(old) != _exposure_fields(new)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedInputs:
+    """What every namespace's exposure reads: compared by value each pass (unchanged dicts compare by identity)."""
+
+    classes: dict[str, PriorityClass]
+    namespaces: dict[str, Namespace]
+    quota: QuotaConfig
+    tenant_label: str | None
+    quota_scopes: tuple[tuple[str, str, object], ...]  # (namespace, name, scopes): only with limitedResources
+
+    @classmethod
+    def of(cls, state: ClusterState, config: Config) -> SharedInputs:
+        scopes: tuple[tuple[str, str, object], ...] = ()
+        if config.quota.limited_resources:
+            scopes = tuple(sorted((q.namespace, q.name, (q.scopes, q.scope_selector))
+                                  for quotas in state.quotas_by_namespace.values() for q in quotas.values()))
+        return cls(dict(state.priority_classes), dict(state.namespaces), config.quota,
+                   config.guardrails.tenant_label, scopes)
+
+
+class Pacer:
+    """Gives the event loop back after each ``slice_seconds`` of work, for long enough that the work takes at
+    most ``max_duty`` of the loop's time; counts the busy time."""
+
+    def __init__(self, slice_seconds: float, max_duty: float, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.slice_seconds = slice_seconds
+        self.rest_factor = (1.0 / max_duty - 1.0) if 0 < max_duty < 1 else 0.0
+        self.clock = clock
+        self.busy = 0.0
+        self._since = clock()
+
+    def start(self) -> None:
+        self.busy, self._since = 0.0, self.clock()
+
+    async def pace(self) -> None:
+        worked = self.clock() - self._since
+        if worked < self.slice_seconds:
+            return
+        self.busy += worked
+        await asyncio.sleep(worked * self.rest_factor)
+        self._since = self.clock()
+
+    def stop(self) -> float:
+        self.busy += self.clock() - self._since
+        return self.busy
+
+
+class ReportWriter:
+    """Writes the PolicyReports the scan offers: the latest per namespace, only when its content hash differs
+    from what the API holds, at most ``writes_per_second`` (a token bucket with a burst of two seconds' worth)."""
+
+    def __init__(self, api: KubeClient, metrics: TenantMetrics, *,
+                 writes_per_second: float = DEFAULT_WRITES_PER_SECOND, timeout_seconds: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.api = api
+        self.metrics = metrics
+        self.writes_per_second = writes_per_second
+        self.timeout_seconds = timeout_seconds
+        self.clock = clock
+        self.written: dict[str, str] = {}  # namespace -> hash the API holds
+        self.crd_missing_since: float | None = None
+        self._pending: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._wake = asyncio.Event()
+        self._tokens = max(1.0, writes_per_second * 2)
+        self._refilled = clock()
+        self._synced = False
+        self._warned_at = -60.0
+
+    def offer(self, report: dict[str, Any]) -> None:
+        namespace = report["metadata"]["namespace"]
+        self._pending.pop(namespace, None)
+        self._pending[namespace] = report
+        self._wake.set()
+
+    def forget(self, namespace: str) -> None:
+        self._pending.pop(namespace, None)
+        self.written.pop(namespace, None)
+
+    def reset(self) -> None:
+        """A new term as leader: what the API holds is read again before anything is written."""
+        self._pending.clear()
+        self.written.clear()
+        self._synced = False
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                if not await self._ready():
+                    await asyncio.sleep(1.0)
+                    continue
+                namespace, report = self._pending.popitem(last=False)
+                digest = report["metadata"]["annotations"][HASH_ANNOTATION]
+                if self.written.get(namespace) == digest:
+                    self.metrics.reports.labels("unchanged").inc()
+                    continue
+                await self._take_token()
+                await self._write(namespace, report, digest)
+
+    async def _ready(self) -> bool:
+        """The CRD is there and what the API holds has been read (once per term)."""
+        if self.crd_missing_since is not None and self.clock() - self.crd_missing_since < CRD_RETRY_SECONDS:
+            return False
+        if self._synced:
+            return True
+        try:
+            listed = await self.api.get(REPORTS_PATH, query=(("labelSelector", f"{MANAGED_BY_LABEL}={MANAGED_BY}"),),
+                                        timeout=self.timeout_seconds)
+        except ApiError as exc:
+            if exc.code == 404:
+                self._crd_missing()
+                return False
+            self._complain("list PolicyReports", exc)
+            return False
+        except ClusterUnavailable as exc:
+            self._complain("list PolicyReports", exc)
+            return False
+        self.crd_missing_since = None
+        for item in listed.get("items") or ():
+            meta = item.get("metadata") or {}
+            if meta.get("name") == REPORT_NAME and meta.get("namespace"):
+                self.written[meta["namespace"]] = str((meta.get("annotations") or {}).get(HASH_ANNOTATION) or "")
+        self._synced = True
+        return True
+
+    async def _take_token(self) -> None:
+        while True:
+            now = self.clock()
+            self._tokens = min(max(1.0, self.writes_per_second * 2),
+                               self._tokens + (now - self._refilled) * self.writes_per_second)
+            self._refilled = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return
+            await asyncio.sleep((1.0 - self._tokens) / self.writes_per_second)
+
+    async def _write(self, namespace: str, report: dict[str, Any], digest: str) -> None:
+        try:
+            await self.api.apply(report_path(namespace), report, field_manager=FIELD_MANAGER,
+                                 timeout=self.timeout_seconds)
+        except ApiError as exc:
+            self.metrics.reports.labels("failed").inc()
+            if exc.code == 404 and "namespaces" in exc.message and namespace in exc.message:
+                return  # the namespace is gone; nothing to report
+            if exc.code == 404:
+                self._crd_missing()
+                self._pending.setdefault(namespace, report)
+                return
+            self._complain(f"write PolicyReport {namespace}/{REPORT_NAME}", exc)
+            return
+        except ClusterUnavailable as exc:
+            self.metrics.reports.labels("failed").inc()
+            self._complain(f"write PolicyReport {namespace}/{REPORT_NAME}", exc)
+            self._pending.setdefault(namespace, report)  # tried again after the others
+            return
+        self.written[namespace] = digest
+        self.metrics.reports.labels("written").inc()
+
+    def _crd_missing(self) -> None:
+        if self.crd_missing_since is None:
+            log.warning("no PolicyReport API (%s): exposure reports are not written until its CRD is installed "
+                        "(the optional exposure-reports component); looking again every %gs", API_VERSION,
+                        CRD_RETRY_SECONDS)
+        self.crd_missing_since = self.clock()
+
+    def _complain(self, what: str, exc: Exception) -> None:
+        now = self.clock()
+        level = logging.DEBUG
+        if now - self._warned_at >= 60.0:
+            level, self._warned_at = logging.WARNING, now
+        log.log(level, "cannot %s: %s", what, exc)
+
+
+class ExposureScanner:
+    """The leader's exposure scan; ``run`` until cancelled."""
+
+    def __init__(self, source: ClusterSource, metrics: TenantMetrics, config: Callable[[], Config],
+                 leading: Callable[[], bool], writer: ReportWriter | None, *,
+                 interval_seconds: float = DEFAULT_INTERVAL_SECONDS, slice_seconds: float = DEFAULT_SLICE_SECONDS,
+                 max_duty: float = DEFAULT_MAX_DUTY, wall_clock: Callable[[], float] = time.time) -> None:
+        self.source = source
+        self.metrics = metrics
+        self.config = config
+        self.leading = leading
+        self.writer = writer
+        self.interval_seconds = interval_seconds
+        self.pacer = Pacer(slice_seconds, max_duty)
+        self.wall_clock = wall_clock
+        self.scans = 0
+        self.exposures: dict[str, NamespaceExposure] = {}  # the latest, per namespace
+        self._dirty: set[str] = set()
+        self._everything = True
+        self._shared: SharedInputs | None = None
+        self._table: ClassAccessTable | None = None
+        self._pdbs: dict[str, dict[str, PodDisruptionBudget]] = {}
+
+    # ---- the cluster state's pod listener, and leadership --------------------------------------------
+    def pod_changed(self, old: Pod | None, new: Pod | None) -> None:
+        if exposure_changed(old, new):
+            self._dirty.add((new or old).namespace)  # type: ignore[union-attr]
+
+    def started_leading(self) -> None:
+        self._everything = True
+        self._shared = None
+        if self.writer is not None:
+            self.writer.reset()
+
+    def stopped_leading(self) -> None:
+        self.metrics.clear_exposure()
+        self.exposures.clear()
+        if self.writer is not None:
+            self.writer.reset()
+
+    # ---- the scan ------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_seconds)
+            if not self.leading() or not self.source.is_ready():
+                continue
+            try:
+                await self.scan()
+            except Exception:
+                log.exception("the exposure scan failed; trying again at the next interval")
+                self._everything = True
+
+    async def scan(self) -> None:
+        """One pass: recompute what changed since the last one, publish it."""
+        state, config = self.source.state, self.config()
+        self.pacer.start()
+        shared = SharedInputs.of(state, config)
+        if shared != self._shared or self._table is None:
+            self._table = await self._access_table(state, shared)
+            self._shared = shared
+            self._everything = True
+        namespaces = known_namespaces(state)
+        dirty = set(namespaces) if self._everything else self._dirty & set(namespaces)
+        self._everything, self._dirty = False, set()
+        for namespace in namespaces:
+            pdbs = state.pdbs_by_namespace.get(namespace) or {}
+            if self._pdbs.get(namespace) != pdbs:
+                dirty.add(namespace)
+                self._pdbs[namespace] = dict(pdbs)
+        for gone in [ns for ns in self.exposures if ns not in set(namespaces)]:
+            self.exposures.pop(gone, None)
+            self._pdbs.pop(gone, None)
+            self.metrics.forget_exposure(gone)
+            if self.writer is not None:
+                self.writer.forget(gone)
+        table = self._table
+        for namespace in sorted(dirty):
+            if not self.leading():
+                return
+            exposure = await self._namespace(state, namespace, table, shared)
+            self.exposures[namespace] = exposure
+            self.metrics.set_exposure(exposure)
+            if self.writer is not None:
+                self.writer.offer(policy_report(exposure, timestamp=int(self.wall_clock())))
+        self.metrics.scan_duration.observe(self.pacer.stop())
+        self.scans += 1
+
+    async def _access_table(self, state: ClusterState, shared: SharedInputs) -> ClassAccessTable:
+        tenants = tenants_by_namespace(known_namespaces(state), shared.namespaces, shared.tenant_label)
+        accesses: list[ClassAccess] = []
+        for priority_class in shared.classes.values():
+            accesses.append(class_access(priority_class, tenants, shared.namespaces, state.quotas_by_namespace,
+                                         shared.quota))
+            await self.pacer.pace()
+        return make_table(accesses)
+
+    async def _namespace(self, state: ClusterState, namespace: str, table: ClassAccessTable,
+                         shared: SharedInputs) -> NamespaceExposure:
+        counted = NamespacePods(namespace, state.pdbs_in(namespace))
+        for chunk in _chunks(list(state.pods_by_namespace.get(namespace, {}).values()), CHUNK_PODS):
+            counted.add(chunk)
+            await self.pacer.pace()
+        return counted.finish(table, shared.namespaces, shared.tenant_label)
+
+
+def _chunks(items: list[Pod], size: int) -> Iterator[list[Pod]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

@@ -15,6 +15,12 @@ import pytest
 from fake_apiserver import FakeApiServer, namespace, pod
 from observe_support import TOKEN, Live, Scheduler, manifest, replica, seed, until
 
+from webhook.rbac import (
+    EXPOSURE_REPORTS_PERMISSIONS,
+    LEADER_ELECTION_PERMISSIONS,
+    REQUIRED_PERMISSIONS,
+    allows,
+)
 from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ID_ANNOTATION
 from webhook.server.app import TENANTS_KEY
 from webhook.server.handlers import METRICS_KEY
@@ -172,3 +178,41 @@ async def test_the_leader_writes_each_namespace_s_policy_report_and_rewrites_onl
         assert gauges["team-b"] == 3  # vip outranks top too: keep joins the two batch pods
         assert not [m for m in follower.app[METRICS_KEY].registry.collect()
                     if m.name == "preemptguard_exposure_running_pods" and m.samples]
+
+
+def rbac_request(method: str, path: str, query: dict[str, str]) -> tuple[str, str, str, str, str]:
+    """(group, resource, verb, name, namespace) of a request, as the API server's authorizer sees it."""
+    parts = path.strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    namespace = ""
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    resource, name = rest[0], (rest[1] if len(rest) > 1 else "")
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, "")
+    if method == "GET":
+        verb = "watch" if query.get("watch") in ("1", "true") else ("get" if name else "list")
+    return group, resource, verb, name, namespace
+
+
+async def test_every_call_of_a_replica_with_everything_on_is_declared(fake: FakeApiServer, tmp_path: Path) -> None:
+    """The replica's real calls (informers, Lease, Events, PolicyReports) are what webhook/rbac.py declares, and the
+    Lease is touched in its own namespace only (a Role)."""
+    fake.policy_report_crd = True
+    async with two_replicas(fake, tmp_path, exposure_reports=True, leader_elect_namespace="preemptguard") as replicas:
+        leader, _ = leader_of(replicas)
+        await leader.create(manifest("web", "1"))
+        scheduler = Scheduler(fake)
+        scheduler.refuse("web", nominate="n1", victims=1)
+        scheduler.mark("batch-a")
+        await until(lambda: len(preempted_events(fake)) == 1 and fake.policy_report_writes >= 3, "the writes")
+    seen = {rbac_request(*call) for call in fake.calls}
+    cluster = REQUIRED_PERMISSIONS + EXPOSURE_REPORTS_PERMISSIONS
+    for group, resource, verb, name, where in seen:
+        if resource == "leases":
+            assert where == "preemptguard" and allows(LEADER_ELECTION_PERMISSIONS, group, resource, verb, name)
+        else:
+            assert allows(cluster, group, resource, verb, name), (group, resource, verb, name, where)
+    used = {(g, r, v) for g, r, v, _, _ in seen}
+    assert {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")} <= used
+    assert {("", "events", "create"), ("wgpolicyk8s.io", "policyreports", "list"),
+            ("wgpolicyk8s.io", "policyreports", "patch")} <= used

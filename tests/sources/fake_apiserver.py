@@ -113,6 +113,7 @@ class FakeApiServer:
         self.history: list[tuple[int, Resource, str | None, bytes]] = []
         self.watches: set[_Watch] = set()
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.calls: list[tuple[str, str, dict[str, str]]] = []  # (method, path, query) of every request
         self.authorization_headers: list[str] = []
         self.down = False
         self.port = 0
@@ -431,6 +432,7 @@ class FakeApiServer:
                 request.transport.abort()
             raise ConnectionResetError("fake API server is down")
         self.requests.append((request.path, dict(request.query)))
+        self.calls.append((request.method, request.path, dict(request.query)))
         authorization = request.headers.get("Authorization", "")
         self.authorization_headers.append(authorization)
         if self.token is not None and authorization != f"Bearer {self.token}":

@@ -154,8 +154,9 @@ class FakeApiServer:
         app.router.add_get(leases + "/{name}", self._get_lease)
         app.router.add_put(leases + "/{name}", self._update_lease)
         app.router.add_get("/apis/wgpolicyk8s.io/v1alpha2/policyreports", self._list_policy_reports)
-        app.router.add_patch("/apis/wgpolicyk8s.io/v1alpha2/namespaces/{namespace}/policyreports/{name}",
-                             self._apply_policy_report)
+        report = "/apis/wgpolicyk8s.io/v1alpha2/namespaces/{namespace}/policyreports/{name}"
+        app.router.add_patch(report, self._apply_policy_report)
+        app.router.add_get(report, self._get_policy_report)
         app.router.add_get("/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1, handler_cancellation=True)
         await self._runner.setup()
@@ -365,6 +366,12 @@ class FakeApiServer:
         return web.json_response({"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReportList",
                                   "metadata": {"resourceVersion": str(self.resource_version)},
                                   "items": list(self.policy_reports.values())})
+
+    async def _get_policy_report(self, request: web.Request) -> web.Response:
+        key = (request.match_info["namespace"], request.match_info["name"])
+        if not self.policy_report_crd or key not in self.policy_reports:
+            return _status_response(404, "NotFound", f'policyreports.wgpolicyk8s.io "{key[1]}" not found')
+        return web.json_response(self.policy_reports[key])
 
     async def _apply_policy_report(self, request: web.Request) -> web.Response:
         if not self.policy_report_crd:

@@ -207,7 +207,7 @@ def test_a_preemption_by_another_tenant_is_one_event_naming_no_other_tenant(clus
     assert "a pod of another tenant (PriorityClass high, priority 1000)" in message
     assert "team-a" not in message and "web" not in message and not event.get("related")
     assert f"prediction {prediction_id}" in message and "predicted this preemption" in message
-    assert sum(r.metric('preemptguard_preemptions_total{namespace="team-b"') for r in cluster.replicas) == 1
+    assert sum(r.metric('preemptguard_preemptions_total{pod_namespace="team-b"') for r in cluster.replicas) == 1
     assert cluster.ours("team-a") == []
 
 

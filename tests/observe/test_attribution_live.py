@@ -173,7 +173,7 @@ async def test_the_leader_writes_each_namespace_s_policy_report_and_rewrites_onl
         fake.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "vip"},
                      "value": 5000, "preemptionPolicy": "PreemptLowerPriority"})
         await until(lambda: "vip" in str(fake.policy_reports[("team-b", "preemptguard-exposure")]), "vip", timeout=10)
-        gauges = {s.labels["namespace"]: s.value for m in leader.app[METRICS_KEY].registry.collect()
+        gauges = {s.labels["pod_namespace"]: s.value for m in leader.app[METRICS_KEY].registry.collect()
                   if m.name == "preemptguard_exposure_preemptible_by_other_tenants_pods" for s in m.samples}
         assert gauges["team-b"] == 3  # vip outranks top too: keep joins the two batch pods
         assert not [m for m in follower.app[METRICS_KEY].registry.collect()

@@ -7,13 +7,16 @@ preemption once; a replica that stops leading clears its exposure gauges. Label 
 ``OVERFLOW`` (a namespace's exposure gauges then add into it), so a cluster that creates namespaces or classes
 without end cannot grow the scrape without end.
 
+The namespace label is ``pod_namespace``, not ``namespace``: Prometheus gives every scraped series its target's
+``namespace`` (PreemptGuard's own), and would rename a ``namespace`` label of the series to ``exported_namespace``.
+
 Series (prefixed ``preemptguard_``):
-- ``preemptions_total{namespace,preemptor_class}``: pods kube-scheduler preempted, by the victim's namespace and
+- ``preemptions_total{pod_namespace,preemptor_class}``: pods kube-scheduler preempted, by the victim's namespace and
   the preemptor's PriorityClass (``unknown`` when no preemptor was found; ``""`` for a pod without a class);
 - ``preemptions_predicted_total{predicted}``: the same preemptions by what PreemptGuard had predicted
   (``predicted``, ``elsewhere``, ``not_predicted``, ``no_prediction``);
-- ``exposure_running_pods{namespace}``, ``exposure_preemptible_pods{namespace}`` (running pods some class
-  could preempt), ``exposure_preemptible_by_other_tenants_pods{namespace}`` (... some class another tenant may
+- ``exposure_running_pods{pod_namespace}``, ``exposure_preemptible_pods{pod_namespace}`` (running pods some class
+  could preempt), ``exposure_preemptible_by_other_tenants_pods{pod_namespace}`` (... some class another tenant may
   use could preempt);
 - ``exposure_scan_duration_seconds`` (one pass over the namespaces that changed), ``exposure_reports_total{result}``
   (PolicyReport writes: ``written``, ``unchanged``, ``failed``);
@@ -60,7 +63,7 @@ class TenantMetrics:
             "preemptguard_preemptions",
             "Pods kube-scheduler preempted, by the victim's namespace and the preemptor's PriorityClass (counted by "
             "the leader only).",
-            ["namespace", "preemptor_class"], registry=registry)
+            ["pod_namespace", "preemptor_class"], registry=registry)
         self.preemptions_predicted = Counter(
             "preemptguard_preemptions_predicted",
             "Pods kube-scheduler preempted, by what PreemptGuard had predicted for the preemptor at admission "
@@ -71,15 +74,15 @@ class TenantMetrics:
         self.running = Gauge(
             "preemptguard_exposure_running_pods",
             "Running pods of a namespace (bound, not terminal, not being deleted), as the leader last scanned them.",
-            ["namespace"], registry=registry)
+            ["pod_namespace"], registry=registry)
         self.preemptible = Gauge(
             "preemptguard_exposure_preemptible_pods",
             "Running pods of a namespace that some PriorityClass could preempt (higher value, PreemptLowerPriority).",
-            ["namespace"], registry=registry)
+            ["pod_namespace"], registry=registry)
         self.by_other_tenants = Gauge(
             "preemptguard_exposure_preemptible_by_other_tenants_pods",
             "Running pods of a namespace that a PriorityClass other tenants may use could preempt.",
-            ["namespace"], registry=registry)
+            ["pod_namespace"], registry=registry)
         self.scan_duration = Histogram(
             "preemptguard_exposure_scan_duration_seconds",
             "CPU time of one exposure scan pass over the namespaces that changed (slices included, pauses not).",

@@ -1,21 +1,21 @@
-"""The exposure scan in the server (docs/interfaces.md §7): on the leader, each namespace's exposure
-(``webhook.exposure``) kept current and published as its ``preemptguard-exposure`` PolicyReport and as the
-``preemptguard_exposure_*`` gauges.
+"""The exposure scan in the server (docs/interfaces.md §7): each namespace's exposure (``webhook.exposure``)
+kept current on every replica and published by the leader as its ``preemptguard-exposure`` PolicyReport and as
+the ``preemptguard_exposure_*`` gauges.
 
-Incremental: the cluster state's pod listener marks a namespace dirty when one of its pods changes in a way the
-exposure reads (bound or not, phase, deletion, priority, class, labels); every ``interval_seconds`` the scan
-also compares what every namespace shares (PriorityClasses, Namespaces and their labels, the quota
-configuration and, when ``limitedResources`` is set, the ResourceQuotas' scopes) and each namespace's
-PodDisruptionBudgets with what it saw last, and recomputes only what changed: everything after a class or quota
-change, one namespace after one of its pods or PDBs changed.
+Incremental: the cluster state's pod listener updates the namespace's counts pod change by pod change
+(``ExposureIndex``, a few microseconds each). Every ``interval_seconds`` the scan compares what every namespace
+shares (PriorityClasses, Namespaces and their labels, the quota configuration and, when ``limitedResources`` is
+set, the ResourceQuotas' scopes) and each namespace's PodDisruptionBudgets with what it saw last; it counts a
+namespace's pods again only when its PDB selectors changed, rebuilds who may use which class only when what
+every namespace shares changed, and publishes the namespaces whose counts, budgets or classes changed, each in
+O(bands x classes).
 
 Rate-limited, on the event loop: it reads the cluster state where the informers write it, so it never races
 them, and it gives the loop back (``asyncio.sleep``) after every ``slice_seconds`` of work, sleeping long enough
-that it uses at most ``max_duty`` of the loop's time; admission waits at most one slice. PolicyReports are
-written by server-side apply, only when their content changed (the ``preemptguard.io/exposure-hash``
-annotation, read back with one LIST when this replica starts leading), at most ``writes_per_second``.
-Without the PolicyReport CRD (the optional component) the gauges are still kept; the writer looks for the CRD
-again every ``CRD_RETRY_SECONDS``.
+that it uses at most ``max_duty`` of the loop's time. PolicyReports are written by server-side apply, only when
+their content changed (the ``preemptguard.io/exposure-hash`` annotation, read back with one LIST when this
+replica starts leading), at most ``writes_per_second``. Without the PolicyReport CRD (the optional component)
+the gauges are still kept; the writer looks for the CRD again every ``CRD_RETRY_SECONDS``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ from webhook.cluster.model import Namespace, Pod, PodDisruptionBudget, PriorityC
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import Config, QuotaConfig
 from webhook.errors import ApiError, ClusterUnavailable
-from webhook.exposure import ClassAccess, ClassAccessTable, NamespaceExposure, NamespacePods
+from webhook.exposure import ClassAccess, ClassAccessTable, ExposureIndex, NamespaceExposure
 from webhook.exposure.access import class_access, make_table, tenants_by_namespace
 from webhook.exposure.compute import known_namespaces
 from webhook.exposure.report import (
@@ -53,7 +53,6 @@ DEFAULT_INTERVAL_SECONDS = 2.0
 DEFAULT_SLICE_SECONDS = 0.004
 DEFAULT_MAX_DUTY = 0.2
 DEFAULT_WRITES_PER_SECOND = 10.0
-CHUNK_PODS = 500
 CRD_RETRY_SECONDS = 60.0
 FIELD_MANAGER = "preemptguard"
 REPORTS_PATH = f"/apis/{API_VERSION}/policyreports"
@@ -251,7 +250,8 @@ class ReportWriter:
 
 
 class ExposureScanner:
-    """The leader's exposure scan; ``run`` until cancelled."""
+    """The exposure of every namespace, counted on every replica, published by the leader; ``run`` until
+    cancelled."""
 
     def __init__(self, source: ClusterSource, metrics: TenantMetrics, config: Callable[[], Config],
                  leading: Callable[[], bool], writer: ReportWriter | None, *,
@@ -266,8 +266,8 @@ class ExposureScanner:
         self.pacer = Pacer(slice_seconds, max_duty)
         self.wall_clock = wall_clock
         self.scans = 0
-        self.exposures: dict[str, NamespaceExposure] = {}  # the latest, per namespace
-        self._dirty: set[str] = set()
+        self.index = ExposureIndex()
+        self.exposures: dict[str, NamespaceExposure] = {}  # the latest published, per namespace
         self._everything = True
         self._shared: SharedInputs | None = None
         self._table: ClassAccessTable | None = None
@@ -275,8 +275,7 @@ class ExposureScanner:
 
     # ---- the cluster state's pod listener, and leadership --------------------------------------------
     def pod_changed(self, old: Pod | None, new: Pod | None) -> None:
-        if exposure_changed(old, new):
-            self._dirty.add((new or old).namespace)  # type: ignore[union-attr]
+        self.index.pod_changed(old, new)
 
     def started_leading(self) -> None:
         self._everything = True
@@ -294,7 +293,7 @@ class ExposureScanner:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval_seconds)
-            if not self.leading() or not self.source.is_ready():
+            if not self.source.is_ready():
                 continue
             try:
                 await self.scan()
@@ -303,37 +302,53 @@ class ExposureScanner:
                 self._everything = True
 
     async def scan(self) -> None:
-        """One pass: recompute what changed since the last one, publish it."""
+        """One pass: count again what PDB selector changes ask for (every replica, so a new leader's counts are
+        ready), and on the leader publish every namespace whose exposure may have changed."""
         state, config = self.source.state, self.config()
         self.pacer.start()
+        namespaces = known_namespaces(state)
+        present = set(namespaces)
+        changed: set[str] = set()
+        for namespace in namespaces:
+            pdbs = state.pdbs_by_namespace.get(namespace) or {}
+            if self._pdbs.get(namespace, {}) != pdbs:
+                self._pdbs[namespace] = dict(pdbs)
+                changed.add(namespace)  # a budget left, or a selector (then counted again below)
+                pods = state.pods_by_namespace.get(namespace, {}).values()
+                if self.index.pdbs_changed(namespace, pdbs.values(), pods):
+                    await self.pacer.pace()
+        for gone in [ns for ns in self._pdbs if ns not in present]:
+            del self._pdbs[gone]
+        if not self.leading():
+            self.index.take_dirty()
+            self.pacer.stop()
+            return
         shared = SharedInputs.of(state, config)
         if shared != self._shared or self._table is None:
             self._table = await self._access_table(state, shared)
             self._shared = shared
             self._everything = True
-        namespaces = known_namespaces(state)
-        dirty = set(namespaces) if self._everything else self._dirty & set(namespaces)
-        self._everything, self._dirty = False, set()
-        for namespace in namespaces:
-            pdbs = state.pdbs_by_namespace.get(namespace) or {}
-            if self._pdbs.get(namespace) != pdbs:
-                dirty.add(namespace)
-                self._pdbs[namespace] = dict(pdbs)
-        for gone in [ns for ns in self.exposures if ns not in set(namespaces)]:
+        dirty = (present if self._everything else (self.index.take_dirty() | changed) & present)
+        if self._everything:
+            self.index.take_dirty()
+        self._everything = False
+        for gone in [ns for ns in self.exposures if ns not in present]:
             self.exposures.pop(gone, None)
-            self._pdbs.pop(gone, None)
+            self.index.forget(gone)
             self.metrics.forget_exposure(gone)
             if self.writer is not None:
                 self.writer.forget(gone)
-        table = self._table
+        table, now = self._table, int(self.wall_clock())
         for namespace in sorted(dirty):
             if not self.leading():
                 return
-            exposure = await self._namespace(state, namespace, table, shared)
+            exposure = self.index.exposure(namespace, state.pdbs_in(namespace), table, shared.namespaces,
+                                           shared.tenant_label)
             self.exposures[namespace] = exposure
             self.metrics.set_exposure(exposure)
             if self.writer is not None:
-                self.writer.offer(policy_report(exposure, timestamp=int(self.wall_clock())))
+                self.writer.offer(policy_report(exposure, timestamp=now))
+            await self.pacer.pace()
         self.metrics.scan_duration.observe(self.pacer.stop())
         self.scans += 1
 
@@ -346,15 +361,4 @@ class ExposureScanner:
             await self.pacer.pace()
         return make_table(accesses)
 
-    async def _namespace(self, state: ClusterState, namespace: str, table: ClassAccessTable,
-                         shared: SharedInputs) -> NamespaceExposure:
-        counted = NamespacePods(namespace, state.pdbs_in(namespace))
-        for chunk in _chunks(list(state.pods_by_namespace.get(namespace, {}).values()), CHUNK_PODS):
-            counted.add(chunk)
-            await self.pacer.pace()
-        return counted.finish(table, shared.namespaces, shared.tenant_label)
 
-
-def _chunks(items: list[Pod], size: int) -> Iterator[list[Pod]]:
-    for start in range(0, len(items), size):
-        yield items[start:start + size]

@@ -69,7 +69,8 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
             if host_port:
                 ports.append(HostPort(_str(port.get("hostIP"), "hostIP") or "0.0.0.0",
                                       _str(port.get("protocol"), "protocol") or "TCP", host_port))
-    return tuple(ports)
+    # A port given twice is one port (upstream NodePorts works on sets): each once, where it first appears.
+    return tuple(dict.fromkeys(ports))
 
 
 def _disruption_target_by_preemption(status: Mapping[str, Any]) -> bool:

@@ -54,6 +54,7 @@ DEFAULT_SLICE_SECONDS = 0.004
 DEFAULT_MAX_DUTY = 0.2
 DEFAULT_WRITES_PER_SECOND = 10.0
 CRD_RETRY_SECONDS = 60.0
+RETRY_SECONDS = 1.0
 FIELD_MANAGER = "preemptguard"
 REPORTS_PATH = f"/apis/{API_VERSION}/policyreports"
 
@@ -173,7 +174,8 @@ class ReportWriter:
                     self.metrics.reports.labels("unchanged").inc()
                     continue
                 await self._take_token()
-                await self._write(namespace, report, digest)
+                if not await self._write(namespace, report, digest):
+                    await asyncio.sleep(RETRY_SECONDS)  # the API server is unreachable: no tight loop
 
     async def _ready(self) -> bool:
         """The CRD is there and what the API holds has been read (once per term)."""
@@ -212,27 +214,29 @@ class ReportWriter:
                 return
             await asyncio.sleep((1.0 - self._tokens) / self.writes_per_second)
 
-    async def _write(self, namespace: str, report: dict[str, Any], digest: str) -> None:
+    async def _write(self, namespace: str, report: dict[str, Any], digest: str) -> bool:
+        """Apply one report; False when the API server could not be reached (the report waits its turn again)."""
         try:
             await self.api.apply(report_path(namespace), report, field_manager=FIELD_MANAGER,
                                  timeout=self.timeout_seconds)
         except ApiError as exc:
             self.metrics.reports.labels("failed").inc()
             if exc.code == 404 and "namespaces" in exc.message and namespace in exc.message:
-                return  # the namespace is gone; nothing to report
+                return True  # the namespace is gone; nothing to report
             if exc.code == 404:
                 self._crd_missing()
                 self._pending.setdefault(namespace, report)
-                return
+                return True
             self._complain(f"write PolicyReport {namespace}/{REPORT_NAME}", exc)
-            return
+            return True
         except ClusterUnavailable as exc:
             self.metrics.reports.labels("failed").inc()
             self._complain(f"write PolicyReport {namespace}/{REPORT_NAME}", exc)
             self._pending.setdefault(namespace, report)  # tried again after the others
-            return
+            return False
         self.written[namespace] = digest
         self.metrics.reports.labels("written").inc()
+        return True
 
     def _crd_missing(self) -> None:
         if self.crd_missing_since is None:

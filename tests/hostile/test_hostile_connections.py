@@ -20,7 +20,7 @@ import pytest
 
 from webhook.certs.issuance import generate_ca, issue_client_certificate
 from webhook.cluster.snapshot import ClusterState
-from webhook.routes import HEALTHZ_PATH, METRICS_PATH, MUTATE_PODS_PATH, READYZ_PATH
+from webhook.routes import HEALTHZ_PATH, METRICS_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH
 from webhook.server.limits import LIMITS_KEY
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
@@ -194,3 +194,31 @@ async def test_scrapes_and_probes_work_while_one_client_floods_the_metrics_port(
                         assert response.status == 200, path
         finally:
             close_all(idle)
+
+
+async def test_a_flood_of_the_preview_port_takes_nothing_the_api_server_or_other_callers_need(
+        pki: dict[str, Path]) -> None:
+    """The /preview listener (--preview-port, where no client certificate is asked under --client-ca) is open to
+    every tenant: one client holding 1,000 TLS connections there keeps at most its per-client share, holds none of
+    the admission port's, and another caller's preview and the API server's review are still answered at once."""
+    async with LoopbackWebhook(MemorySource(ClusterState()), settings(client_ca=pki["ca"], preview_port=0),
+                               client_certificate=(pki["crt"], pki["key"])) as hook:
+        assert hook.server is not None and hook.server.preview_port is not None
+        stranger = ssl.create_default_context()
+        stranger.check_hostname, stranger.verify_mode = False, ssl.CERT_NONE  # no certificate: none needed there
+        flood = await hold(HELD, hook.server.preview_port, stranger, source="127.0.0.2")
+        await asyncio.sleep(0.2)
+        try:
+            limits = hook.server.app[LIMITS_KEY]
+            assert limits.preview_guard.clients() == {"127.0.0.2": limits.settings.preview_max_connections_per_client}
+            assert limits.guard.open == {}
+            started = time.monotonic()
+            status, body = await hook.post_json(MUTATE_PODS_PATH, json.loads(review_body()))
+            assert status == 200 and body["response"]["allowed"] is True
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"},
+                   "spec": {"containers": [{"name": "c"}]}}
+            status, preview = await hook.post_preview_listener(PREVIEW_PATH, {"pod": pod})
+            assert status == 200 and preview["kind"] == "PreemptionPreview"
+            assert time.monotonic() - started < 3.0
+        finally:
+            close_all(flood)

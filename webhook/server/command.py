@@ -13,6 +13,7 @@ from typing import cast
 
 from webhook.config import Config, load_config_or_defaults
 from webhook.errors import ConfigError
+from webhook.routes import DEFAULT_PREVIEW_PORT
 from webhook.server.app import make_app, start_server
 from webhook.server.eventloop import EVENT_LOOPS, run_on_event_loop
 from webhook.server.logs import LOG_FORMATS, LogFormat, configure_logging
@@ -22,7 +23,6 @@ from webhook.server.settings import (
     DEFAULT_OBSERVE_MAX_PREDICTIONS,
     DEFAULT_OBSERVE_WINDOW_SECONDS,
     DEFAULT_PREVIEW_BUDGET_SECONDS,
-    DEFAULT_PREVIEW_PORT,
     DEFAULT_SHUTDOWN_GRACE_SECONDS,
     LOG_LEVELS,
     ServerSettings,

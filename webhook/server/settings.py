@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from webhook.routes import DEFAULT_PREVIEW_PORT
+
 # The kube-apiserver refuses request bodies over 3 MiB; so do we (HTTP 413).
 MAX_BODY_BYTES = 3 * 1024 * 1024
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -17,7 +19,6 @@ DEFAULT_ADMISSION_MAX_IN_FLIGHT = 64
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 5.0
 DEFAULT_OBSERVE_WINDOW_SECONDS = 600.0
 DEFAULT_OBSERVE_MAX_PREDICTIONS = 100_000
-DEFAULT_PREVIEW_PORT = 8444  # under --client-ca
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,7 +87,8 @@ def test_webhook_service_port_reaches_the_https_listener() -> None:
         assert container_ports[service_ports[ref["port"]]] == routes.DEFAULT_PORT
     assert container_ports == {"https": routes.DEFAULT_PORT, "preview": routes.DEFAULT_PREVIEW_PORT,
                                "metrics": routes.DEFAULT_METRICS_PORT}
-    assert service_ports == {443: "https", routes.DEFAULT_PREVIEW_PORT: "preview", routes.DEFAULT_METRICS_PORT: "metrics"}
+    assert service_ports == {443: "https", routes.DEFAULT_PREVIEW_PORT: "preview",
+                             routes.DEFAULT_METRICS_PORT: "metrics"}
 
 
 def test_probes_use_the_health_routes_of_the_metrics_listener() -> None:

@@ -2,7 +2,7 @@
 
 *Running* is what kube-scheduler may preempt: a pod bound to a node, not Succeeded/Failed and not already being
 deleted (``webhook.cluster.snapshot.holds_node_resources``). A PodDisruptionBudget *protects* a pod when its
-selector selects it as kube-scheduler's preemption reads PDBs (``webhook.preemption.pdb.PdbIndex``: a nil or
+selector selects it as kube-scheduler's preemption reads PDBs (``webhook.preemption.framework.pdb.PdbIndex``: a nil or
 empty selector selects nothing there); the scheduler prefers victims whose eviction violates no PDB, but a PDB
 never forbids a preemption (docs/preemption.md §8). Pods a PDB lists in ``status.disruptedPods`` still count as
 protected here: that list is a moment of an eviction, not who the budget is for.
@@ -26,7 +26,7 @@ from webhook.config import Config
 from webhook.exposure.access import ClassAccessTable, class_access_table
 from webhook.exposure.model import NamespaceExposure, PdbBudget, PriorityBand
 from webhook.guardrails.disclosure import tenant_of
-from webhook.preemption.pdb import PdbIndex
+from webhook.preemption.framework.pdb import PdbIndex
 
 # How many pod names a PDB's entry lists (its count is always whole): a PolicyReport is one etcd object.
 PDB_POD_NAMES = 20

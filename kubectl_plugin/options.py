@@ -46,8 +46,9 @@ EXAMPLES = """\
   # Preview scaling an existing Deployment up by 3 replicas
   kubectl preempt-preview deployment/web --replicas 3 -n team-a
 
-  # Ask a PreemptGuard server directly, replicas simulated in order
-  kubectl preempt-preview -f deploy.yaml --webhook-url https://127.0.0.1:8443 --certificate-authority ca.crt
+  # Ask a PreemptGuard server directly, replicas simulated in order (in a cluster: its Service's preview port)
+  kubectl preempt-preview -f deploy.yaml --webhook-url https://preemptguard.preemptguard.svc:8444 \\
+      --token "$(kubectl create token ci -n team-a)" --certificate-authority ca.crt
 
   # Offline, from a snapshot taken with
   # kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces -A -o yaml
@@ -62,6 +63,9 @@ EXAMPLES = """\
   kubectl preempt-preview -f deploy.yaml -o jsonpath='{range .results[*]}{.pod}{"\t"}{.outcome}{"\n"}{end}'
   kubectl preempt-preview -f deploy.yaml -o custom-columns=POD:.pod,OUTCOME:.outcome,NODE:.node
 
+  # Which of your running pods could be preempted, and by which classes (see exposure --help)
+  kubectl preempt-preview exposure -n team-a
+
   # Shell completion for kubectl-preempt_preview run directly (through kubectl, see the README)
   source <(kubectl preempt-preview completion bash)"""
 
@@ -70,6 +74,7 @@ USAGE = """\
       [--priority-class NAME] [--snapshot FILE [--snapshot-cache] | --webhook-url URL [--token TOKEN]
       [--certificate-authority FILE] [--insecure-skip-tls-verify]] [--kubeconfig PATH] [--context NAME]
       [-o table|wide|json|yaml|name|jsonpath=TEMPLATE|custom-columns=SPEC] [options]
+  kubectl preempt-preview exposure [-n NAMESPACE | -A] [--snapshot FILE [--config FILE]] [-o table|json|yaml]
   kubectl preempt-preview completion bash|zsh"""
 
 
@@ -201,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="With --snapshot: keep the loaded cluster in .FILE.pgcache next to the snapshot and start from it next "
              "time (any change to the file, or another PreemptGuard version, makes it stale).")
     add("--webhook-url", type=webhook_url, metavar="URL",
-        help="Ask a PreemptGuard server's /preview endpoint directly (https://HOST:PORT).")
+        help="Ask a PreemptGuard server's /preview endpoint directly (https://HOST:PORT; in a cluster its Service's "
+             "preview port, 8444). A 429 with Retry-After is asked again as it says, within --request-timeout.")
     add("--token", metavar="TOKEN", help="Bearer token for --webhook-url.")
     add("--certificate-authority", metavar="FILE", help="CA bundle that verifies the --webhook-url certificate.")
     add("--insecure-skip-tls-verify", action="store_true",

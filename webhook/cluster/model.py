@@ -137,6 +137,7 @@ class PriorityClass:
 class Namespace:
     name: str
     labels: Mapping[str, str] = EMPTY_LABELS
+    terminating: bool = False  # status.phase Terminating (or a deletionTimestamp): no new content is admitted
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from webhook.preemption.results import (
 from webhook.preemption.selectors import required_node_affinity_matches, tolerates
 from webhook.preemption.view import ClusterView
 from webhook.preemption.workloads import expand_object, replica_name
+from webhook.priority.namespace_lifecycle import check_namespace_lifecycle
 from webhook.priority.resolution import (
     SYSTEM_CRITICAL_PRIORITY,
     PriorityRejection,
@@ -218,13 +219,18 @@ def _rejected(pod: Pod, message: str, priority: int | None = None) -> Preemption
 
 
 def resolve_each(state: ClusterState, pods: Sequence[Pod]) -> list[Pod | PreemptionResult]:
-    """Each pod as the API server would store it, or its own ``Rejected`` result: the Priority plugin, then the
-    ResourceQuota admission plugin (on by default) against the namespace's quotas, each admitted pod charged
-    before the next is checked (the real control plane refuses a pod over its quota before the scheduler sees
-    it: tests/vectors/real_scheduler/quota-exceeded-is-rejected)."""
+    """Each pod as the API server would store it, or its own ``Rejected`` result: NamespaceLifecycle (a missing
+    or terminating namespace, where the namespaces are known), the Priority plugin, then the ResourceQuota
+    admission plugin (on by default) against the namespace's quotas, each admitted pod charged before the next is
+    checked (the real control plane refuses a pod over its quota before the scheduler sees it:
+    tests/vectors/real_scheduler/quota-exceeded-is-rejected)."""
     entries: list[Pod | PreemptionResult] = []
     quotas: dict[str, list[ResourceQuota]] = {}
     for pod in pods:
+        refused = check_namespace_lifecycle(state.namespaces, pod)
+        if refused is not None:
+            entries.append(_rejected(pod, refused))
+            continue
         try:
             resolved = resolve_priority(state, pod)
         except PriorityRejection as exc:

@@ -323,7 +323,7 @@ class Reference:
         names = sorted(self.nodes)
         out: dict[str, Any] = {"outcome": "Unschedulable", "node": None, "victims": [], "pdb_violations": 0,
                                "candidate_nodes": 0, "tied_nodes": [], "expected_delay_seconds": 0,
-                               "preemption_status": ""}
+                               "preemption_status": "", "tied_victims": {}}
         if not names:
             return out
         if pod.node_name:  # the scheduler never sees it: the kubelet admits it or rejects it
@@ -384,6 +384,8 @@ class Reference:
         return {**out, "outcome": "Preempts", "node": chosen,
                 "victims": [(v.namespace, v.name, prio(v), v.key in violating) for v in victims],
                 "pdb_violations": len(violating), "candidate_nodes": len(candidates), "tied_nodes": tied,
+                "tied_victims": {n: [(v.namespace, v.name, prio(v), v.key in candidates[n][1])
+                                     for v in candidates[n][0]] for n in tied},
                 "expected_delay_seconds": max(30 if v.termination_grace_period_seconds is None
                                               else v.termination_grace_period_seconds for v in victims)}
 

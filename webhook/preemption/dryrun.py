@@ -96,6 +96,8 @@ class PostFilterResult:
     eligible: bool
     # "" when a node is nominated; otherwise the "preemption: ..." status message.
     message: str
+    # Every candidate that ties with ``candidate`` on all criteria (itself included), by node name.
+    tied_candidates: tuple[Candidate, ...] = ()
 
 
 def nodes_available_message(total: int, statuses: Iterable[Status]) -> str:
@@ -141,4 +143,6 @@ def preempt(ctx: PredictionContext, statuses: Mapping[str, Status], *,
         counts[NOT_HELPFUL] += len(names) - len(dry.statuses)
         return PostFilterResult(None, (), 0, len(potential), True,
                                 f"preemption: {nodes_available_message_from_counts(len(names), counts)}")
-    return PostFilterResult(dry.best, dry.tied, dry.candidate_count, len(potential), True, "")
+    tied = set(dry.tied)
+    return PostFilterResult(dry.best, dry.tied, dry.candidate_count, len(potential), True, "",
+                            tuple(sorted((c for c in dry.candidates if c.node in tied), key=lambda c: c.node)))

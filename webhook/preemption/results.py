@@ -130,6 +130,6 @@ class PreemptionResult:
     preemption_status: str = ""
     # More candidates than upstream's sample (docs/preemption.md §5): upstream may choose a different node.
     sampled: bool = False
-    # The victims on each tied node (``tied_nodes``, ``node`` included), most important first: upstream picks
-    # one of them at random, and evicts that node's victims.
-    tied_victims: tuple[tuple[str, tuple[VictimInfo, ...]], ...] = ()
+    # The candidate of each tied node (``tied_nodes``, ``node`` included), with its victims: upstream picks one of
+    # them at random and evicts that node's victims. The dry run's own objects (no copy on the hot path).
+    tied_candidates: tuple[Candidate, ...] = ()

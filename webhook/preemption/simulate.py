@@ -155,7 +155,7 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
     return replace_fields(
         pending_result(pod, policy), outcome=Outcome.PREEMPTS, node=candidate.node, victims=victims,
         pdb_violations=candidate.num_pdb_violations, candidate_nodes=post.candidate_count, tied_nodes=post.tied,
-        tied_victims=tuple((c.node, tuple(_victim_info(v, c) for v in c.victims)) for c in post.tied_candidates),
+        tied_candidates=post.tied_candidates,
         expected_delay_seconds=max(v.grace_period_seconds for v in victims),
         message=" ".join(notes) + gaps, sampled=sampled,
     ), candidate

@@ -40,6 +40,7 @@ def test_preemptguard_predicts_what_the_real_control_plane_did(case: Path) -> No
     observed = expected(case)["observed"]
     assert [p.pod for p in predictions] == [o["pod"] for o in observed]
     for prediction, seen in zip(predictions, observed, strict=True):
-        verdict = compare(Predicted(prediction.outcome, prediction.node, prediction.victims, prediction.tied_nodes),
+        verdict = compare(Predicted(prediction.outcome, prediction.node, prediction.victims, prediction.tied_nodes,
+                                    tied_victims=prediction.tied_victims),
                           Observed(seen["outcome"], seen["node"], tuple(seen["victims"])))
         assert verdict.agree, f"{prediction.pod}: {verdict.why}"

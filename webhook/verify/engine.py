@@ -45,6 +45,7 @@ class Prediction:
     node: str | None
     victims: tuple[str, ...]  # "namespace/name", most important first
     tied_nodes: tuple[str, ...]
+    tied_victims: tuple[tuple[str, tuple[str, ...]], ...]  # (node, its victims) for every tied node
     candidate_nodes: int
     sampled: bool  # more candidates than upstream's dry run collects (DefaultPreemptionArgs)
     message: str
@@ -78,5 +79,6 @@ def predict_in_order(state: ClusterState, pods: Sequence[Mapping[str, Any]],
     results = predict_pods(state, expanded, args=preemption_args(scheduler))
     return [Prediction(pod=r.pod, outcome=r.outcome, node=r.node,
                        victims=tuple(f"{v.namespace}/{v.name}" for v in r.victims), tied_nodes=tuple(r.tied_nodes),
+                       tied_victims=tuple((c.node, tuple(v.key for v in c.victims)) for c in r.tied_candidates),
                        candidate_nodes=r.candidate_nodes, sampled=r.sampled, message=r.message,
                        preview=result_json(r)) for r in results]

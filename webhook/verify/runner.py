@@ -77,7 +77,7 @@ def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerCo
         observation = observe_pod(plane, manifest, timeout=timeout)
         observation = settle(plane, observation, str(manifest["metadata"]["namespace"]), timeout=timeout)
         predicted = Predicted(prediction.outcome, prediction.node, prediction.victims, prediction.tied_nodes,
-                              prediction.sampled)
+                              prediction.sampled, prediction.tied_victims)
         observed = Observed(observation.outcome, observation.node, observation.victims, observation.message)
         results.append(VerifyResult(scenario.name, prediction.pod, prediction, observation,
                                     compare(predicted, observed), fidelity))

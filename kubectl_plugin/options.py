@@ -47,7 +47,8 @@ EXAMPLES = """\
   kubectl preempt-preview -f deploy.yaml --webhook-url https://127.0.0.1:8443 --certificate-authority ca.crt
 
   # Offline, from a snapshot taken with
-  # kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces -A -o yaml
+  # kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces,runtimeclasses,limitranges \\
+  #   -A -o yaml
   kubectl preempt-preview -f deploy.yaml --snapshot cluster.yaml -o wide
 
   # As a CI gate: exit status 1 when anything would be preempted, stay pending or be rejected

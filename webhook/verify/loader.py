@@ -9,9 +9,8 @@ every admission plugin, as a restore from a backup would; the pods under test th
 with every admission plugin on (docs/verify.md). Without a kubelet or controllers nothing changes what is
 loaded, except what this module adds on purpose:
 
-- a pending pod keeps its place: it is held with the scheduling gate ``preemptguard.io/verify-hold``, so
-  kube-scheduler never tries to place it, while its ``nominatedNodeName`` still reserves room (upstream records
-  the nominations of gated pods too);
+- a pending pod keeps its place: kube-scheduler never binds it and it never preempts, while its
+  ``nominatedNodeName`` still reserves room (``_held_pod``);
 - stand-ins for what the snapshot refers to but does not hold, each named in the ``fidelity`` notes: a
   namespace that holds objects, and a RuntimeClass that pods name (its overhead and scheduling inferred from
   those pods), so pods under test meet what the real cluster would have;
@@ -56,6 +55,7 @@ __all__ = [
 ]
 
 HOLD = "preemptguard.io/verify-hold"
+HOLD_POLICY = "preemptguard.io/verify-hold-preemption-policy"  # a held pod's own preemptionPolicy ("" for none)
 PROBE_PREFIX = "preemptguard-verify-probe-"
 PROBE_NAMESPACE = "kube-public"
 BUILTIN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -177,13 +177,46 @@ def _stored_namespace(ns: Mapping[str, Any], now: str) -> dict[str, Any]:
 
 
 def _held_pod(pod: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """A pending pod held where it is: the scheduler must neither bind it nor let it preempt, while its
+    nomination still reserves room on its node.
+
+    A nominated pod is held by a node selector no node has, and ``preemptionPolicy: Never`` (its own is kept in an
+    annotation): the scheduler still queues it, so the nominator records its ``nominatedNodeName`` in every release,
+    and a pod that may not preempt keeps its nomination when it fails (PostFilter returns no result). A scheduling
+    gate would do only from v1.37: before, the queue records the nominations of ungated pods only
+    (pkg/scheduler/backend/queue/scheduling_queue.go, ``moveToActiveQ`` v1.34 and ``addPod`` v1.37). A pending pod
+    without a nomination reserves nothing, and is held by the scheduling gate."""
     stored = stored_form(pod, now=now)
     spec = dict(stored.get("spec") or {})
-    phase = (stored.get("status") or {}).get("phase")
-    if not spec.get("nodeName") and phase not in ("Succeeded", "Failed"):
-        spec["schedulingGates"] = [*(spec.get("schedulingGates") or []), {"name": HOLD}]
+    status = stored.get("status") or {}
+    if not spec.get("nodeName") and status.get("phase") not in ("Succeeded", "Failed"):
+        if status.get("nominatedNodeName"):
+            meta = stored["metadata"]
+            meta["annotations"] = {**(meta.get("annotations") or {}), HOLD_POLICY: spec.get("preemptionPolicy") or ""}
+            spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), HOLD: "nominated"}
+            spec["preemptionPolicy"] = "Never"
+        else:
+            spec["schedulingGates"] = [*(spec.get("schedulingGates") or []), {"name": HOLD}]
     stored["spec"] = spec
     return stored
+
+
+def _release_hold(pod: dict[str, Any]) -> None:
+    """The pod as the snapshot had it: ``_held_pod``'s stand-ins removed."""
+    meta = pod["metadata"]
+    spec = pod.setdefault("spec", {})
+    if any(g.get("name") == HOLD for g in spec.get("schedulingGates") or []):
+        spec["schedulingGates"] = [g for g in spec["schedulingGates"] if g.get("name") != HOLD] or None
+    annotations = meta.get("annotations") or {}
+    if HOLD_POLICY in annotations:
+        policy = annotations.pop(HOLD_POLICY)
+        meta["annotations"] = annotations or None
+        if policy:
+            spec["preemptionPolicy"] = policy
+        else:
+            spec.pop("preemptionPolicy", None)
+        selector = {k: v for k, v in (spec.get("nodeSelector") or {}).items() if k != HOLD}
+        spec["nodeSelector"] = selector or None
 
 
 def _common_items(dicts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -339,7 +372,26 @@ def load_cluster(plane: ControlPlane, objects: Sequence[Mapping[str, Any]], *, t
     counts["Namespace"] = len({_key(o) for o in plan.objects if o["kind"] == "Namespace"} | set(BUILTIN_NAMESPACES))
     _wait_listed(plane, counts, timeout=timeout)
     wait_for_scheduler(plane, counts.get("Node", 0), timeout=timeout)
+    _keep_nominations(plane, plan, timeout=timeout)
     return plan.notes
+
+
+def _keep_nominations(plane: ControlPlane, plan: LoadPlan, *, timeout: float) -> None:
+    """Store again the nominated pods whose nomination is gone once the scheduler caught up.
+
+    A scheduling attempt of a same-named pod of the previous scenario can end after that pod was removed and this
+    one stored: its status patch (by name) then clears this pod's ``nominatedNodeName`` (upstream clears it when no
+    node is left: ``ErrNoNodesAvailable`` in schedule_one.go). Nothing of the previous scenario is in flight any
+    more once the scheduler has seen this one, so storing them again is final."""
+    nominated = {_key(o): o for o in plan.objects
+                 if o["kind"] == "Pod" and (o.get("status") or {}).get("nominatedNodeName")}
+    if not nominated:
+        return
+    live = {_key(p): (p.get("status") or {}).get("nominatedNodeName") for p in _items(plane, "Pod")}
+    lost = [pod for key, pod in nominated.items() if live.get(key) != pod["status"]["nominatedNodeName"]]
+    if lost:
+        plane.etcd.put_all((object_key(pod), pod) for pod in lost)
+        wait_for_scheduler(plane, plan.counts().get("Node", 0), timeout=timeout)
 
 
 def wait_for_scheduler(plane: ControlPlane, nodes: int, *, timeout: float = 30.0) -> None:
@@ -396,11 +448,8 @@ def read_back(plane: ControlPlane) -> list[dict[str, Any]]:
             meta = obj["metadata"]
             if kind == "Pod" and str(meta.get("name", "")).startswith(PROBE_PREFIX):
                 continue
-            if HOLD in (meta.get("finalizers") or []):
-                meta["finalizers"] = [f for f in meta["finalizers"] if f != HOLD] or None
-            spec = obj.get("spec") or {}
-            if any(g.get("name") == HOLD for g in spec.get("schedulingGates") or []):
-                spec["schedulingGates"] = [g for g in spec["schedulingGates"] if g.get("name") != HOLD] or None
+            if kind == "Pod":
+                _release_hold(obj)
             objects.append(obj)
     return objects
 
@@ -454,6 +503,7 @@ def restore_cluster(plane: ControlPlane, objects: Sequence[Mapping[str, Any]], *
                        + [(object_key(q), q) for q in plan.objects if q["kind"] == "ResourceQuota"])
     _wait_listed(plane, {"Pod": len(snapshot_pods)}, timeout=timeout)
     wait_for_scheduler(plane, plan.counts().get("Node", 0), timeout=timeout)
+    _keep_nominations(plane, plan, timeout=timeout)
     return plan.notes
 
 
@@ -462,6 +512,14 @@ def empty_cluster(plane: ControlPlane, *, timeout: float = 60.0) -> None:
     namespaces and system classes stay, reset to what a fresh control plane has)."""
     keep = {f"{prefix_of('PriorityClass')}{name}" for name in SYSTEM_CLASSES}
     keep |= {f"{prefix_of('Namespace')}{name}" for name in BUILTIN_NAMESPACES}
+    # Pods first, and gone from the API, before the nodes: a pending pod whose nodes vanish under it is retried
+    # at once, and the scheduler's answer to that may land on a same-named pod of the next scenario.
+    plane.etcd.delete_all(plane.etcd.keys(prefix_of("Pod")))
+    deadline = time.monotonic() + timeout
+    while _items(plane, "Pod"):
+        if time.monotonic() > deadline:
+            raise LoadError(f"the pods were not removed within {timeout:g}s")
+        time.sleep(0.05)
     doomed = [key for kind in KINDS for key in plane.etcd.keys(prefix_of(kind)) if key not in keep]
     plane.etcd.delete_all(doomed)
     now = _utc_now()

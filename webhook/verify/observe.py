@@ -57,6 +57,7 @@ class Observation:
     bound_node: str | None = None  # where a preemptor was bound once its victims were gone
     uid: str = ""  # the pod's UID (the Preempted Events name it)
     log_only_victims: tuple[str, ...] = ()  # victims only the scheduler's log named (already terminating)
+    before: PodMarks | None = field(default=None, compare=False, repr=False)  # the marks before the pod was created
 
 
 def _api_message(body: object) -> str:
@@ -237,12 +238,16 @@ class PreemptorRef:
 
 def gather_evidence(plane: ControlPlane, preemptor: PreemptorRef, before: PodMarks, log: SchedulerLog,
                     message: str) -> PreemptionEvidence:
-    """The evidence now: the pods on the nominated node, the Preempted Events, the log's hints."""
+    """The evidence now: the pods on the nominated node, the Preempted Events, the log's hints.
+
+    The log is read first: upstream logs "finished" after its last API call, so a listing made after reading that
+    line holds every mark and deletion (read the other way round, a listing made just before the last victim was
+    marked would be taken as complete)."""
+    text = log.text()
     _, listed = plane.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={preemptor.node}"})
     on_node = {_key(p): p for p in (listed or {}).get("items", [])}
     now = PodMarks.of(on_node.values())
     announced = VICTIM_COUNT.search(message)
-    text = log.text()
     return PreemptionEvidence(
         marked=frozenset(now.marked - before.marked),
         deleted=frozenset(now.terminating - before.terminating),
@@ -266,7 +271,7 @@ def _observe_preemption(plane: ControlPlane, preemptor: PreemptorRef, before: Po
         if current != evidence:
             evidence, changed_at = current, time.monotonic()
         if preemption_complete(evidence, time.monotonic() - changed_at):
-            return _preempts(preemptor, evidence, message)
+            return _preempts(preemptor, evidence, message, before)
         time.sleep(POLL_SECONDS)
     seen = sorted(evidence.victims)
     return Observation(ERROR, node=preemptor.node, victims=tuple(seen), pod_name=preemptor.name, uid=preemptor.uid,
@@ -274,11 +279,21 @@ def _observe_preemption(plane: ControlPlane, preemptor: PreemptorRef, before: Po
                                f" ({len(seen)} seen): {message}".rstrip(": "))
 
 
-def _preempts(preemptor: PreemptorRef, evidence: PreemptionEvidence, message: str) -> Observation:
+def _preempts(preemptor: PreemptorRef, evidence: PreemptionEvidence, message: str, before: PodMarks) -> Observation:
     log_only = evidence.log_deleting - (evidence.marked | evidence.deleted | evidence.evented)
     return Observation(Outcome.PREEMPTS, node=preemptor.node, victims=tuple(sorted(evidence.victims)),
                        message=message, pod_name=preemptor.name, uid=preemptor.uid,
-                       log_only_victims=tuple(sorted(log_only)))
+                       log_only_victims=tuple(sorted(log_only)), before=before)
+
+
+def late_victims(plane: ControlPlane, observation: Observation) -> set[str]:
+    """Victims of this preemption seen only after its observation was complete: marked on its node since the pod
+    was created, or named by a Preempted Event (an Event in a terminating namespace is refused, so both)."""
+    late = preempted_events(plane, observation.uid) if observation.uid else set()
+    if observation.before is not None and observation.node:
+        _, listed = plane.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={observation.node}"})
+        late |= PodMarks.of((listed or {}).get("items", [])).marked - observation.before.marked
+    return late - set(observation.victims)
 
 
 def settle(plane: ControlPlane, observation: Observation, namespace: str, *, timeout: float) -> Observation:
@@ -300,8 +315,7 @@ def settle(plane: ControlPlane, observation: Observation, namespace: str, *, tim
         bound = ((pod or {}).get("spec") or {}).get("nodeName")
         if bound:
             note = "" if bound == observation.node else f" (then bound to {bound}, not to the nominated node)"
-            # A victim whose Event came after the observation was complete is still this preemption's.
-            late = preempted_events(plane, observation.uid) - set(observation.victims) if observation.uid else set()
+            late = late_victims(plane, observation)
             for victim in sorted(late):
                 force_delete_pod(plane, *victim.split("/", 1))
             if late:

@@ -114,8 +114,11 @@ def test_a_lived_in_snapshot_loads_as_stored_and_its_pods_meet_real_admission(ku
         assert stored["/retired"]["status"]["phase"] == "Terminating"
         from_file = state_from_objects(objects, str(snapshot))
         from_plane = state_from_objects(read_back(plane), "the control plane")
-        assert {k: v for k, v in from_plane.counts().items() if k != "Namespace"} == {
-            k: v for k, v in from_file.counts().items() if k != "Namespace"}
+        kinds = ("Pod", "Node", "PodDisruptionBudget", "ResourceQuota")
+        assert {k: from_plane.counts()[k] for k in kinds} == {k: from_file.counts()[k] for k in kinds}
+        # The API server's own system classes besides the snapshot's.
+        assert set(from_plane.priority_classes) == {*from_file.priority_classes, "system-node-critical",
+                                                    "system-cluster-critical"}
 
         # What the pods under test meet: the lowest of the two defaults, the LimitRange's default requests, the
         # stand-in RuntimeClass's overhead and scheduling (what its pods carried).

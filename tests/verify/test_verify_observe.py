@@ -82,3 +82,32 @@ def test_the_scheduler_log_and_message_are_read_as_upstream_writes_them() -> Non
               "n1, preempting 2 victims"
     match = VICTIM_COUNT.search(message)
     assert match is not None and match.group(1) == "2"
+
+
+def test_the_log_is_read_before_the_api_so_a_finished_line_covers_the_listing() -> None:
+    """Upstream logs "Async Preemption finished completely" after its last API call: only a listing made after
+    reading that line is sure to hold the last victim (seen on v1.36.3: a victim marked 4 ms after the others
+    was missed when the pods were listed first)."""
+    from webhook.verify import observe
+
+    calls: list[str] = []
+
+    class Log:
+        def text(self) -> str:
+            calls.append("log")
+            return ""
+
+        def already_deleting_victims(self, preemptor: str, text: str | None = None) -> set[str]:
+            return set()
+
+        def finished(self, preemptor: str, text: str | None = None) -> bool:
+            return False
+
+    class Plane:
+        def request(self, method: str, path: str, body: object = None, **options: object) -> tuple[int, object]:
+            calls.append(path)
+            return 200, {"items": []}
+
+    preemptor = observe.PreemptorRef("team-a", "web", "uid-1", "/api/v1/namespaces/team-a/pods/web", "n1")
+    observe.gather_evidence(Plane(), preemptor, PodMarks(), Log(), "")  # type: ignore[arg-type]
+    assert calls[0] == "log" and "/api/v1/pods" in calls[1:]

@@ -1,5 +1,5 @@
 # PreemptGuard: build and push the image, install it with the Helm chart, render the manifests.
-#   make image                      build $(IMAGE):$(VERSION)
+#   make image                      build $(IMAGE):$(VERSION) (release/build-image; dockerd and debootstrap needed)
 #   make push                       push it (after `docker login`)
 #   make deploy                     helm upgrade --install with $(IMAGE):$(VERSION)
 #   make chart                      print what `make deploy` would install (helm template)
@@ -20,8 +20,9 @@ CHART_IMAGE = --set image.repository=$(IMAGE) --set image.tag=$(VERSION)
 
 .PHONY: image push chart deploy undeploy manifests chart-docs test
 
+# From Debian's packages (debootstrap + docker import), dependencies from the hashed locks: see release/build-image.
 image:
-	$(DOCKER) build --tag $(IMAGE):$(VERSION) .
+	DOCKER=$(DOCKER) release/build-image --tag $(IMAGE):$(VERSION)
 
 push: image
 	$(DOCKER) push $(IMAGE):$(VERSION)

@@ -24,6 +24,8 @@ from kubectl_plugin.inputs import (
     parse_workload_ref,
     read_manifests,
     scale_up_object,
+    select_workloads,
+    skipped_note,
     with_priority_class,
 )
 from kubectl_plugin.options import EXIT_ERROR, PROG, SHELLS, UsageError, build_parser
@@ -59,6 +61,8 @@ def validate_args(args: argparse.Namespace) -> None:
         raise UsageError("TYPE/NAME is read from the cluster; with --snapshot use -f FILENAME")
     if args.snapshot_cache and not args.snapshot:
         raise UsageError("--snapshot-cache applies to --snapshot")
+    if args.recursive and not args.filename:
+        raise UsageError("-R, --recursive applies to -f FILENAME")
     webhook_only = [flag for flag, value in (("--token", args.token),
                                              ("--certificate-authority", args.certificate_authority),
                                              ("--insecure-skip-tls-verify", args.insecure_skip_tls_verify)) if value]
@@ -76,7 +80,8 @@ def needs_cluster(args: argparse.Namespace) -> bool:
 
 async def gather_objects(args: argparse.Namespace, streams: Streams,
                          cluster: KubeCluster | None) -> tuple[list[JsonObject], int | None]:
-    """The objects to preview and the replica count to ask for."""
+    """The objects to preview and the replica count to ask for; objects that are not workloads are set aside
+    with a note on stderr (``--strict`` refused them while reading)."""
     if args.target:
         assert cluster is not None
         ref = parse_workload_ref(args.target)
@@ -84,14 +89,26 @@ async def gather_objects(args: argparse.Namespace, streams: Streams,
         obj = scale_up_object(await cluster.get_object(ref, namespace), ref, 1)
         objects, replicas = [obj], (1 if args.replicas is None else args.replicas)
     else:
-        objects, replicas = read_manifests(args.filename, streams.stdin), args.replicas
+        read = read_manifests(args.filename, streams.stdin, recursive=args.recursive, strict=args.strict)
+        objects, skipped = select_workloads(read)
+        if args.snapshot:  # the manifests' own PriorityClasses join the snapshot's (SnapshotPreviewSource)
+            args.manifest_priority_classes = [o for o in skipped if o.get("kind") == "PriorityClass"]
+            skipped = [o for o in skipped if o.get("kind") != "PriorityClass"]
+            for pc in args.manifest_priority_classes:
+                streams.stderr.write(f"Note: using PriorityClass {(pc.get('metadata') or {}).get('name')} "
+                                     "from the manifests\n")
+        note = skipped_note(skipped)
+        if note:
+            streams.stderr.write(f"Note: {note}\n")
+        replicas = args.replicas
         check_namespace_flag(objects, args.namespace)
     return [with_priority_class(o, args.priority_class) for o in objects], replicas
 
 
 def make_source(args: argparse.Namespace, cluster: KubeCluster | None) -> PreviewSource:
     if args.snapshot:
-        return SnapshotPreviewSource(args.snapshot, cache=args.snapshot_cache)
+        return SnapshotPreviewSource(args.snapshot, cache=args.snapshot_cache,
+                                     priority_classes=getattr(args, "manifest_priority_classes", ()))
     if args.webhook_url:
         return WebhookPreviewSource(args.webhook_url, token=args.token,
                                     certificate_authority=args.certificate_authority,
@@ -107,6 +124,9 @@ async def run(args: argparse.Namespace, streams: Streams, environ: Mapping[str, 
     replicas = args.replicas
     if not args.target:
         objects, replicas = await gather_objects(args, streams, None)
+        if not objects:  # only objects that are not workloads: nothing can preempt anyone
+            streams.stderr.write(f"No workloads to preview in {', '.join(args.filename)}.\n")
+            return 0
     cluster = await KubeCluster.connect(kubeconfig=args.kubeconfig, context=args.context, environ=environ,
                                         timeout=args.request_timeout) if needs_cluster(args) else None
     try:

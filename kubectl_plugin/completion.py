@@ -36,6 +36,8 @@ OUTPUT_HELP = {
     "json": "the PreemptionPreview as JSON",
     "yaml": "the PreemptionPreview as YAML",
     "name": "pod/NAME for each previewed pod",
+    "jsonpath=": "kubectl's JSONPath template over the PreemptionPreview",
+    "custom-columns=": "HEADER:.field,... with one row per previewed pod",
 }
 COMPLETION_HELP = "Print the shell completion script for kubectl-preempt_preview (bash or zsh)"
 

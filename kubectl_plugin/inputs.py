@@ -1,7 +1,9 @@
 """What to preview: manifests from files or stdin (``-f``), or an existing workload named ``TYPE/NAME``.
 
 Manifests become plain API objects (``Pod``, a workload with a pod template, or a ``List`` of them), checked
-here so that a bad file fails before any cluster or webhook is contacted. ``pod_manifests`` turns an object
+here so that a bad file fails before any cluster or webhook is contacted. Objects that are not workloads
+(Services, ConfigMaps, RBAC, custom resources: what ``helm template`` or a manifests directory holds besides
+them) are set aside by ``select_workloads`` for a note, or refused with ``strict``. ``pod_manifests`` turns an object
 into the pods a dry-run create sends, named like the predictor names them (``workloads.expand_object``).
 """
 
@@ -15,8 +17,9 @@ from typing import Any, TextIO
 
 import yaml
 
+from webhook.cluster.model import Node
 from webhook.errors import InvalidInput
-from webhook.preemption.workloads import WORKLOAD_KINDS, pod_template, replica_name
+from webhook.preemption.workloads import WORKLOAD_KINDS, daemonset_pod_objects, pod_template, replica_name
 
 JsonObject = dict[str, Any]
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -36,17 +39,30 @@ _ManifestLoader.yaml_implicit_resolvers = {
 
 
 # ---- -f FILE ----------------------------------------------------------------------------------------
-def manifest_files(filename: str) -> list[Path]:
-    """``FILE``, or the manifests directly inside a directory (sorted, like ``kubectl apply -f DIR``)."""
+def manifest_files(filename: str, *, recursive: bool = False) -> list[Path]:
+    """``FILE``, or the manifests inside a directory: directly in it, or with ``recursive`` in it and every
+    directory below (``-R``), in kubectl's order (``filepath.Walk``: lexical, a directory's files and
+    subdirectories interleaved by name)."""
     path = Path(filename)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
+        files = _walk(path, recursive)
         if not files:
             raise InvalidInput(f"{filename}: no {'/'.join(MANIFEST_SUFFIXES)} files in this directory")
         return files
     if not path.exists():
         raise InvalidInput(f'the path "{filename}" does not exist')
     return [path]
+
+
+def _walk(directory: Path, recursive: bool) -> list[Path]:
+    found: list[Path] = []
+    for entry in sorted(directory.iterdir(), key=lambda p: p.name):
+        if entry.is_dir():
+            if recursive:
+                found += _walk(entry, recursive)
+        elif entry.is_file() and entry.suffix in MANIFEST_SUFFIXES:
+            found.append(entry)
+    return found
 
 
 def read_text(filename: str, stdin: TextIO) -> str:
@@ -58,7 +74,7 @@ def read_text(filename: str, stdin: TextIO) -> str:
         raise InvalidInput(f"{filename}: cannot read: {exc.strerror or exc}") from exc
 
 
-def parse_manifests(text: str, source: str) -> list[JsonObject]:
+def parse_manifests(text: str, source: str, *, strict: bool = False) -> list[JsonObject]:
     """The objects of a YAML or JSON stream, checked; errors name the source, line or document."""
     try:
         documents = list(yaml.load_all(text, Loader=_ManifestLoader))
@@ -69,7 +85,7 @@ def parse_manifests(text: str, source: str) -> list[JsonObject]:
         if document is None:
             continue
         where = f"{source}: document {index}" if len(documents) > 1 else source
-        check_object(document, where)
+        check_object(document, where, strict=strict)
         objects.append(document)
     return objects
 
@@ -87,15 +103,17 @@ def yaml_error_message(exc: yaml.YAMLError, source: str) -> str:
     return f"{where}: invalid YAML: {reason}"
 
 
-def read_manifests(filenames: Sequence[str], stdin: TextIO) -> list[JsonObject]:
-    """Every object of every ``-f`` argument, in order; ``-`` is standard input."""
+def read_manifests(filenames: Sequence[str], stdin: TextIO, *, recursive: bool = False,
+                   strict: bool = False) -> list[JsonObject]:
+    """Every object of every ``-f`` argument, in order; ``-`` is standard input. ``strict``: an object that is not
+    a workload is an error naming it, instead of one ``select_workloads`` sets aside."""
     objects: list[JsonObject] = []
     for filename in filenames:
         if filename == "-":
-            objects += parse_manifests(read_text("-", stdin), "<stdin>")
+            objects += parse_manifests(read_text("-", stdin), "<stdin>", strict=strict)
             continue
-        for path in manifest_files(filename):
-            objects += parse_manifests(read_text(str(path), stdin), str(path))
+        for path in manifest_files(filename, recursive=recursive):
+            objects += parse_manifests(read_text(str(path), stdin), str(path), strict=strict)
     if not objects:
         raise InvalidInput(f"no objects passed to preview (in {', '.join(filenames)})")
     return objects
@@ -127,8 +145,32 @@ def check_namespace_flag(objects: Iterable[JsonObject], namespace: str | None) -
                                f'"{namespace}". You must pass \'--namespace={own}\' to perform this operation.')
 
 
-def check_object(obj: object, where: str) -> None:
-    """A Pod, a workload with a pod template, or a List of them; anything else is an error naming it."""
+def is_workload(obj: Mapping[str, Any]) -> bool:
+    return obj.get("kind") == "Pod" or obj.get("kind") in WORKLOAD_KINDS
+
+
+def select_workloads(objects: Iterable[JsonObject]) -> tuple[list[JsonObject], list[JsonObject]]:
+    """(the workloads to preview, the other objects), Lists flattened, each in order."""
+    flat = flatten(objects)
+    return [o for o in flat if is_workload(o)], [o for o in flat if not is_workload(o)]
+
+
+def skipped_note(skipped: Sequence[JsonObject]) -> str | None:
+    """One line for everything set aside: how many objects, and how many of each kind, in order of first sight;
+    None when nothing was."""
+    if not skipped:
+        return None
+    kinds: dict[str, int] = {}
+    for obj in skipped:
+        kinds[str(obj.get("kind"))] = kinds.get(str(obj.get("kind")), 0) + 1
+    counted = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+    noun = "object that is not a workload" if len(skipped) == 1 else "objects that are not workloads"
+    return f"skipped {len(skipped)} {noun} ({counted}); --strict refuses them"
+
+
+def check_object(obj: object, where: str, *, strict: bool = False) -> None:
+    """A Pod, a workload with a pod template, or a List of them, checked; another kind is an error naming it
+    with ``strict``, and set aside later (``select_workloads``) without."""
     if not isinstance(obj, Mapping):
         raise InvalidInput(f"{where}: expected a Kubernetes object, got {_type_name(obj)}")
     kind = obj.get("kind")
@@ -139,11 +181,13 @@ def check_object(obj: object, where: str) -> None:
         if not isinstance(items, list):
             raise InvalidInput(f"{where}: items must be a list")
         for i, item in enumerate(items):
-            check_object(item, f"{where}, items[{i}]")
+            check_object(item, f"{where}, items[{i}]", strict=strict)
         return
     if kind != "Pod" and kind not in WORKLOAD_KINDS:
-        raise InvalidInput(f"{where}: unsupported kind {kind!r}: expected Pod, "
-                           f"{', '.join(WORKLOAD_KINDS)} or a List of them")
+        if strict:
+            raise InvalidInput(f"{where}: {kind} is not a workload (--strict): expected Pod, "
+                               f"{', '.join(WORKLOAD_KINDS)} or a List of them")
+        return
     metadata = obj.get("metadata")
     if not isinstance(metadata, Mapping) or not (metadata.get("name") or metadata.get("generateName")):
         raise InvalidInput(f"{where}: {kind} has no metadata.name")
@@ -191,14 +235,19 @@ def with_priority_class(obj: Mapping[str, Any], priority_class: str | None) -> J
 
 
 # ---- pods for a dry-run create ----------------------------------------------------------------------
-def pod_manifests(obj: Mapping[str, Any], *, namespace: str | None, replicas: int | None) -> list[JsonObject]:
+def pod_manifests(obj: Mapping[str, Any], *, namespace: str | None, replicas: int | None,
+                  nodes: Sequence[Node] | None = None) -> list[JsonObject]:
     """The Pod objects ``obj`` stands for, in order, named as ``workloads.expand_object`` names them
-    (``workloads.replica_name``)."""
+    (``workloads.replica_name``); a DaemonSet's, one per eligible node of ``nodes``."""
     if is_list(obj):
         return [pod for item in obj.get("items") or []
-                for pod in pod_manifests(item, namespace=namespace, replicas=replicas)]
+                for pod in pod_manifests(item, namespace=namespace, replicas=replicas, nodes=nodes)]
     meta: Mapping[str, Any] = obj.get("metadata") or {}
     ns = namespace or meta.get("namespace") or "default"
+    if obj.get("kind") == "DaemonSet":
+        if nodes is None:
+            raise InvalidInput("a DaemonSet runs one pod per eligible node: its preview needs the cluster's nodes")
+        return daemonset_pod_objects(obj, ns, nodes)
     if obj.get("kind") == "Pod":
         template: Mapping[str, Any] = obj
         count = 1

@@ -7,6 +7,7 @@ runs on every TAB, reads the same flags without loading the sources or the predi
 from __future__ import annotations
 
 import argparse
+import re
 import textwrap
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -16,7 +17,9 @@ from webhook.errors import PreemptGuardError
 
 PROG = "kubectl preempt-preview"
 EXIT_ERROR = 2
-OUTPUTS = ("table", "wide", "json", "yaml", "name")
+OUTPUTS = ("table", "wide", "json", "yaml", "name", "jsonpath=", "custom-columns=")
+# -o FORMAT=ARGUMENT: the template or the column spec follows the "=".
+TEMPLATE_OUTPUTS = ("jsonpath", "custom-columns")
 SHELLS = ("bash", "zsh")
 
 DESCRIPTION = """\
@@ -51,16 +54,23 @@ EXAMPLES = """\
   #   -A -o yaml
   kubectl preempt-preview -f deploy.yaml --snapshot cluster.yaml -o wide
 
-  # As a CI gate: exit status 1 when anything would be preempted, stay pending or be rejected
-  kubectl preempt-preview -f manifests/ -o json > preview.json
+  # As a CI gate: exit status 1 when anything would be preempted, stay pending or be rejected; objects that are
+  # not workloads (Services, ConfigMaps, ...) are skipped with a note (--strict refuses them)
+  helm template charts/app | kubectl preempt-preview -f - --snapshot cluster.yaml
+  kubectl preempt-preview -f manifests/ -R -o json > preview.json
+
+  # One line per pod, kubectl's JSONPath and custom columns
+  kubectl preempt-preview -f deploy.yaml -o jsonpath='{range .results[*]}{.pod}{"\t"}{.outcome}{"\n"}{end}'
+  kubectl preempt-preview -f deploy.yaml -o custom-columns=POD:.pod,OUTCOME:.outcome,NODE:.node
 
   # Shell completion for kubectl-preempt_preview run directly (through kubectl, see the README)
   source <(kubectl preempt-preview completion bash)"""
 
 USAGE = """\
-  kubectl preempt-preview (-f FILENAME | TYPE/NAME) [-n NAMESPACE] [--replicas N] [--priority-class NAME]
-      [--snapshot FILE [--snapshot-cache] | --webhook-url URL [--token TOKEN] [--certificate-authority FILE]
-      [--insecure-skip-tls-verify]] [--kubeconfig PATH] [--context NAME] [-o table|wide|json|yaml|name] [options]
+  kubectl preempt-preview (-f FILENAME [-R] [--strict] | TYPE/NAME) [-n NAMESPACE] [--replicas N]
+      [--priority-class NAME] [--snapshot FILE [--snapshot-cache] | --webhook-url URL [--token TOKEN]
+      [--certificate-authority FILE] [--insecure-skip-tls-verify]] [--kubeconfig PATH] [--context NAME]
+      [-o table|wide|json|yaml|name|jsonpath=TEMPLATE|custom-columns=SPEC] [options]
   kubectl preempt-preview completion bash|zsh"""
 
 
@@ -94,9 +104,64 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def output_format(value: str) -> str:
+    """``-o``: a format name, or ``jsonpath=TEMPLATE`` / ``custom-columns=SPEC`` (checked here, so a bad template
+    is a usage error before anything is read or sent), with kubectl's message for anything else."""
+    name, equals, argument = value.partition("=")
+    if (name in OUTPUTS and not equals) or (name in TEMPLATE_OUTPUTS and equals):
+        if name == "jsonpath":
+            from kubectl_plugin.templates import TemplateError, parse_template
+
+            try:
+                parse_template(argument)
+            except TemplateError as exc:
+                raise UsageError(f"error parsing jsonpath {argument}, {exc}") from exc
+        elif name == "custom-columns":
+            from kubectl_plugin.templates import TemplateError, parse_custom_columns
+
+            try:
+                parse_custom_columns(argument)
+            except TemplateError as exc:
+                raise UsageError(str(exc)) from exc
+        return value
+    allowed = ",".join(sorted({o.rstrip("=") for o in OUTPUTS}))
+    raise UsageError(f'unable to match a printer suitable for the output format "{value}", allowed formats are: '
+                     f"{allowed}")
+
+
+def webhook_url(value: str) -> str:
+    """``--webhook-url``: an absolute http(s) URL; anything else is a usage error, never a failed connection."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise UsageError(f'--webhook-url "{value}": expected an absolute URL such as https://HOST:PORT '
+                         "(the scheme https:// and a host)")
+    return value
+
+
+# argparse's messages in pflag's (kubectl's) words.
+_ARGPARSE_MESSAGES = (
+    (re.compile(r"^unrecognized arguments: (\S+).*"), r"unknown flag: \1"),
+    (re.compile(r"^argument (?:-\w/)?(--[\w-]+): expected one argument$"), r"flag needs an argument: \1"),
+    (re.compile(r"^argument (?:-\w/)?(--[\w-]+): invalid int value: '(.*)'$"),
+     r'invalid argument "\2" for "\1" flag: strconv.ParseInt: parsing "\2": invalid syntax'),
+)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line on stderr instead of usage + message
+        for pattern, replacement in _ARGPARSE_MESSAGES:
+            if pattern.match(message):
+                message = pattern.sub(replacement, message)
+                break
         raise UsageError(f"{message} (see '{PROG} --help')")
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        # A usage error raised by a type function keeps its own (kubectl's) message.
+        if action.type in (output_format, webhook_url):
+            return action.type(arg_string)
+        return super()._get_value(action, arg_string)
 
     def format_help(self) -> str:
         options = []
@@ -118,8 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("target", nargs="*", metavar="TYPE/NAME", help="an existing workload (e.g. deployment/web)")
     add("-f", "--filename", action="append", default=[], metavar="FILENAME",
-        help="Pod, Deployment, StatefulSet, ReplicaSet, Job or CronJob manifests (or Lists of them): a file, a "
-             "directory, or - for standard input. Repeatable.")
+        help="Manifests of Pods, Deployments, StatefulSets, ReplicaSets, DaemonSets (one pod per eligible node), "
+             "Jobs or CronJobs (or Lists of them): a file, a directory, or - for standard input. Other objects "
+             "are skipped with a note. Repeatable.")
+    add("-R", "--recursive", action="store_true",
+        help="Process the directory used in -f, --filename recursively.")
+    add("--strict", action="store_true",
+        help="Refuse objects that are not workloads (exit 2) instead of skipping them with a note.")
     add("-n", "--namespace", metavar="NAMESPACE",
         help="Namespace of the pods (default: the manifest's, then the context's). As with kubectl, a manifest "
              "that names another namespace is an error.")
@@ -131,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--snapshot-cache", action="store_true",
         help="With --snapshot: keep the loaded cluster in .FILE.pgcache next to the snapshot and start from it next "
              "time (any change to the file, or another PreemptGuard version, makes it stale).")
-    add("--webhook-url", metavar="URL", help="Ask a PreemptGuard server's /preview endpoint directly.")
+    add("--webhook-url", type=webhook_url, metavar="URL",
+        help="Ask a PreemptGuard server's /preview endpoint directly (https://HOST:PORT).")
     add("--token", metavar="TOKEN", help="Bearer token for --webhook-url.")
     add("--certificate-authority", metavar="FILE", help="CA bundle that verifies the --webhook-url certificate.")
     add("--insecure-skip-tls-verify", action="store_true",
@@ -141,8 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--request-timeout", default=DEFAULT_REQUEST_TIMEOUT, metavar="DURATION",
         help="How long to wait for each request to the API server or to PreemptGuard before giving up: whole "
              "seconds, or a number with a unit (1s, 2m, 3h); 0 waits as long as it takes.")
-    add("-o", "--output", choices=OUTPUTS, default="table", metavar="FORMAT",
-        help="Output format: table, wide, json, yaml or name (json and yaml print the PreemptionPreview; name "
+    add("-o", "--output", type=output_format, default="table", metavar="FORMAT",
+        help="Output format: table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=SPEC (json, yaml "
+             "and jsonpath read the PreemptionPreview; custom-columns has one row per pod, its results[]; name "
              "prints pod/NAME for each pod, as kubectl create -o name does).")
     add("--no-headers", action="store_true",
         help="With table or wide output, print the rows without headers; the messages and the summary line go to "

@@ -42,6 +42,17 @@ def _is_tty(stream: TextIO) -> bool:
 # ---- documents ------------------------------------------------------------------------------------
 def render(preview: Mapping[str, Any], output: str, *, colour: bool = False, no_headers: bool = False) -> str:
     """What goes to stdout."""
+    if output.startswith("jsonpath="):
+        from kubectl_plugin.templates import render_jsonpath
+
+        return render_jsonpath(output.partition("=")[2], _plain(preview))
+    if output.startswith("custom-columns="):
+        from kubectl_plugin.templates import custom_column_rows
+
+        results = _plain(preview.get("results") or [])
+        header, rows = custom_column_rows(output.partition("=")[2], results if isinstance(results, list) else [])
+        return "".join(f"{line}\n" for line in table(header, [[(c, "") for c in row] for row in rows], colour=False,
+                                                       headers=not no_headers))
     if output == "json":
         return json.dumps(preview, indent=2) + "\n"
     if output == "yaml":

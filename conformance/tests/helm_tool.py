@@ -50,9 +50,14 @@ def helm(*args: str, tmp: Path, values: Mapping[str, Any] | None = None) -> subp
                           env=env, check=False)
 
 
-def template(tmp: Path, values: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """``helm template preemptguard charts/preemptguard -n preemptguard`` with ``values``, as objects."""
+def template(tmp: Path, values: Mapping[str, Any] | None = None, *, hooks: bool = False) -> list[dict[str, Any]]:
+    """``helm template preemptguard charts/preemptguard -n preemptguard`` with ``values``, as objects: the
+    release's own, or with ``hooks`` only the hooks (``helm test``'s, the pre-delete cleanup)."""
     run = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, values=values, tmp=tmp)
     if run.returncode != 0:
         pytest.fail(f"helm template failed:\n{run.stderr}", pytrace=False)
-    return [doc for doc in yaml.safe_load_all(run.stdout) if doc]
+    return [doc for doc in yaml.safe_load_all(run.stdout) if doc and is_hook(doc) == hooks]
+
+
+def is_hook(obj: Mapping[str, Any]) -> bool:
+    return "helm.sh/hook" in ((obj.get("metadata") or {}).get("annotations") or {})

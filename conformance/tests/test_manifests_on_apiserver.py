@@ -29,6 +29,18 @@ def post(plane: ControlPlane, path: str, obj: dict[str, Any]) -> None:
     assert status == 201, body
 
 
+def ensure_namespace(plane: ControlPlane, name: str, labels: dict[str, str] | None = None) -> None:
+    """The namespace with these labels, whether an earlier test of the module created it or not."""
+    status, body = plane.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                                "metadata": {"name": name, "labels": labels or {}}})
+    if status == 409:
+        status, body = plane.request("PATCH", f"/api/v1/namespaces/{name}", {"metadata": {"labels": labels or {}}},
+                                     content_type="application/merge-patch+json")
+        assert status == 200, body
+        return
+    assert status == 201, body
+
+
 def set_labels(plane: ControlPlane, user: str, namespace: str, labels: dict[str, str | None]) -> tuple[int, Any]:
     return plane.request("PATCH", f"/api/v1/namespaces/{namespace}", {"metadata": {"labels": labels}}, user=user,
                          content_type="application/merge-patch+json")
@@ -100,6 +112,59 @@ def test_non_member_cannot_create_a_namespace_with_a_protected_label(plane: Cont
         assert status == expected, body
 
 
+TENANT_LABEL = "example.com/tenant"
+
+
+def config_map_with(base: dict[str, Any], text: str) -> dict[str, Any]:
+    config_map = copy.deepcopy(base)
+    config_map["data"] = {"config.yaml": text}
+    return config_map
+
+
+def test_the_tenant_label_of_the_configuration_is_the_operators(plane: ControlPlane) -> None:
+    """Issue #24: a tenant relabelling its own namespace into the victims' tenant turned a denial into an allowed
+    pod. The policy reads guardrails.tenantLabel from PreemptGuard's own ConfigMap and follows it."""
+    objects = build("base")
+    config_map = find(objects, "ConfigMap", "preemptguard-config")
+    namespace = config_map["metadata"]["namespace"]
+    ensure_namespace(plane, namespace)
+    text = config_map["data"]["config.yaml"].replace("guardrails:\n", f"guardrails:\n  tenantLabel: {TENANT_LABEL}\n",
+                                                     1)
+    assert TENANT_LABEL in text
+    post(plane, f"/api/v1/namespaces/{namespace}/configmaps", config_map_with(config_map, text))
+    post(plane, f"{ADMISSION}/validatingadmissionpolicies",
+         find(objects, "ValidatingAdmissionPolicy", "preemptguard-tenant-label"))
+    post(plane, f"{ADMISSION}/validatingadmissionpolicybindings",
+         find(objects, "ValidatingAdmissionPolicyBinding", "preemptguard-tenant-label"))
+    post(plane, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "team-x", "labels": {TENANT_LABEL: "storefront"}}})
+    deadline = time.monotonic() + 30  # the policy and its parameter reach admission through informers
+    while (answer := set_labels(plane, ALICE.name, "team-x", {TENANT_LABEL: "analytics"}))[0] != 403:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the tenant label policy is not enforced after 30 s: {answer}", pytrace=False)
+        set_labels(plane, CAROL.name, "team-x", {TENANT_LABEL: "storefront"})
+        time.sleep(0.5)
+    status, body = answer
+    assert body["reason"] == "Forbidden" and TENANT_LABEL in body["message"], body
+    assert set_labels(plane, ALICE.name, "team-x", {TENANT_LABEL: None})[0] == 403  # nor remove it
+    assert set_labels(plane, ALICE.name, "team-x", {"team": "x"})[0] == 200  # other labels stay free
+    assert set_labels(plane, CAROL.name, "team-x", {TENANT_LABEL: "analytics"})[0] == 200  # the operator may
+    status, body = plane.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "team-y", "labels": {TENANT_LABEL: "analytics"}}}, user=ALICE.name)
+    assert status == 403, body  # nor create a namespace inside another tenant
+    status, policy = plane.request("GET", f"{ADMISSION}/validatingadmissionpolicies/preemptguard-tenant-label")
+    assert not (policy.get("status", {}).get("typeChecking") or {}).get("expressionWarnings"), policy["status"]
+    # The policy follows the file: without a tenantLabel the label is free again.
+    status, _ = plane.request("PUT", f"/api/v1/namespaces/{namespace}/configmaps/preemptguard-config",
+                              config_map_with(config_map, config_map["data"]["config.yaml"]))
+    assert status == 200
+    deadline = time.monotonic() + 30
+    while set_labels(plane, ALICE.name, "team-x", {TENANT_LABEL: "storefront"})[0] != 200:
+        if time.monotonic() > deadline:
+            pytest.fail("the tenant label policy did not follow the ConfigMap after 30 s", pytrace=False)
+        time.sleep(0.5)
+
+
 def pod(namespace: str, account: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace},
             "spec": {"serviceAccountName": account,
@@ -128,8 +193,7 @@ def test_pod_webhook_skips_opted_out_namespaces_and_its_own_pods(plane: ControlP
     try:
         namespaces = {"preemptguard": {}, "guarded": {}, "opted-out": {"preemptguard.io/ignore": "true"}}
         for namespace, labels in namespaces.items():
-            post(plane, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                               "metadata": {"name": namespace, "labels": labels}})
+            ensure_namespace(plane, namespace, labels)
             for account in ("default", "preemptguard", "preemptguard-certs"):
                 post(plane, f"/api/v1/namespaces/{namespace}/serviceaccounts",
                      {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})

@@ -19,6 +19,8 @@ from kubectl_plugin.inputs import PREDICTION_ANNOTATION, JsonObject, flatten, po
 from kubectl_plugin.render import Progress
 from kubectl_plugin.sources.document import PreviewAnswer, rejected_result
 from kubectl_plugin.sources.kube_api import ApiAnswer, KubeCluster
+from webhook.cluster.model import Node
+from webhook.cluster.reader import node_from_dict
 from webhook.errors import ClusterUnavailable, Forbidden, InvalidInput, PreemptGuardError
 from webhook.preemption.preview import preview_document
 
@@ -44,8 +46,11 @@ class ClusterPreviewSource:
     async def preview(self, objects: Sequence[JsonObject], *, namespace: str | None, replicas: int | None,
                       progress: Progress) -> PreviewAnswer:
         ns = namespace or self.cluster.namespace
-        pods = [pod for obj in flatten(objects)
-                for pod in pod_manifests(obj, namespace=_object_namespace(obj, namespace, ns), replicas=replicas)]
+        flat = flatten(objects)
+        nodes = await self.list_nodes() if any(obj.get("kind") == "DaemonSet" for obj in flat) else None
+        pods = [pod for obj in flat
+                for pod in pod_manifests(obj, namespace=_object_namespace(obj, namespace, ns), replicas=replicas,
+                                         nodes=nodes)]
         progress.start(len(pods), "dry-run create")
         for index, pod in enumerate(pods):
             result = await self.dry_run_pod(pod)
@@ -55,6 +60,17 @@ class ClusterPreviewSource:
             progress.advance()
         progress.finish()
         return PreviewAnswer(preview_document(self.results), _unique(self.warnings))
+
+    async def list_nodes(self) -> list[Node]:
+        """The cluster's nodes, for a DaemonSet's pods (one per eligible node): needs ``list nodes``."""
+        answer = await self.cluster.request("GET", "/api/v1/nodes")
+        if answer.status == 403:
+            raise Forbidden(f"a DaemonSet's preview lists the nodes: {answer.message}")
+        if not 200 <= answer.status < 300:
+            raise ClusterUnavailable(f"cannot list nodes: HTTP {answer.status}: {answer.message}")
+        body = answer.json()
+        items = body.get("items") if isinstance(body, Mapping) else None
+        return [node_from_dict(item) for item in items or [] if isinstance(item, dict)]
 
     async def dry_run_pod(self, pod: JsonObject) -> JsonObject:
         namespace = pod["metadata"]["namespace"]

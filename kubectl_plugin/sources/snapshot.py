@@ -8,8 +8,9 @@ it after the prediction otherwise (webhook/preemption/snapshot_cache.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,16 +18,39 @@ from kubectl_plugin.inputs import JsonObject
 from kubectl_plugin.render import Progress
 from kubectl_plugin.sources.document import PreviewAnswer
 from webhook.cluster.loader import collections_paused, load_snapshot
+from webhook.cluster.reader import priority_class_from_dict
+from webhook.cluster.snapshot import ClusterState
 from webhook.errors import InvalidInput
 from webhook.preemption.preview import preview_objects
 from webhook.preemption.snapshot_cache import SnapshotCache
 from webhook.version import package_version
 
 
+@contextlib.contextmanager
+def manifest_priority_classes(state: ClusterState, classes: Sequence[JsonObject]) -> Iterator[None]:
+    """``classes`` added to the loaded cluster for the prediction, and the snapshot's own put back after it (the
+    snapshot cache keeps the snapshot, never the manifests)."""
+    added = [priority_class_from_dict(dict(raw)) for raw in classes]
+    replaced = {pc.name: state.priority_classes.get(pc.name) for pc in added}
+    for pc in added:
+        state.upsert(pc)
+    try:
+        yield
+    finally:
+        for name, original in replaced.items():
+            if original is None:
+                state.delete("PriorityClass", name)
+            else:
+                state.upsert(original)
+
+
 @dataclass(slots=True)
 class SnapshotPreviewSource:
     path: str
     cache: bool = False  # --snapshot-cache
+    # PriorityClasses that come with the manifests (a chart's own class): they would be created with the
+    # workloads, so the prediction sees them, on top of (or instead of) the snapshot's of the same name.
+    priority_classes: Sequence[JsonObject] = ()
 
     async def preview(self, objects: Sequence[JsonObject], *, namespace: str | None, replicas: int | None,
                       progress: Progress) -> PreviewAnswer:
@@ -48,7 +72,8 @@ class SnapshotPreviewSource:
             else:
                 state = load_snapshot(self.path, require_cluster=True, progress=loaded)
             progress.label, progress.total = f"predicting against {self.path}", 0
-            preview = preview_objects(state, objects, namespace=namespace, replicas=replicas)
+            with manifest_priority_classes(state, self.priority_classes):
+                preview = preview_objects(state, objects, namespace=namespace, replicas=replicas)
             # After the prediction: the capacity orderings it built are kept too.
             written = cache is None or cache.save()
             # The cluster stays until the process ends: frozen, it is never walked by the full collection that the

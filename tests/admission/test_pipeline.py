@@ -98,7 +98,7 @@ def test_prediction_only_for_creates_the_scheduler_will_place() -> None:
 def test_guardrail_outcome_sets_the_annotation_through_the_patch() -> None:
     meta = {"name": "web", "namespace": "team-a", "annotations": {"owner": "me"}}
     outcome = admit(pipeline(state_of(HIGH), predictor=FixedPredictor(RESULT)), request(meta=meta))
-    assert outcome.allowed and outcome.warnings[0] == "would preempt 1 pod of other tenants on n1"
+    assert outcome.allowed and outcome.warnings[0] == "would preempt 1 pod (names withheld) on n1"  # no --client-ca
     annotation = {"op": "add", "path": "/metadata/annotations/preemptguard.io~1prediction",
                   "value": outcome.audit_annotations["prediction"]}
     assert outcome.patch[-1] == annotation

@@ -66,7 +66,7 @@ def test_defaults_without_file_warn_and_apply_no_quota() -> None:
     assert not config.guardrails.deny_cross_tenant_preemption
 
 
-@pytest.mark.parametrize("data", [None, {}, {"guardrails": None}, {"quota": {}}])
+@pytest.mark.parametrize("data", [{}, {"quota": {}}])
 def test_empty_documents_give_the_defaults(data: Any) -> None:
     config = parse_config(data, "empty.yaml")
     assert config.guardrails == DEFAULT_CONFIG.guardrails
@@ -221,10 +221,25 @@ def test_load_errors_name_the_file(tmp_path: Path) -> None:
         load_config(typo)
 
 
-def test_json_and_empty_files_load(tmp_path: Path) -> None:
+def test_json_and_explicitly_empty_files_load(tmp_path: Path) -> None:
     as_json = tmp_path / "c.json"
     as_json.write_text('{"guardrails": {"mode": "enforce", "maxVictims": 2}}')
     assert load_config(as_json).guardrails.max_victims == 2
     empty = tmp_path / "empty.yaml"
-    empty.write_text("")
+    empty.write_text("{}\n")
     assert load_config(empty).guardrails == DEFAULT_CONFIG.guardrails
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "the configuration file is empty"),
+    ("# only a comment\n\n", "the configuration file is empty"),
+    ("guardrails:\n", "guardrails: has no value"),  # cut off after its first line
+    ("guardrails:\n  mode: enforce\n  tenantLabel:\n", "guardrails.tenantLabel: has no value"),
+])
+def test_an_empty_or_cut_off_file_is_refused_not_read_as_the_defaults(tmp_path: Path, text: str,
+                                                                      message: str) -> None:
+    """Issue #24: a 0-byte or truncated file used to load as the defaults, turning enforce into warn."""
+    cut = tmp_path / "config.yaml"
+    cut.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(cut)

@@ -46,7 +46,8 @@ DISCLOSURES = ["tenant", "cluster"]
 
 def hook_for(policy: dict[str, Any]) -> LoopbackWebhook:
     source = MemorySource(state_of(guardrail_cluster()))
-    return LoopbackWebhook(source, settings(), config=config({"guardrails": policy}))
+    # As the API server (--client-ca): callers are authenticated, so the requester's tenant is named.
+    return LoopbackWebhook(source, settings(), config=config({"guardrails": policy}), as_api_server=True)
 
 
 def assert_warning_limits(warnings: list[str]) -> None:

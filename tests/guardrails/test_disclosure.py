@@ -1,6 +1,8 @@
 """Disclosure by tenant (docs/interfaces.md §7): the requester hears other tenants' victims as counts only, on
 every channel the guardrails produce; ``disclosure: cluster`` names everything; ``auditDetail: full`` puts
-full detail into the audit annotations only when callers are authenticated."""
+full detail into the audit annotations only when callers are authenticated. Where callers are not
+authenticated (no --client-ca) the review's namespace is a claim, so nobody is named unless the operator opts
+in to naming the claimed namespace's own victims (``unverifiedDisclosure: namespace``)."""
 
 from __future__ import annotations
 
@@ -48,7 +50,8 @@ RULES = {"denyCrossTenantPreemption": True, "maxVictims": 1, "maxPdbViolations":
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_other_tenants_are_counts_on_every_channel(mode: str, dry_run: bool) -> None:
     decision = evaluate_guardrails(policy(mode=mode, **RULES), pod_name="web", namespace="team-alpha",
-                                   user=UserInfo("dev"), outcome=RESULT, namespaces=NAMESPACES, dry_run=dry_run)
+                                   user=UserInfo("dev"), outcome=RESULT, namespaces=NAMESPACES, dry_run=dry_run,
+                                   callers_authenticated=True)
     said = "\n".join(channels(decision))
     for name in OTHER_NAMES:
         assert name not in said
@@ -71,10 +74,46 @@ def test_tenant_label_names_the_whole_tenant() -> None:
     labelled = {name: Namespace(name, FrozenMap({"tenant": "acme" if name != "team-charlie" else "other"}))
                 for name in NAMESPACES}
     decision = evaluate_guardrails(policy(tenantLabel="tenant"), pod_name="web", namespace="team-alpha",
-                                   user=UserInfo("dev"), outcome=RESULT, namespaces=labelled)
+                                   user=UserInfo("dev"), outcome=RESULT, namespaces=labelled,
+                                   callers_authenticated=True)
     said = "\n".join(channels(decision))
     assert "bravo-secret-job" in said and "team-bravo" in said  # the same tenant (acme)
     assert "charlie-hidden-db" not in said and "team-charlie" not in said and "tenant=other" not in said
+
+
+@pytest.mark.parametrize("mode", ["warn", "enforce"])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_an_unauthenticated_caller_is_told_counts_only(mode: str, dry_run: bool) -> None:
+    """Without --client-ca a forged review claiming team-alpha must not learn team-alpha's pods either: nothing
+    is named, not even the claimed tenant's label value; the counts and the decision are the same."""
+    labelled = {name: Namespace(name, FrozenMap({"tenant": "acme"})) for name in NAMESPACES}
+    decision = evaluate_guardrails(policy(mode=mode, tenantLabel="tenant", **RULES), pod_name="web",
+                                   namespace="team-alpha", user=UserInfo("dev"), outcome=RESULT,
+                                   namespaces=labelled, dry_run=dry_run)
+    said = "\n".join(channels(decision))
+    for name in (*OTHER_NAMES, "alpha-batch", "acme"):
+        assert name not in said
+    assert decision.allowed is (mode == "warn")
+    annotation = json.loads(decision.annotation)
+    summary = annotation["summary"] if dry_run else annotation
+    assert summary["namespacesAffected"] == [] and summary["otherTenantVictims"] == 3
+
+
+def test_an_operator_may_name_the_claimed_namespaces_own_victims_to_unauthenticated_callers() -> None:
+    labelled = {name: Namespace(name, FrozenMap({"tenant": "acme"})) for name in NAMESPACES}
+    decision = evaluate_guardrails(policy(tenantLabel="tenant", unverifiedDisclosure="namespace", **RULES),
+                                   pod_name="web", namespace="team-alpha", user=UserInfo("dev"), outcome=RESULT,
+                                   namespaces=labelled)
+    said = "\n".join(channels(decision))
+    assert "alpha-batch" in said  # the claimed namespace's own victim
+    for name in OTHER_NAMES:  # not the rest of its tenant
+        assert name not in said
+
+
+def test_unverified_disclosure_takes_counts_or_namespace() -> None:
+    assert policy().unverified_disclosure == "counts"
+    with pytest.raises(ConfigError, match="unverifiedDisclosure"):
+        policy(unverifiedDisclosure="tenant")
 
 
 def test_cluster_disclosure_names_everything() -> None:
@@ -90,9 +129,9 @@ def test_full_audit_detail_only_for_authenticated_callers(authenticated: bool, f
                                    user=UserInfo("dev"), outcome=RESULT, namespaces=NAMESPACES,
                                    callers_authenticated=authenticated)
     audited = json.loads(decision.audit_annotations[AUDIT_PREDICTION])
-    assert audited["namespacesAffected"] == (["team-alpha", "team-bravo", "team-charlie"] if full else ["team-alpha"])
+    assert audited["namespacesAffected"] == (["team-alpha", "team-bravo", "team-charlie"] if full else [])
     # The pod annotation, readable by whoever reads the pod, never gets the audit detail.
-    assert json.loads(decision.annotation)["namespacesAffected"] == ["team-alpha"]
+    assert json.loads(decision.annotation)["namespacesAffected"] == (["team-alpha"] if authenticated else [])
 
 
 def test_redacted_preview_document_keeps_counts() -> None:

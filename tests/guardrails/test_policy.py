@@ -205,3 +205,11 @@ def test_no_prediction_allows_with_a_warning(reason: Any, text: str) -> None:
     off = prediction_skipped(policy(mode="off"), namespace="team-a", namespaces=NS, reason=reason,
                              budget_milliseconds=250)
     assert off.allowed and off.warnings == ()
+
+
+def test_a_long_pending_reason_is_kept_up_to_the_api_servers_256_characters() -> None:
+    message = "0/500 nodes are available: " + ", ".join(f"{n} node(s) had untolerated taint(s)" for n in range(20))
+    pending = decide(policy(), preview(outcome="Unschedulable", node=None, message=message))
+    (warning,) = pending.warnings
+    assert len(warning) == 256 and warning.endswith("...")
+    assert warning.startswith("no node fits this pod even after preemption; it would stay Pending: 0/500 nodes")

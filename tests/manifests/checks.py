@@ -10,7 +10,7 @@ from manifest_build import containers
 from serve_args import parse_serve_args
 from test_manifests_rbac import declared, granted
 from test_manifests_schema import SCHEMA_VERSIONS, validate_all
-from test_manifests_webhooks import server_routes, webhook_entries
+from test_manifests_webhooks import metrics_listener_routes, server_routes, webhook_entries
 
 from webhook import routes
 from webhook.rbac import (
@@ -63,7 +63,6 @@ def check_webhooks_reach_server_routes(objects: list[dict[str, Any]]) -> None:
     assert args.command == "serve" and args.in_cluster
     container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert container_ports == {"https": args.port, "metrics": args.metrics_port}
-    assert (args.port, args.metrics_port) == (routes.DEFAULT_PORT, routes.DEFAULT_METRICS_PORT)
     for name, (kind, webhook) in entries.items():
         assert (kind, webhook["clientConfig"]["service"]["path"]) == expected[name]
         assert ("POST", expected[name][1]) in served
@@ -72,11 +71,11 @@ def check_webhooks_reach_server_routes(objects: list[dict[str, Any]]) -> None:
         assert service["metadata"]["namespace"] == ref["namespace"] == deployment["metadata"]["namespace"]
         assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
         target = {p["port"]: p["targetPort"] for p in service["spec"]["ports"]}[ref["port"]]
-        assert container_ports[target] == routes.DEFAULT_PORT
+        assert container_ports[target] == args.port
     for probe, path in (("readinessProbe", routes.READYZ_PATH), ("livenessProbe", routes.HEALTHZ_PATH)):
         get = container[probe]["httpGet"]
-        assert (get["path"], get["port"], get["scheme"]) == (path, "https", "HTTPS")
-        assert ("GET", path) in served
+        assert (get["path"], get["port"], get["scheme"]) == (path, "metrics", "HTTP")
+        assert ("GET", path) in metrics_listener_routes()
 
 
 def _role_of(objects: list[dict[str, Any]], account: str, binding_kind: str) -> dict[str, Any]:
@@ -129,8 +128,18 @@ def check_pods_locked_down(objects: list[dict[str, Any]]) -> None:
 
 
 
-def check_all(objects: list[dict[str, Any]], what: str) -> None:
+def check_default_ports(objects: list[dict[str, Any]]) -> None:
+    (container,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    args, _ = parse_serve_args(container["args"])
+    assert (args.port, args.metrics_port) == (routes.DEFAULT_PORT, routes.DEFAULT_METRICS_PORT)
+
+
+def check_all(objects: list[dict[str, Any]], what: str, *, defaults: bool = True) -> None:
+    """Every check; ``defaults=False`` (a Helm values set that changes ports, hostNetwork or the security
+    settings on purpose) leaves out the default ports and the locked-down pod settings."""
     check_objects_validate(objects, what)
     check_webhooks_reach_server_routes(objects)
     check_rbac_is_declared(objects)
-    check_pods_locked_down(objects)
+    if defaults:
+        check_default_ports(objects)
+        check_pods_locked_down(objects)

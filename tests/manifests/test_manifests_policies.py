@@ -12,6 +12,7 @@ from manifest_build import REPO, build, build_overlay, find, pod_specs
 from serve_args import parse_serve_args
 
 from webhook import routes
+from webhook.config.parse import TENANT_LABEL_LINE
 from webhook.guardrails.policy import MODE_LABEL
 
 DEFAULT_SCRAPER_LABEL = {"preemptguard.io/metrics-scraper": "true"}
@@ -60,6 +61,30 @@ def test_label_policy_protects_exactly_the_mode_and_opt_out_labels() -> None:
     (webhook,) = find(objects, "MutatingWebhookConfiguration")["webhooks"]
     keys = {e["key"] for e in webhook["namespaceSelector"]["matchExpressions"]}
     assert routes.IGNORE_NAMESPACE_LABEL in keys
+
+
+def test_tenant_label_policy_reads_the_label_from_the_servers_own_configuration() -> None:
+    """Issue #24: relabelling one's namespace into another tenant must be the operator's. The policy's parameter is
+    the ConfigMap the server reads its --config from, so the protected label is the configured one."""
+    objects = build("base")
+    policy = find(objects, "ValidatingAdmissionPolicy", "preemptguard-tenant-label")
+    binding = find(objects, "ValidatingAdmissionPolicyBinding", "preemptguard-tenant-label")
+    config_map = find(objects, "ConfigMap", "preemptguard-config")
+    assert policy["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert binding["spec"]["paramRef"]["name"] == config_map["metadata"]["name"]
+    assert binding["spec"]["paramRef"]["namespace"] == config_map["metadata"]["namespace"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    (container,) = pod_specs(objects)["Deployment/preemptguard"]["containers"]
+    assert "--config=/config/config.yaml" in container["args"]  # the file the policy reads
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    # the policy's expression and the server's check are the same regular expression
+    pattern = re.search(r"findAll\('(.*?)'\)", variables["protectedLabels"])
+    assert pattern is not None
+    cel = pattern.group(1).replace("\\x27", "'")  # CEL escapes the quote; both read \\t as a tab
+    assert cel == TENANT_LABEL_LINE.pattern
+    assert variables["adminGroups"] == find(objects, "ValidatingAdmissionPolicy",
+                                            "preemptguard-namespace-labels")["spec"]["variables"][0]["expression"]
 
 
 def test_client_ca_overlay_turns_on_caller_authentication() -> None:

@@ -79,7 +79,9 @@ def test_objects_per_kustomization() -> None:
         "Deployment/preemptguard", "PodDisruptionBudget/preemptguard", "Service/preemptguard",
         "MutatingWebhookConfiguration/preemptguard.io", "ValidatingWebhookConfiguration/preemptguard.io",
         "NetworkPolicy/preemptguard", "ValidatingAdmissionPolicy/preemptguard-namespace-labels",
-        "ValidatingAdmissionPolicyBinding/preemptguard-namespace-labels"}
+        "ValidatingAdmissionPolicyBinding/preemptguard-namespace-labels",
+        "ValidatingAdmissionPolicy/preemptguard-tenant-label",
+        "ValidatingAdmissionPolicyBinding/preemptguard-tenant-label"}
     monitored = {f"{o['kind']}/{o['metadata']['name']}" for o in with_components("overlays/self-signed",
                                                                                    "components/monitoring")}
     assert monitored - set(kinds["overlays/self-signed"]) == {

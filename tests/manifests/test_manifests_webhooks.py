@@ -13,6 +13,7 @@ from webhook.cluster.source import ClusterSource
 from webhook.rbac import CERTS_CLUSTER_PERMISSIONS
 from webhook.server.app import make_app
 from webhook.server.cli import build_parser
+from webhook.server.metrics import WebhookMetrics, make_metrics_app
 from webhook.server.settings import ServerSettings, settings_from_args
 
 EXCLUDED_NAMESPACES = {"preemptguard", "kube-system"}
@@ -34,6 +35,12 @@ class _IdleSource:
 def server_routes() -> set[tuple[str, str]]:
     source: ClusterSource = _IdleSource()  # type: ignore[assignment]
     app = make_app(source, ServerSettings())
+    return {(route.method, route.resource.canonical) for route in app.router.routes() if route.resource is not None}
+
+
+def metrics_listener_routes() -> set[tuple[str, str]]:
+    """The routes of the metrics listener as ``start_server`` builds it (probes included)."""
+    app = make_metrics_app(WebhookMetrics(), readiness=lambda: (200, "ok"))
     return {(route.method, route.resource.canonical) for route in app.router.routes() if route.resource is not None}
 
 
@@ -74,13 +81,16 @@ def test_webhook_service_port_reaches_the_https_listener() -> None:
     assert service_ports == {443: "https", routes.DEFAULT_METRICS_PORT: "metrics"}
 
 
-def test_probes_use_the_health_routes_over_https() -> None:
+def test_probes_use_the_health_routes_of_the_metrics_listener() -> None:
+    """Under --client-ca the admission port requires a client certificate at the handshake, which the kubelet
+    does not have: probes go to the metrics listener (plain HTTP), which serves them too."""
     container = find(build("base"), "Deployment")["spec"]["template"]["spec"]["containers"][0]
-    served = server_routes()
+    served = metrics_listener_routes()
     for probe, path in (("readinessProbe", routes.READYZ_PATH), ("livenessProbe", routes.HEALTHZ_PATH)):
         get = container[probe]["httpGet"]
-        assert (get["path"], get["port"], get["scheme"]) == (path, "https", "HTTPS")
+        assert (get["path"], get["port"], get["scheme"]) == (path, "metrics", "HTTP")
         assert ("GET", path) in served
+        assert ("GET", path) in server_routes()  # and still on the admission port, for callers that can
 
 
 def test_container_arguments_are_the_servers_flags() -> None:

@@ -176,7 +176,7 @@ async def test_a_restart_counts_what_it_followed_as_unobserved_and_ignores_other
 
 async def test_debug_predictions_on_the_metrics_listener(fake: FakeApiServer, scheduler: Scheduler,
                                                          tmp_path: Path) -> None:
-    async with replica(fake, tmp_path, metrics_port=free_port()) as live:
+    async with replica(fake, tmp_path, metrics_port=free_port(), debug_predictions=True) as live:
         await live.create(manifest("web", "1"))
         await live.create(manifest("small", "100m"))
         scheduler.bind("small", "n1")
@@ -193,8 +193,18 @@ async def test_debug_predictions_on_the_metrics_listener(fake: FakeApiServer, sc
                                    "unobserved": 0}
     assert summary["observing"] is True and summary["following"] == 0 and summary["agreement"] == 0.5
     (mismatch,) = summary["recentMismatches"]
-    assert mismatch["pod"] == "web" and mismatch["observed"]["otherTenantVictims"] == 2
-    assert "team-b" not in str(mismatch)
+    assert mismatch["verdict"] == "victims_differ" and mismatch["observed"]["otherTenantVictims"] == 2
+    # Nobody authenticated its reader: no pod or namespace named, not even the preemptor's.
+    assert "pod" not in mismatch and "namespace" not in mismatch
+    assert "team-b" not in str(mismatch) and "team-a" not in str(mismatch) and "web" not in str(mismatch)
+
+
+async def test_debug_predictions_is_off_by_default(fake: FakeApiServer, tmp_path: Path) -> None:
+    async with replica(fake, tmp_path, metrics_port=free_port()) as live:
+        assert live.hook.server is not None
+        url = f"http://127.0.0.1:{live.hook.server.metrics_port}{DEBUG_PREDICTIONS_PATH}"
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            assert response.status == 404
 
 
 async def test_events_on_the_pod_with_events(fake: FakeApiServer, scheduler: Scheduler, tmp_path: Path,

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from webhook.certs.issuance import generate_ca, issue_client_certificate
 from webhook.cluster.loader import load_snapshot
 from webhook.cluster.snapshot import ClusterState
 
@@ -143,6 +144,8 @@ class PreemptGuard:
     url: str
     ca_pem: bytes
     ca_file: Path
+    # With --client-ca: the client certificate and key the API server presents.
+    client_certificate: tuple[Path, Path] | None = None
 
 
 class _ServerProcess:
@@ -181,8 +184,30 @@ class _ServerProcess:
 
 @pytest.fixture(scope="session")
 def preemptguard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PreemptGuard]:
-    server = _ServerProcess([sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(CLUSTER),
-                             "--tls-self-signed", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"])
+    yield from _preemptguard(tmp_path_factory, client_ca=False)
+
+
+@pytest.fixture(scope="session")
+def preemptguard_client_ca(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PreemptGuard]:
+    """The server under --client-ca, as a cluster whose API server presents a client certificate runs it: the
+    requester's own tenant is named."""
+    yield from _preemptguard(tmp_path_factory, client_ca=True)
+
+
+def _preemptguard(tmp_path_factory: pytest.TempPathFactory, *, client_ca: bool) -> Iterator[PreemptGuard]:
+    args = [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(CLUSTER),
+            "--tls-self-signed", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"]
+    client: tuple[Path, Path] | None = None
+    if client_ca:
+        folder = tmp_path_factory.mktemp("client-ca")
+        ca = generate_ca("plugin-tests-client-ca", 1)
+        issued = issue_client_certificate(ca.cert_pem, ca.key_pem, "kube-apiserver", 1)
+        (folder / "ca.crt").write_bytes(ca.cert_pem)
+        client = (folder / "client.crt", folder / "client.key")
+        client[0].write_bytes(issued.cert_pem)
+        client[1].write_bytes(issued.key_pem)
+        args += ["--client-ca", str(folder / "ca.crt")]
+    server = _ServerProcess(args)
     try:
         match = server.wait_for(re.compile(r"serving admission on (https://127\.0\.0\.1:\d+)"), timeout=30)
         url = match.group(1)
@@ -191,6 +216,6 @@ def preemptguard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PreemptGu
         ca_pem = ssl.get_server_certificate(("127.0.0.1", port)).encode()
         ca_file = tmp_path_factory.mktemp("preemptguard") / "ca.crt"
         ca_file.write_bytes(ca_pem)
-        yield PreemptGuard(url, ca_pem, ca_file)
+        yield PreemptGuard(url, ca_pem, ca_file, client)
     finally:
         server.stop()

@@ -39,6 +39,7 @@ EXPIRED_TOKEN = "expired"
 RESOURCES = {
     "pods": ("v1", "Pod"), "deployments": ("apps/v1", "Deployment"), "statefulsets": ("apps/v1", "StatefulSet"),
     "replicasets": ("apps/v1", "ReplicaSet"), "jobs": ("batch/v1", "Job"), "cronjobs": ("batch/v1", "CronJob"),
+    "nodes": ("v1", "Node"),
 }
 PLURAL_OF = {kind: plural for plural, (_, kind) in RESOURCES.items()}
 
@@ -117,6 +118,8 @@ class AdmissionApiServer:
     webhook_url: str | None = None  # the PreemptGuard server; None: no webhook installed
     webhook_ca: bytes | None = None
     work_dir: Path | None = None
+    # The client certificate presented to the webhook (its --client-ca), as the AdmissionConfiguration gives it.
+    client_certificate: tuple[Path, Path] | None = None
     objects: dict[tuple[str, str, str], JsonDict] = field(default_factory=dict)  # (plural, ns, name)
     reviews: list[JsonDict] = field(default_factory=list)
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
@@ -135,6 +138,7 @@ class AdmissionApiServer:
         app = web.Application(middlewares=[self._authenticate])
         app.router.add_post("/api/v1/namespaces/{namespace}/pods", self._create_pod)
         app.router.add_get("/api/v1/namespaces/{namespace}/{plural}/{name}", self._get)
+        app.router.add_get("/api/v1/nodes", self._list_nodes)
         app.router.add_get("/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}", self._get)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
@@ -142,6 +146,8 @@ class AdmissionApiServer:
         await site.start()
         self.port = int(self._runner.addresses[0][1])
         client_context = ssl.create_default_context(cadata=self.webhook_ca.decode()) if self.webhook_ca else None
+        if client_context is not None and self.client_certificate is not None:
+            client_context.load_cert_chain(*(str(path) for path in self.client_certificate))
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_context or True))
         return self
 
@@ -194,6 +200,10 @@ class AdmissionApiServer:
         return response
 
     # ---- GET ----------------------------------------------------------------------------------------
+    async def _list_nodes(self, request: web.Request) -> web.Response:
+        items = [obj for (plural, _, _), obj in self.objects.items() if plural == "nodes"]
+        return web.json_response({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": items})
+
     async def _get(self, request: web.Request) -> web.Response:
         info = request.match_info
         plural = info["plural"]

@@ -50,7 +50,8 @@ def test_flags(kubectl: Kubectl) -> None:
     assert {"-f", "--filename", "-o", "--output", "--request-timeout", "--no-headers", "--priority-class",
             "-n", "--namespace", "--context", "--kubeconfig", "--snapshot", "--webhook-url"} <= set(names)
     assert all(flag.names[-1] in names for flag in plugin_flags())  # every flag the command takes
-    assert "--output\tOutput format: table, wide, json, yaml or name" in "\n".join(lines)
+    assert ("--output\tOutput format: table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=SPEC"
+            in "\n".join(lines))
     # A flag given is not offered again, unless it repeats (-f), as Cobra does.
     given = values(complete(kubectl, "-o", "json", "-f", "a.yaml", "--")[0])
     assert "--output" not in given and "--filename" in given and "--no-headers" in given
@@ -251,7 +252,7 @@ def test_bash_script(kubectl: Kubectl, tmp_path: Path) -> None:
         return run_bash(kubectl, script, line, env={"KUBECONFIG": str(tmp_path / "config")})
 
     assert bash("kubectl-preempt_preview -o w") == (["wide"], ["compopt +o default"])
-    assert bash("kubectl-preempt_preview --output=j") == (["json"], ["compopt +o default"])
+    assert bash("kubectl-preempt_preview --output=y") == (["yaml"], ["compopt +o default"])
     assert bash("kubectl-preempt_preview dep") == (["deployment/"], ["compopt -o nospace", "compopt +o default"])
     assert bash("kubectl-preempt_preview completion ") == (["bash", "zsh"], ["compopt +o default"])
     # -f: manifests (.json, .yaml, .yml) and directories, as bash lists them.

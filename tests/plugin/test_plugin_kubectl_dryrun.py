@@ -23,14 +23,15 @@ TOKENS = {ALICE: User("alice", ("team-a-devs", "system:authenticated"))}
 
 @pytest.fixture(scope="module")
 def existing_pods(snapshot_items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [item for item in snapshot_items if item["kind"] == "Pod"]
+    return [item for item in snapshot_items if item["kind"] in ("Pod", "Node")]
 
 
 @pytest.fixture
-async def api(preemptguard: PreemptGuard, tmp_path: Path,
+async def api(preemptguard_client_ca: PreemptGuard, tmp_path: Path,
               existing_pods: list[dict[str, Any]]) -> AsyncIterator[AdmissionApiServer]:
+    preemptguard = preemptguard_client_ca
     async with AdmissionApiServer(tokens=TOKENS, webhook_url=preemptguard.url, webhook_ca=preemptguard.ca_pem,
-                                  work_dir=tmp_path) as server:
+                                  work_dir=tmp_path, client_certificate=preemptguard.client_certificate) as server:
         for pod in existing_pods:
             server.store(pod)
         yield server
@@ -144,7 +145,7 @@ async def test_existing_workload_by_type_and_name(kubectl: Kubectl, api: Admissi
 
 async def test_existing_pod_name_is_previewed_under_a_generated_name(
         kubectl: Kubectl, api: AdmissionApiServer, kubeconfig: Path, existing_pods: list[dict[str, Any]]) -> None:
-    pod = next(p for p in existing_pods if p["metadata"]["namespace"] == "team-b")
+    pod = next(p for p in existing_pods if p["metadata"].get("namespace") == "team-b")
     run = await preview(kubectl, kubeconfig, f"pod/{pod['metadata']['name']}", "-n", "team-b", "-o", "json")
     assert run.returncode in (0, 1), run.stderr
     (result,) = json.loads(run.stdout)["results"]
@@ -254,3 +255,30 @@ async def test_kubeconfig_flag_with_a_token_file(kubectl: Kubectl, api: Admissio
                              env={"KUBECONFIG": str(tmp_path / "missing")})
     assert run.returncode == 0, run.stderr
     assert api.reviews[-1]["request"]["userInfo"]["username"] == "alice"
+
+
+async def test_a_daemonset_is_dry_run_once_per_eligible_node_pinned_there(kubectl: Kubectl, api: AdmissionApiServer,
+                                                                         kubeconfig: Path) -> None:
+    gpu_agent = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "gpu-agent", "namespace": "team-a"},
+                 "spec": {"selector": {"matchLabels": {"app": "gpu-agent"}}, "template": {
+                     "metadata": {"labels": {"app": "gpu-agent"}},
+                     "spec": {"priorityClassName": "high",
+                              "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                              "nodeSelector": {"pool": "gpu"},
+                              "containers": [{"name": "agent", "image": "x",
+                                              "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}}
+    gpu_nodes = sorted(n["metadata"]["name"] for (plural, _, _), n in api.objects.items()
+                       if plural == "nodes" and n["metadata"].get("labels", {}).get("pool") == "gpu")
+    assert gpu_nodes  # the example cluster has a tainted GPU pool
+    run = await preview(kubectl, kubeconfig, "-f", "-", "-o", "json", stdin=yaml.safe_dump(gpu_agent))
+    assert run.returncode in (0, 1), run.stderr
+    results = json.loads(run.stdout)["results"]
+    assert [r["pod"] for r in results] == [f"team-a/gpu-agent-{node}" for node in gpu_nodes]
+    assert ("GET", "/api/v1/nodes") in [(m, p) for m, p, _ in api.requests]
+    # Each dry-run pod carries the daemon tolerations and the affinity that pins it, as the controller sets them.
+    for review, node in zip(api.reviews, gpu_nodes, strict=True):
+        spec = review["request"]["object"]["spec"]
+        assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+        assert {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"} in (
+            spec["tolerations"])

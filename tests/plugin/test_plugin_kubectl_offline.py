@@ -202,7 +202,7 @@ def test_help_is_kubectl_style(kubectl: Kubectl) -> None:
     run = kubectl.run("preempt-preview", "--help")
     assert run.returncode == 0
     assert "Examples:\n  # Preview a manifest" in run.stdout
-    assert "\nUsage:\n  kubectl preempt-preview (-f FILENAME | TYPE/NAME)" in run.stdout
+    assert "\nUsage:\n  kubectl preempt-preview (-f FILENAME [-R] [--strict] | TYPE/NAME)" in run.stdout
     assert "    -f, --filename=[]:\n" in run.stdout and "    -o, --output=table:\n" in run.stdout
     assert all(len(line) <= 120 for line in run.stdout.splitlines())
 
@@ -242,19 +242,19 @@ def test_bad_yaml_on_stdin(kubectl: Kubectl) -> None:
     assert line.startswith("error: <stdin>:2:") and "invalid YAML" in line
 
 
-def test_unknown_kind(kubectl: Kubectl) -> None:
+def test_a_kind_that_is_not_a_workload_is_skipped_with_a_note(kubectl: Kubectl) -> None:
     service = ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n"
                "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
-    line = error_of(kubectl.run("preempt-preview", *OFFLINE, "-f", "-", stdin=service))
-    assert line == ("error: <stdin>: document 2: unsupported kind 'Service': expected Pod, Deployment, StatefulSet, "
-                    "ReplicaSet, Job, CronJob or a List of them")
+    run = kubectl.run("preempt-preview", *OFFLINE, "-f", "-", "-o", "name", stdin=service)
+    assert (run.returncode, run.stdout) == (0, "pod/a\n")
+    assert run.stderr == "Note: skipped 1 object that is not a workload (1 Service); --strict refuses them\n"
 
 
 def test_usage_errors(kubectl: Kubectl) -> None:
     cases = {
         "-f FILENAME or TYPE/NAME": [],
         "--replicas must not be negative": ["-f", "x.yaml", "--replicas", "-1"],
-        "invalid choice": ["-f", "x.yaml", "-o", "xml"],
+        'unable to match a printer suitable for the output format "xml"': ["-f", "x.yaml", "-o", "xml"],
         "with --snapshot use -f": ["deploy/web"],
         "--token applies to --webhook-url": ["-f", "x.yaml", "--token", "t"],
     }

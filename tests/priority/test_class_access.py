@@ -52,7 +52,7 @@ def test_classes_are_checked_before_resource_quota() -> None:
 
 
 
-def test_the_message_names_the_rule_and_what_it_allows() -> None:
+def test_the_message_names_the_rule_but_no_other_namespace_or_selector() -> None:
     # The message as the code before the typed pod printed it (name from generateName).
     raw = pod_dict(ctr("a"), class_name="batch-high", priority=10)
     raw["metadata"] = {"generateName": "web-"}
@@ -61,7 +61,7 @@ def test_the_message_names_the_rule_and_what_it_allows() -> None:
     assert denial is not None
     assert denial.message == (
         'pods "web-" is forbidden: PriorityClass batch-high (priority 10) may not be used in namespace team-a: '
-        "PreemptGuard quota.classes[2] restricts it to namespaces selected by kubernetes.io/metadata.name in (batch)."
+        "PreemptGuard quota.classes[2] restricts it to other namespaces."
         " To use it, ask a cluster admin to add namespace team-a to quota.classes[2] in the PreemptGuard"
         " configuration")
 

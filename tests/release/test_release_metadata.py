@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -39,3 +40,21 @@ def test_changelog_follows_keep_a_changelog() -> None:
     assert sections <= SECTIONS, sections - SECTIONS
     for version in versions:  # every heading links to its comparison or tag
         assert re.search(rf"^\[{re.escape(version)}\]: https://", text, re.MULTILINE), version
+
+
+def git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_every_released_version_is_a_git_tag_at_its_release() -> None:
+    """`v<version>` for each dated CHANGELOG section, on a commit whose pyproject.toml has that version."""
+    text = (REPO / "CHANGELOG.md").read_text()
+    released = [v for v in re.findall(r"^## \[([^\]]+)\] - \d{4}-\d{2}-\d{2}$", text, re.MULTILINE)]
+    assert released
+    for version in released:
+        commit = git("rev-parse", "--verify", "--quiet", f"refs/tags/v{version}^{{commit}}")
+        assert commit.returncode == 0, (f"no git tag v{version}: create it on the release commit "
+                                        f"(git tag -a v{version} <commit>)")
+        pyproject = git("show", f"{commit.stdout.strip()}:pyproject.toml").stdout
+        assert tomllib.loads(pyproject)["project"]["version"] == version
+        assert git("merge-base", "--is-ancestor", commit.stdout.strip(), "HEAD").returncode == 0

@@ -4,6 +4,7 @@ presenting a client certificate of that CA (and, with --client-cn, of that name)
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,12 @@ FORGED = admission_review({
     "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "team-a"},
                "spec": {"containers": [{"name": "c"}]}},
 })
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def write(path: Path, data: bytes) -> Path:
@@ -62,14 +69,21 @@ def hook(pki: dict[str, Path], who: str | None, *names: str) -> LoopbackWebhook:
     return LoopbackWebhook(MemorySource(ClusterState()), settings(pki, *names), client_certificate=cert)
 
 
-async def test_a_forged_review_without_a_client_certificate_is_refused(pki: dict[str, Path]) -> None:
-    async with hook(pki, None) as webhook:
-        for path in (MUTATE_PODS_PATH, VALIDATE_PRIORITYCLASSES_PATH):
-            status, body = await webhook.post_json(path, FORGED)
-            assert status == 401 and "client certificate" in body["error"] and "response" not in body
-        # kubelet probes carry no certificate and still get through
-        assert await webhook.get(HEALTHZ_PATH) == (200, "ok")
-        assert await webhook.get(READYZ_PATH) == (200, "ok")
+async def test_a_forged_review_without_a_client_certificate_is_refused_at_the_handshake(pki: dict[str, Path]) -> None:
+    """CERT_REQUIRED: a caller without a certificate never reaches HTTP (it holds no connection slot either);
+    kubelet probes, which carry none, are answered on the metrics listener."""
+    metrics_port = free_port()
+    cert = None
+    settings_ = ServerSettings(host="127.0.0.1", port=0, metrics_port=metrics_port, tls_self_signed=True,
+                               client_ca=pki["ca"])
+    async with LoopbackWebhook(MemorySource(ClusterState()), settings_, client_certificate=cert) as webhook:
+        for path in (MUTATE_PODS_PATH, VALIDATE_PRIORITYCLASSES_PATH, HEALTHZ_PATH):
+            with pytest.raises((aiohttp.ClientError, ssl.SSLError)):
+                await webhook.post_json(path, FORGED)
+        async with aiohttp.ClientSession() as plain:
+            for path in (HEALTHZ_PATH, READYZ_PATH):
+                async with plain.get(f"http://127.0.0.1:{metrics_port}{path}") as response:
+                    assert (response.status, await response.text()) == (200, "ok")
 
 
 async def test_the_api_servers_certificate_is_answered(pki: dict[str, Path]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +74,24 @@ def test_demo_into_a_closed_pipe_ends_quietly() -> None:
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=60) == 141
     assert stderr == ""
+
+
+def test_demo_without_arguments_runs_the_example_cluster_shipped_in_the_package(tmp_path: Path) -> None:
+    # From a directory that has no examples/: the cluster and its pods come from the installed package.
+    run = subprocess.run([sys.executable, "-m", "webhook.server.cli", "demo"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)}, check=False)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert [line.split(":")[0].split(" ")[0] for line in lines] == sorted(
+        p.name for p in (EXAMPLES / "pods").glob("*.yaml"))
+    assert "would preempt 1 pod of other tenants on pool-batch-04" in line_for(lines, "09-preempts-batch.yaml")
+
+
+def test_demo_keeps_the_whole_pending_reason_as_the_api_server_keeps_a_warning(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    lines = demo_lines(capsys, str(EXAMPLES / "pods" / "07-never-class.yaml"))
+    # The scheduler's message to its end (over 119 characters; the API server keeps 256 of a warning).
+    reason = lines[0].split("it would stay Pending: ", 1)[1]
+    assert reason.startswith("0/26 nodes are available: ")
+    assert reason.endswith("preemption: not eligible due to preemptionPolicy=Never.")
+    assert len(reason) > 119

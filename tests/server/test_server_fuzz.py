@@ -153,10 +153,24 @@ async def test_still_healthy_after_garbage(hook: LoopbackWebhook) -> None:
 
 async def test_body_over_3_mib_is_413(hook: LoopbackWebhook) -> None:
     filler = "x" * (MAX_BODY_BYTES + 1024)
-    oversized = json.dumps(_set(VALID_REVIEW, ("request", "object", "metadata", "annotations"), {"a": filler}, False))
+    oversized = json.dumps({"filler": filler, **VALID_REVIEW})  # no review head in its first bytes
     status, payload = await hook.post(MUTATE_PODS_PATH, oversized.encode())
     assert status == 413
     assert "exceeds" in json.loads(payload)["error"]
+    assert await hook.get("/healthz") == (200, "ok")
+
+
+async def test_a_pod_review_over_3_mib_is_answered_from_its_head(hook: LoopbackWebhook) -> None:
+    """A 413 would be the API server's failurePolicy (Ignore: admitted unchecked); the review's fields before its
+    object (uid, namespace, operation) are enough to answer it as a pod that could not be predicted."""
+    filler = "x" * (MAX_BODY_BYTES + 1024)
+    oversized = json.dumps(_set(VALID_REVIEW, ("request", "object", "metadata", "annotations"), {"a": filler}, False))
+    status, payload = await hook.post(MUTATE_PODS_PATH, oversized.encode())
+    assert status == 200
+    response = json.loads(payload)["response"]
+    assert response["uid"] == VALID_REVIEW["request"]["uid"]
+    assert any("admission review is over the webhook's size limit" in w for w in response["warnings"])
+    assert response["auditAnnotations"]["prediction-skipped"] == "too-large"
     assert await hook.get("/healthz") == (200, "ok")
 
 

@@ -219,17 +219,57 @@ async def test_a_connection_that_never_handshakes_is_closed(source: BlockingSour
         writer.close()
 
 
-async def test_connections_beyond_the_cap_are_closed_on_arrival(source: BlockingSource) -> None:
+async def test_idle_connections_give_way_at_the_cap_and_busy_ones_do_not(source: BlockingSource) -> None:
     async with LoopbackWebhook(source, settings(max_connections=2)) as hook:
-        kept = [await raw_tls(hook) for _ in range(2)]
+        first, second = [await raw_tls(hook) for _ in range(2)]
         await asyncio.sleep(0.05)
+        # A newcomer over the cap takes the place of the oldest connection without a request.
+        assert await hook.get(HEALTHZ_PATH) == (200, "ok")
+        assert await closed_within(first[0], 2.0) == b""
+        second[1].close()
+        await asyncio.sleep(0.05)
+        assert hook.session is not None
+        await hook.session.close()  # its idle keep-alive connection too: nothing open
+        await asyncio.sleep(0.05)
+        # Two connections whose complete requests are being answered are never evicted: a third is refused.
+        busy = [await raw_tls(hook) for _ in range(2)]
+        body = json.dumps(pod_review(class_name="waits")).encode()
+        for _, writer in busy:
+            writer.write(b"POST /mutate/pods HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            await writer.drain()
+        await asyncio.sleep(0.2)
+        assert source.lookups == 2
         reader, writer = await raw_tls(hook)
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         assert not (await closed_within(reader, 2.0)).startswith(b"HTTP/1.1 200")
-        for _, kept_writer in kept:
-            kept_writer.close()
+        assert 'preemptguard_connections_refused_total 1.0' in hook.server.app[METRICS_KEY].render().decode()
+        source.release.set()
+        for busy_reader, busy_writer in busy:
+            assert (await asyncio.wait_for(busy_reader.readuntil(b"\r\n"), 5)).startswith(b"HTTP/1.1 200")
+            busy_writer.close()
+
+
+async def test_one_client_is_capped_while_another_connects(source: BlockingSource) -> None:
+    async with LoopbackWebhook(source, settings(max_connections=100, max_connections_per_client=3)) as hook:
+        assert hook.server is not None
+        idle = [await raw_tls(hook) for _ in range(10)]
         await asyncio.sleep(0.1)
-        assert await hook.get(HEALTHZ_PATH) == (200, "ok")
+        guard = hook.server.app[LIMITS_KEY].guard
+        assert guard.clients() == {"127.0.0.1": 3}  # the oldest idle ones gave way to the client's newest
+        for _, writer in idle:
+            writer.close()
+
+
+async def test_a_connection_must_start_its_first_request_soon(source: BlockingSource) -> None:
+    async with LoopbackWebhook(source, settings(first_request_timeout=0.3)) as hook:
+        reader, writer = await raw_tls(hook)
+        started = time.monotonic()
+        assert await closed_within(reader, 3.0) == b""
+        assert 0.2 <= time.monotonic() - started < 2.0
+        writer.close()
+        assert hook.server is not None
+        assert 'preemptguard_slow_clients_total{phase="idle"} 1.0' in hook.server.app[METRICS_KEY].render().decode()
 
 
 # ---- draining -------------------------------------------------------------------------------------
@@ -386,10 +426,9 @@ async def test_idle_metrics_connections_never_take_the_admission_ports_connectio
         kept = [await raw_tls(hook) for _ in range(3)]  # the admission port still takes connections
         await asyncio.sleep(0.05)
         assert await hook.get(HEALTHZ_PATH) == (200, "ok")
-        # while the metrics port refuses what is over its own cap
-        reader, writer = await asyncio.open_connection("127.0.0.1", hook.server.metrics_port)
-        writer.write(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        assert not (await closed_within(reader, 2.0)).startswith(b"HTTP/1.1 200")
+        # while on the metrics port idle connections over its own cap gave way to newer ones, as a scrape does
+        assert hook.server.app[LIMITS_KEY].metrics_guard.clients() == {"127.0.0.1": 2}
+        assert await asyncio.to_thread(_http_status, f"http://127.0.0.1:{hook.server.metrics_port}/metrics") == 200
         for _, w in [*idle, *kept]:
             w.close()
 

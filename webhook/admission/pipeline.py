@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from webhook.admission.outcome import ALLOWED, AdmissionOutcome, internal_error
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
@@ -90,10 +90,12 @@ class PodAdmission:
     # With a live cluster source: each admitted prediction is followed (the patch writes its id on the pod).
     follower: PredictionFollower | None = None
 
-    async def admit(self, request: AdmissionRequest) -> AdmissionOutcome:
+    async def admit(self, request: AdmissionRequest, review: PodReview | None = None) -> AdmissionOutcome:
+        """The outcome for ``request``; ``review``: its pod already read (``read_pod_review``), e.g. off the loop."""
         if not is_pod_admission(request):
             return ALLOWED
-        review = read_pod_review(request)
+        if review is None:
+            review = read_pod_review(request)
         config = self.config()
         state = self.source.state
         try:
@@ -108,6 +110,25 @@ class PodAdmission:
         if outcome.allowed and review.is_create:
             outcome = outcome.merged(await self.guard(review, state, config))
         return outcome.with_patch(review.patch.operations) if outcome.allowed else outcome
+
+    def admit_unread(self, request: AdmissionRequest, reason: UnreadReason) -> AdmissionOutcome:
+        """A pod review whose object was never read (its body over the size limit, or no memory for it now): a
+        CREATE cannot be predicted, so it is decided as any prediction that could not be made; anything else is
+        allowed with a warning (the API server's own Priority plugin still applies)."""
+        if not is_pod_admission(request):
+            return ALLOWED
+        config = self.config()
+        if request.operation != "CREATE":
+            return AdmissionOutcome.allow(warnings=[unread_warning(reason)])
+        state = self.source.state
+        decision = prediction_skipped(config.guardrails, namespace=request.namespace, namespaces=state.namespaces,
+                                      reason=reason, budget_milliseconds=config.prediction.budget_milliseconds)
+        self.observer.prediction_skipped(reason)
+        if not decision.allowed:
+            return AdmissionOutcome.deny(decision.status_code, decision.status_reason,
+                                         decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                         audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+        return AdmissionOutcome.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)
 
     async def priority_classes(self, review: PodReview, state: ClusterState) -> Mapping[str, PriorityClass]:
         """The classes the Priority plugin resolves against: the cache, plus one direct lookup of a class a
@@ -155,6 +176,15 @@ class PodAdmission:
             return "error"
         self.observer.prediction_made(result, time.perf_counter() - started)
         return result
+
+
+# Why a review's pod was never read (a SkipReason of the guardrails).
+UnreadReason = Literal["too-large", "overloaded"]
+
+
+def unread_warning(reason: UnreadReason) -> str:
+    why = "over the size limit" if reason == "too-large" else "more than the webhook could hold in memory just then"
+    return f"PreemptGuard did not check this request: its review was {why}"
 
 
 class ClassLookupFailed(Exception):

@@ -6,7 +6,9 @@ raises ``InvalidInput`` (HTTP 400) naming the offending field, so the admission 
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict, cast, get_args
@@ -238,6 +240,68 @@ def parse_admission_review(document: object) -> AdmissionRequest:
         ),
         request_sub_resource=optional_str(raw.get("requestSubResource"), "request.requestSubResource"),
     )
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+_HEAD_DECODER = json.JSONDecoder()
+# The fields of ``request`` that hold objects; a head stops before them.
+_OBJECT_FIELDS = frozenset({"object", "oldObject"})
+
+
+def _head_fields(text: str) -> dict[str, Any]:
+    """The AdmissionReview's top-level fields and its request's fields up to its first object field, from a
+    prefix of the document (stops quietly where the prefix ends)."""
+    top: dict[str, Any] = {}
+    request: dict[str, Any] = {}
+    index = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
+    if text[index:index + 1] != "{":
+        return top
+    index += 1
+
+    def key_at(position: int) -> tuple[str, int] | None:
+        position = _SPACE.match(text, position).end()  # type: ignore[union-attr]
+        if text[position:position + 1] == ",":
+            position = _SPACE.match(text, position + 1).end()  # type: ignore[union-attr]
+        if text[position:position + 1] != '"':
+            return None
+        key, position = json.decoder.scanstring(text, position + 1)  # type: ignore[attr-defined]
+        position = _SPACE.match(text, position).end()  # type: ignore[union-attr]
+        if text[position:position + 1] != ":":
+            return None
+        return key, _SPACE.match(text, position + 1).end()  # type: ignore[union-attr]
+
+    try:
+        while (found := key_at(index)) is not None:
+            key, index = found
+            if key != "request":
+                top[key], index = _HEAD_DECODER.raw_decode(text, index)
+                continue
+            top["request"] = request
+            if text[index:index + 1] != "{":
+                return top
+            index += 1
+            while (field := key_at(index)) is not None:
+                name, index = field
+                if name in _OBJECT_FIELDS:
+                    return top
+                request[name], index = _HEAD_DECODER.raw_decode(text, index)
+            return top
+    except ValueError:  # the prefix ends inside a value (or is not JSON): keep what was read
+        pass
+    return top
+
+
+def peek_admission_request(prefix: bytes) -> AdmissionRequest | None:
+    """The request of an AdmissionReview read from the first bytes of its body, without its objects: for a body
+    too large, or too late, to be decoded whole. The API server encodes ``uid``, ``kind``, ``resource``, ``name``,
+    ``namespace``, ``operation`` and ``userInfo`` before ``object`` (the field order of
+    k8s.io/api/admission/v1.AdmissionRequest), so they are in the first few KiB. None when they are not all there
+    or are malformed; ``object`` and ``oldObject`` are then None, ``dryRun`` false unless it came first."""
+    fields = _head_fields(prefix.decode("utf-8", errors="replace"))
+    try:
+        return parse_admission_review(fields)
+    except InvalidInput:
+        return None
 
 
 def object_name_for_messages(request: AdmissionRequest) -> str:

@@ -26,6 +26,7 @@ __all__ = [
     "SCOPE_TERMINATING",
     "SCOPE_VOLUME_ATTRIBUTES_CLASS",
     "SELECTOR_OPERATORS",
+    "UNVERIFIED_DISCLOSURES",
     "AuditDetail",
     "ClassAccessRule",
     "ClassMatch",
@@ -39,6 +40,7 @@ __all__ = [
     "PreemptionSetting",
     "QuotaConfig",
     "SchedulerConfig",
+    "UnverifiedDisclosure",
 ]
 
 GuardrailMode = Literal["off", "warn", "enforce"]
@@ -47,6 +49,10 @@ DisclosureMode = Literal["tenant", "cluster"]
 DISCLOSURE_MODES: tuple[DisclosureMode, ...] = ("tenant", "cluster")
 AuditDetail = Literal["tenant", "full"]
 AUDIT_DETAILS: tuple[AuditDetail, ...] = ("tenant", "full")
+# Who is named to a caller nobody authenticated (no --client-ca): nobody ("counts"), or the victims in the
+# namespace the review claims ("namespace": a forger claiming it learns those pods' names).
+UnverifiedDisclosure = Literal["counts", "namespace"]
+UNVERIFIED_DISCLOSURES: tuple[UnverifiedDisclosure, ...] = ("counts", "namespace")
 PreemptionSetting = Literal["enabled", "disabled"]
 
 # Pod scopes of ResourceQuota (core/v1 ResourceQuotaScope); VolumeAttributesClass is the PVC scope.
@@ -151,6 +157,9 @@ class GuardrailsConfig:
     # whether audit annotations name every victim (honoured only when callers present client certificates).
     disclosure: DisclosureMode = "tenant"
     audit_detail: AuditDetail = "tenant"
+    # Without --client-ca the namespace of a review is only a claim: victims are counted, never named, unless
+    # the operator accepts naming those of the pod's own namespace.
+    unverified_disclosure: UnverifiedDisclosure = "counts"
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ path, e.g. ``unknown key guardrails.maxVictim`` or ``guardrails.maxVictims: expe
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -28,6 +29,7 @@ from webhook.config.model import (
     GUARDRAIL_MODES,
     QUOTA_SCOPES,
     SELECTOR_OPERATORS,
+    UNVERIFIED_DISCLOSURES,
     AuditDetail,
     ClassAccessRule,
     ClassMatch,
@@ -41,6 +43,7 @@ from webhook.config.model import (
     PreemptionSetting,
     QuotaConfig,
     SchedulerConfig,
+    UnverifiedDisclosure,
 )
 from webhook.errors import ConfigError
 
@@ -65,6 +68,11 @@ class _Reader:
             data = {}
         if not isinstance(data, Mapping):
             raise self.error(path or "<root>", f"expected a mapping, got {_type_name(data)}")
+        for key, value in data.items():
+            # A key without a value is what a cut-off file leaves (``guardrails:`` and nothing after it): read
+            # as the defaults it would silently turn enforce into warn, so it is refused.
+            if value is None:
+                raise self.error(self.key(str(key)), "has no value (write the value, or leave the key out)")
         self.data: Mapping[Any, Any] = data
 
     def error(self, key_path: str, message: str) -> ConfigError:
@@ -257,7 +265,8 @@ def _exemptions(reader: _Reader) -> Exemptions:
 
 def _guardrails(reader: _Reader) -> GuardrailsConfig:
     reader.check_keys(["mode", "tenantLabel", "denyCrossTenantPreemption", "maxVictims", "maxPdbViolations",
-                       "denyVictimPriorityAtLeast", "exempt", "disclosure", "auditDetail"])
+                       "denyVictimPriorityAtLeast", "exempt", "disclosure", "auditDetail",
+                       "unverifiedDisclosure"])
     # YAML 1.1 reads a bare `mode: off` as the boolean false.
     mode_value = reader.data.get("mode")
     if mode_value is False:
@@ -275,6 +284,8 @@ def _guardrails(reader: _Reader) -> GuardrailsConfig:
         exempt=_exemptions(reader.child("exempt")),
         disclosure=cast(DisclosureMode, reader.choice("disclosure", DISCLOSURE_MODES, "tenant")),
         audit_detail=cast(AuditDetail, reader.choice("auditDetail", AUDIT_DETAILS, "tenant")),
+        unverified_disclosure=cast(UnverifiedDisclosure,
+                                   reader.choice("unverifiedDisclosure", UNVERIFIED_DISCLOSURES, "counts")),
     )
 
 
@@ -302,7 +313,34 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
-    return parse_config(data, source)
+    if data is None:  # empty, or comments only: most likely caught mid-write, never "the defaults"
+        raise ConfigError(f"{source}: the configuration file is empty (write {{}} for the defaults)")
+    config = parse_config(data, source)
+    check_tenant_label_readable(text, config.guardrails.tenant_label, source)
+    return config
+
+
+# What the namespace label policy (manifests/base/label-policy.yaml, preemptguard-tenant-label) finds in this
+# file to protect the tenant label; the same expression in CEL there (RE2) and here.
+TENANT_LABEL_LINE = re.compile(r"""(?m)^[ \t]+tenantLabel:[ \t]*["']?[A-Za-z0-9][-A-Za-z0-9_./]*""")
+
+
+def tenant_labels_in(text: str) -> list[str]:
+    """The tenant label names the label policy reads from a configuration file's text."""
+    return [line.split(":", 1)[1].strip().replace('"', "").replace("'", "") for line in TENANT_LABEL_LINE.findall(text)]
+
+
+def check_tenant_label_readable(text: str, tenant_label: str | None, source: str) -> None:
+    """``ConfigError`` unless the label policy reads exactly ``tenant_label`` from ``text``: a tenant label it
+    cannot see would be a label any tenant could change on its own namespace."""
+    if tenant_label is None:
+        return
+    found = tenant_labels_in(text)
+    if found != [tenant_label]:
+        raise ConfigError(
+            f"{source}: guardrails.tenantLabel must be written on a line of its own under guardrails "
+            f"(`  tenantLabel: {tenant_label}`): the namespace label policy reads it there to keep tenants from "
+            f"changing it (found {found or 'none'})")
 
 
 def load_config_or_defaults(path: str | os.PathLike[str] | None) -> Config:

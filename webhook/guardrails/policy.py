@@ -58,8 +58,9 @@ AUDIT_EXEMPTION = "guardrail-exemption"
 AUDIT_SKIPPED = "prediction-skipped"
 
 Decision = Literal["off", "allowed", "warned", "denied", "exempt", "skipped"]
-# Why no prediction was made: over its time budget, the cache not synced yet, or the predictor failed.
-SkipReason = Literal["budget-exceeded", "cache-not-ready", "error"]
+# Why no prediction was made: over its time budget, the cache not synced yet, the predictor failed, or the pod
+# was never read (its review over the body size limit, or more than the webhook could hold in memory just then).
+SkipReason = Literal["budget-exceeded", "cache-not-ready", "error", "too-large", "overloaded"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +141,9 @@ def _cross_tenant(policy: GuardrailsConfig, outcome: PreemptionResult, audience:
         return None
     head = f"would preempt {plural(len(foreign), 'pod')} of other tenants"
     if not audience.everything:  # which tenants, and where, is theirs to know
-        return Violation(RULE_CROSS_TENANT, f"{RULE_CROSS_TENANT}: the pod {head}, but its own tenant is "
-                                            f"{own.describe(label)}", truncate(f"{RULE_CROSS_TENANT}: {head}"))
+        mine = own.describe(label) if audience.names_tenant else f"that of namespace {audience.namespace}"
+        return Violation(RULE_CROSS_TENANT, f"{RULE_CROSS_TENANT}: the pod {head}, but its own tenant is {mine}",
+                         truncate(f"{RULE_CROSS_TENANT}: {head}"))
     counts = count_by_namespace(foreign)
     tenants = sorted({tenant_of(ns, audience.namespaces, label).describe(label) for ns in counts})
     detail = (f"{RULE_CROSS_TENANT}: the pod {head} ({namespace_breakdown(counts, 2000)}; tenant "
@@ -158,7 +160,7 @@ def _max_pdb_violations(policy: GuardrailsConfig, outcome: PreemptionResult, aud
     namespaces = sorted({v.namespace for v in named})
     where = f" in {', '.join(namespaces)}" if namespaces else ""
     if hidden:
-        where += f" and {len(hidden)} of other tenants" if namespaces else " of other tenants"
+        where += f" and {len(hidden)} {audience.unnamed}" if namespaces else f" {audience.unnamed}"
     text = (f"{RULE_MAX_PDB_VIOLATIONS}: the preemption would violate "
             f"{plural(outcome.pdb_violations, 'PodDisruptionBudget')}{where} (at most {limit} allowed)")
     warning = (f"{RULE_MAX_PDB_VIOLATIONS}: {plural(outcome.pdb_violations, 'PDB violation')} "
@@ -260,11 +262,13 @@ def evaluate_guardrails(
     tenant labels. ``pod_name``: the name for the denial message (name, else generateName, else ``Unknown``).
     ``dry_run``: the annotation carries the full preview instead of the compact summary.
     ``callers_authenticated``: the API server proves itself with a client certificate (``--client-ca``), the
-    condition for ``auditDetail: full``.
+    condition for naming the tenant's victims and for ``auditDetail: full``; otherwise the namespace is only a
+    claim, and ``unverifiedDisclosure`` says what may be named.
     """
     labels = _labels_of(namespace, namespaces)
     mode = effective_mode(policy, labels)
-    audience = audience_of(namespace, namespaces, policy.tenant_label, policy.disclosure)
+    audience = audience_of(namespace, namespaces, policy.tenant_label, policy.disclosure,
+                           unverified=None if callers_authenticated else policy.unverified_disclosure)
     audit_audience = FULL_DETAIL if policy.audit_detail == "full" and callers_authenticated else audience
     compact = to_json(compact_prediction(outcome, audience)) if outcome is not None else None
     audited = compact if audit_audience is audience or outcome is None else to_json(
@@ -300,6 +304,10 @@ def prediction_skipped_warning(reason: SkipReason, budget_milliseconds: int) -> 
         why = f"it did not finish within the {budget_milliseconds} ms budget"
     elif reason == "cache-not-ready":
         why = "the cluster cache is not ready yet"
+    elif reason == "too-large":
+        why = "its admission review is over the webhook's size limit"
+    elif reason == "overloaded":
+        why = "the webhook had no memory for its review just then"
     else:
         why = "the prediction failed (see the webhook log)"
     return truncate(f"PreemptGuard made no preemption prediction for this pod: {why}")

@@ -1,8 +1,9 @@
 """How a prediction is reported: AdmissionResponse warnings, the pod annotation and audit annotations.
 
 Everything here is told to an ``Audience`` (``disclosure.py``): victims of other tenants are counted, never
-named. Warnings obey the API server's limits: each under 120 characters, all together within 4,096, most
-important first (the API server truncates beyond that, so we drop the least important ones ourselves).
+named. Warnings obey the API server's limits: each under 120 characters (the pending reason up to 256, what the
+API server keeps of one warning), all together within 4,096, most important first (the API server truncates
+beyond that, so we drop the least important ones ourselves).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
 
 PREDICTION_ANNOTATION = "preemptguard.io/prediction"
 MAX_WARNING_LENGTH = 119  # "each under 120 characters"
+# What the API server keeps of one warning when it has to cut (apiserver endpoints/filters/warning.go,
+# truncateItemRunes): why a pod would stay Pending is the scheduler's whole message, one count per filter.
+API_SERVER_WARNING_LENGTH = 256
 MAX_WARNINGS_TOTAL = 4096
 _ELLIPSIS = "..."
 
@@ -37,7 +41,7 @@ def truncate(text: str, limit: int = MAX_WARNING_LENGTH) -> str:
 
 def fit_warnings(candidates: Sequence[str], total_limit: int = MAX_WARNINGS_TOTAL) -> tuple[str, ...]:
     """Keep warnings in order while they fit; the dropped tail is replaced by one ``... and N more`` line."""
-    warnings = [truncate(w) for w in candidates if w]
+    warnings = [truncate(w, API_SERVER_WARNING_LENGTH) for w in candidates if w]
     if sum(map(len, warnings)) <= total_limit:
         return tuple(warnings)
     kept: list[str] = []
@@ -72,10 +76,11 @@ def join_limited(items: Sequence[str], budget: int) -> str:
     return truncate(f"+{len(items)} more", budget)
 
 
-def namespace_breakdown(counts: Mapping[str, int], budget: int = 60, hidden: int = 0) -> str:
+def namespace_breakdown(counts: Mapping[str, int], budget: int = 60, hidden: int = 0,
+                        unnamed: str = "of other tenants") -> str:
     """``3 in team-b, 1 in team-c`` (most victims first) within ``budget`` characters; ``hidden`` victims of
     other tenants end it as ``2 of other tenants`` (always kept: the cut falls on the named part)."""
-    tail = f"{hidden} of other tenants" if hidden else ""
+    tail = f"{hidden} {unnamed}" if hidden else ""
     if not counts:
         return tail
     if tail:
@@ -87,7 +92,7 @@ def namespace_breakdown(counts: Mapping[str, int], budget: int = 60, hidden: int
 def victims_breakdown(victims: Sequence[VictimInfo], audience: Audience, budget: int = 60) -> str:
     """``namespace_breakdown`` of ``victims`` as ``audience`` may hear it."""
     named, hidden = audience.split(victims)
-    return namespace_breakdown(count_by_namespace(named), budget, len(hidden))
+    return namespace_breakdown(count_by_namespace(named), budget, len(hidden), audience.unnamed)
 
 
 def pdb_note(count: int) -> str:
@@ -106,9 +111,9 @@ def preemption_summary(outcome: PreemptionResult, audience: Audience) -> str:
     if len(counts) == 1 and not hidden:
         where = truncate(f"in {next(iter(counts))}", budget)
     elif not counts:
-        where = "of other tenants"
+        where = audience.unnamed
     else:
-        where = f"({namespace_breakdown(counts, budget - 2, len(hidden))})"
+        where = f"({namespace_breakdown(counts, budget - 2, len(hidden), audience.unnamed)})"
     return truncate(head + where + tail)
 
 
@@ -122,7 +127,8 @@ def prediction_warnings(outcome: PreemptionResult, audience: Audience) -> list[s
     named (PDB violators first), then one line counting the victims of other tenants."""
     if outcome.outcome == Outcome.UNSCHEDULABLE:
         reason = f": {outcome.message}" if outcome.message else ""
-        return [truncate(f"no node fits this pod even after preemption; it would stay Pending{reason}")]
+        return [truncate(f"no node fits this pod even after preemption; it would stay Pending{reason}",
+                         API_SERVER_WARNING_LENGTH)]
     if outcome.outcome != Outcome.PREEMPTS or not outcome.victims:
         return []
     named, hidden = audience.split(outcome.victims)
@@ -130,7 +136,7 @@ def prediction_warnings(outcome: PreemptionResult, audience: Audience) -> list[s
     lines = [preemption_summary(outcome, audience),
              *(victim_line(v.namespace, v.name, v.priority, v.pdb_violation) for v in named)]
     if hidden and named:  # with no victim named, the headline already says "of other tenants"
-        lines.append(truncate(f"and {other_tenants_phrase(hidden)}"))
+        lines.append(truncate(f"and {other_tenants_phrase(hidden, audience.unnamed)}"))
     return lines
 
 

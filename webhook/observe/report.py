@@ -1,9 +1,10 @@
 """A decided prediction as it is reported: tenant-redacted (docs/interfaces.md §7), and the summary kept for
 ``GET /debug/predictions``.
 
-The log line, the Event on the pod and the summary all name victims only in the preemptor's own tenant;
-victims of other tenants are counts (``otherTenantVictims``), with no namespace name. Under ``guardrails.disclosure:
-cluster`` everything is named. Node names are no tenant's secret (the pod annotation carries them too).
+The log line and the Event on the pod name victims only in the preemptor's own tenant; victims of other tenants
+are counts (``otherTenantVictims``), with no namespace name; under ``guardrails.disclosure: cluster`` everything
+is named. The summary names no pod or namespace at all. Node names are no tenant's secret (the pod annotation
+carries them too).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from webhook.cluster.model import Namespace
 from webhook.config import GuardrailsConfig
-from webhook.guardrails.disclosure import Audience, audience_of, plural
+from webhook.guardrails.disclosure import COUNTS_ONLY, Audience, audience_of, plural
 from webhook.observe.compare import ERROR, Verdict
 from webhook.observe.tracker import Decision
 
@@ -85,6 +86,14 @@ def render_decision(decision: Decision, audience: Audience) -> dict[str, Any]:
     return entry
 
 
+def anonymous_decision(decision: Decision) -> dict[str, Any]:
+    """A decision as ``GET /debug/predictions`` lists it: the verdict, nodes and outcomes, every victim counted
+    (``otherTenantVictims``) and no pod or namespace named, since nobody authenticated its reader."""
+    entry = render_decision(decision, COUNTS_ONLY)
+    del entry["namespace"], entry["pod"]
+    return entry
+
+
 def mismatch_line(decision: Decision, audience: Audience) -> str:
     """One readable line (the log message, the Event's message): what was predicted, what happened, why."""
     predicted, observed = decision.record.predicted, decision.observed
@@ -107,7 +116,7 @@ def mismatch_line(decision: Decision, audience: Audience) -> str:
 
 
 class PredictionSummary:
-    """Counts per verdict since start-up and the latest mismatches, already redacted (``GET /debug/predictions``)."""
+    """Counts per verdict since start-up and the latest mismatches, already anonymous (``GET /debug/predictions``)."""
 
     def __init__(self, recent: int = DEFAULT_RECENT_MISMATCHES) -> None:
         self.counts: dict[Verdict, int] = dict.fromkeys(Verdict, 0)

@@ -13,10 +13,12 @@ that do not fit are reported ``Unschedulable`` (they stay Pending) and evict nob
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -36,6 +38,22 @@ _T = TypeVar("_T")
 # write can fail (e.g. a dict resized during iteration). Such a run is retried on the new state version.
 _CONCURRENT_CHANGE_ERRORS = (RuntimeError, KeyError)
 _MAX_ATTEMPTS = 3
+
+# False while a large review is admitted (``never_inline``): its pod is predicted in the pool, never on the loop.
+_INLINE_ALLOWED = contextvars.ContextVar("preemptguard_inline_prediction_allowed", default=True)
+
+
+@contextlib.contextmanager
+def never_inline() -> Iterator[None]:
+    """Within this block (in this task), ``predict`` runs in the pool only: a pod read from a large body may
+    carry enough terms that even the start of its prediction, before the predictor's first deadline check,
+    would hold the event loop."""
+    token = _INLINE_ALLOWED.set(False)
+    try:
+        yield
+    finally:
+        _INLINE_ALLOWED.reset(token)
+
 
 @functools.lru_cache(maxsize=16)  # one per scheduler profile seen (configurations are immutable)
 def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:
@@ -116,7 +134,7 @@ class PredictionService:
         the index must be rebuilt, which has no deadline checks) runs in the pool within what is left.
         """
         deadline = time.monotonic() + budget_seconds
-        if self.inline_seconds > 0 and self.pooled == 0 and index_sync_is_cheap(state):
+        if self.inline_seconds > 0 and self.pooled == 0 and _INLINE_ALLOWED.get() and index_sync_is_cheap(state):
             inline_deadline = min(deadline, time.monotonic() + self.inline_seconds)
             result: PreemptionResult | None
             try:

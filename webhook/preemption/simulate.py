@@ -283,6 +283,7 @@ def predict_objects(state: ClusterState, objects: Iterable[Mapping[str, Any]], *
 
     ``deadline`` (``time.monotonic()`` value): past it the simulation raises ``PredictionTimeout``.
     """
+    nodes = list(state.nodes.values())  # a DaemonSet's pods: one per eligible node
     pods = [with_priority_class(p, priority_class)
-            for obj in objects for p in expand_object(obj, namespace=namespace, replicas=replicas)]
+            for obj in objects for p in expand_object(obj, namespace=namespace, replicas=replicas, nodes=nodes)]
     return predict_pods(state, pods, args=args, deadline=deadline)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.cluster.jsonfields import json_object
-from webhook.cluster.model import Pod
+from webhook.cluster.model import Node, Pod
 from webhook.cluster.reader import pod_from_dict
 from webhook.errors import InvalidInput
+from webhook.preemption.daemonset import daemon_nodes, daemon_pod_name, daemon_pod_spec, pinned_to_node
 
-WORKLOAD_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob")
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "CronJob")
 
 
 def _count(value: object, what: str, default: int) -> int:
@@ -27,6 +28,8 @@ def pod_template(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], int]:
     spec = json_object(obj.get("spec"), "spec")
     if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
         return json_object(spec.get("template"), "spec.template"), _count(spec.get("replicas"), "spec.replicas", 1)
+    if kind == "DaemonSet":  # one pod per eligible node (daemonset_pods); one when the nodes are not known
+        return json_object(spec.get("template"), "spec.template"), 1
     if kind == "Job":
         return json_object(spec.get("template"), "spec.template"), _job_pods(spec, "spec")
     if kind == "CronJob":
@@ -48,11 +51,32 @@ def _job_pods(spec: Mapping[str, Any], where: str) -> int:
     return min(parallelism, _count(completions, f"{where}.completions", parallelism))
 
 
-def expand_object(obj: Mapping[str, Any], *, namespace: str | None = None, replicas: int | None = None) -> list[Pod]:
+def daemonset_pod_objects(obj: Mapping[str, Any], namespace: str, nodes: Iterable[Node]) -> list[dict[str, Any]]:
+    """The Pod objects a DaemonSet's controller creates: one per node it runs on, each pinned to its node
+    (daemonset.py), named ``<daemonset>-<node>``."""
+    template, _ = pod_template(obj)
+    meta = json_object(obj.get("metadata"), "metadata")
+    name = str(meta.get("name") or meta.get("generateName") or "daemonset").rstrip("-")
+    tmeta = {k: v for k, v in json_object(template.get("metadata"), "template.metadata").items()
+             if k in ("labels", "annotations")}
+    spec = daemon_pod_spec(json_object(template.get("spec"), "spec.template.spec"))
+    eligibility = pod_from_dict({"apiVersion": "v1", "kind": "Pod", "spec": spec,
+                                 "metadata": {**tmeta, "name": name, "namespace": namespace}})
+    return [{"apiVersion": "v1", "kind": "Pod", "spec": pinned_to_node(spec, node.name),
+             "metadata": {**tmeta, "name": daemon_pod_name(name, node.name), "namespace": namespace}}
+            for node in daemon_nodes(eligibility, nodes)]
+
+
+def daemonset_pods(obj: Mapping[str, Any], namespace: str, nodes: Iterable[Node]) -> list[Pod]:
+    return [pod_from_dict(pod) for pod in daemonset_pod_objects(obj, namespace, nodes)]
+
+
+def expand_object(obj: Mapping[str, Any], *, namespace: str | None = None, replicas: int | None = None,
+                  nodes: Iterable[Node] | None = None) -> list[Pod]:
     """The pods to predict, in order: a Pod (``replicas`` copies), each replica of a workload, or a List's items.
 
     ``namespace`` wins over the object's own namespace, which wins over ``default``. Replicas are named by
-    ``replica_name``.
+    ``replica_name``. A DaemonSet is one pod per eligible node of ``nodes`` (``replicas`` does not apply).
     """
     if not isinstance(obj, Mapping):
         raise InvalidInput("expected a Kubernetes object")
@@ -61,10 +85,16 @@ def expand_object(obj: Mapping[str, Any], *, namespace: str | None = None, repli
         items = obj.get("items") or []
         if not isinstance(items, list):
             raise InvalidInput("items: expected a list")
-        return [pod for item in items for pod in expand_object(item, namespace=namespace, replicas=replicas)]
+        node_list = None if nodes is None else list(nodes)
+        return [pod for item in items
+                for pod in expand_object(item, namespace=namespace, replicas=replicas, nodes=node_list)]
     meta = json_object(obj.get("metadata"), "metadata")
     name = str(meta.get("name") or meta.get("generateName") or "pod").rstrip("-")
     ns = namespace or meta.get("namespace") or "default"
+    if kind == "DaemonSet":
+        if nodes is None:
+            raise InvalidInput("a DaemonSet runs one pod per eligible node: its preview needs the cluster's nodes")
+        return daemonset_pods(obj, ns, nodes)
     if kind == "Pod":
         template: Mapping[str, Any] = obj
         count = 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from webhook.cluster.model import LabelSelector, Pod
+from webhook.cluster.model import Pod
 from webhook.cluster.selectors import label_selector_matches
 from webhook.config import ClassAccessRule
 from webhook.priority.resource_quota import QuotaDenial, forbidden
@@ -47,28 +47,11 @@ def check_class_access(
             continue
         if namespace_allowed(rule, namespace, namespace_labels):
             return None
+        # Which other namespaces (or labels) the rule allows is not the requester's to learn: a tenant could map
+        # the cluster's privileged namespaces, or the label that would let it in, by asking for each class.
         inner = (f"PriorityClass {class_name} (priority {priority}) may not be used in namespace {namespace}: "
-                 f"PreemptGuard quota.classes[{index}] restricts it to {_describe_allowed(rule)}. "
+                 f"PreemptGuard quota.classes[{index}] restricts it to other namespaces. "
                  f"To use it, ask a cluster admin to add namespace {namespace} to quota.classes[{index}] "
                  f"in the PreemptGuard configuration")
         return forbidden(pod, inner, RULE_CLASSES)
     return None
-
-
-def _describe_allowed(rule: ClassAccessRule) -> str:
-    parts = []
-    if rule.allowed_namespaces:
-        parts.append("namespaces " + ", ".join(rule.allowed_namespaces))
-    if rule.namespace_selector is not None:
-        parts.append("namespaces selected by " + _describe_selector(rule.namespace_selector))
-    return " or ".join(parts) if parts else "no namespace"
-
-
-def _describe_selector(selector: LabelSelector) -> str:
-    terms = [f"{k}={v}" for k, v in sorted(selector.match_labels.items())]
-    for r in selector.match_expressions:
-        if r.operator in ("Exists", "DoesNotExist"):
-            terms.append(("!" if r.operator == "DoesNotExist" else "") + r.key)
-        else:
-            terms.append(f"{r.key} {r.operator.lower()} ({','.join(r.values)})")
-    return ",".join(terms) if terms else "<everything>"

@@ -24,6 +24,7 @@ from webhook.prediction.service import PredictionService
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import Authenticator, KubernetesAuthenticator, NoAuthentication
 from webhook.server.client_auth import client_certificate_middleware
+from webhook.server.connections import GuardedTCPSite
 from webhook.server.events import PodEvents
 from webhook.server.handlers import (
     AUTHENTICATOR_KEY,
@@ -37,12 +38,12 @@ from webhook.server.handlers import (
     healthz,
     mutate_pods,
     preview,
+    readiness,
     readyz,
     validate_priority_classes,
 )
 from webhook.server.limits import (
     LIMITS_KEY,
-    GuardedTCPSite,
     RequestLimits,
     limits_middleware,
     metrics_gate_middleware,
@@ -120,6 +121,10 @@ async def _predictor_lifecycle(app: web.Application) -> AsyncIterator[None]:
     app[PREDICTOR_KEY].shutdown()
 
 
+async def _stop_body_decoder(app: web.Application) -> None:
+    app[LIMITS_KEY].intake.decoder.shutdown()
+
+
 def is_live(source: ClusterSource) -> bool:
     """A live cluster (``KubernetesSource``): it has an API client to call, and its state follows the cluster."""
     return hasattr(source, "api_client")
@@ -190,6 +195,7 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
         app.cleanup_ctx.append(_observer_lifecycle)
     app.cleanup_ctx.append(_predictor_lifecycle)
     app.cleanup_ctx.append(_config_lifecycle)
+    app.on_cleanup.append(_stop_body_decoder)
     app.cleanup_ctx.append(_gc_lifecycle)
     return app
 
@@ -255,8 +261,10 @@ async def start_server(
         metrics_port: int | None = None
         if settings.metrics_port:
             observer = app.get(OBSERVER_KEY)
-            summary = observer.document if observer is not None else not_observing
-            metrics_app = make_metrics_app(app[METRICS_KEY], summary)
+            summary = None
+            if settings.debug_predictions:
+                summary = observer.document if observer is not None else not_observing
+            metrics_app = make_metrics_app(app[METRICS_KEY], summary, readiness=lambda: readiness(app))
             metrics_app.middlewares.append(limits.metrics_guard.middleware())
             metrics_app.middlewares.append(metrics_gate_middleware(limits.metrics_gate))
             metrics_runner = web.AppRunner(metrics_app, handle_signals=False, access_log=None,

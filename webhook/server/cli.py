@@ -92,6 +92,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     observe.add_argument("--observe-max", type=int, metavar="N", default=None,
                          help="follow at most this many predictions at once; the oldest is counted unobserved "
                               f"(default {DEFAULT_OBSERVE_MAX_PREDICTIONS})")
+    observe.add_argument("--debug-predictions", action="store_true",
+                         help="serve GET /debug/predictions on the metrics port: the verdicts and latest mismatches, "
+                              "naming no pod or namespace (off by default: that port has no authentication)")
     observe.add_argument("--events", action="store_true",
                          help="create a Kubernetes Event (reason PreemptionPredictionMismatch) on each pod whose "
                               "prediction the scheduler did not bear out (needs create on events)")

@@ -14,6 +14,7 @@ import json
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -33,7 +34,8 @@ DEMO_USER = {"username": "demo-user@example.com", "uid": "demo-user", "groups": 
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster-snapshot", metavar="FILE", required=True, help="cluster snapshot to serve from")
+    parser.add_argument("--cluster-snapshot", metavar="FILE",
+                        help="cluster snapshot to serve from (default: the example cluster shipped in the package)")
     parser.add_argument("--config", metavar="FILE", help="PreemptGuard configuration file (default: none)")
     parser.add_argument("pods", nargs="*", metavar="FILE",
                         help="pod manifests to send (default: the pods/*.yaml beside the snapshot)")
@@ -150,7 +152,8 @@ async def run_demo_async(snapshot: Path, config: Config, files: Sequence[Path], 
     source = SnapshotSource(snapshot)
     items = [item for path in files for item in pods_of(path)]
     settings = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
-    async with LoopbackWebhook(source, settings, config=config) as hook:
+    # As a kube-apiserver configured for --client-ca: authenticated, so the requester's own tenant is named.
+    async with LoopbackWebhook(source, settings, config=config, as_api_server=True) as hook:
         for item in items:
             status, body = await hook.post_json(MUTATE_PODS_PATH, create_request(item))
             if status != 200:
@@ -160,8 +163,13 @@ async def run_demo_async(snapshot: Path, config: Config, files: Sequence[Path], 
     return 0
 
 
+def bundled_example_cluster() -> Path:
+    """examples/cluster.yaml as the package ships it (its pods/ beside it), in a checkout or an installed wheel."""
+    return Path(str(resources.files("webhook") / "examples" / "cluster.yaml"))
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    snapshot = Path(args.cluster_snapshot)
+    snapshot = Path(args.cluster_snapshot) if args.cluster_snapshot else bundled_example_cluster()
     config = load_config(args.config) if args.config else DEFAULT_CONFIG
     files = [Path(p) for p in args.pods] or default_pod_files(snapshot)
     if not files:

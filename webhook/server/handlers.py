@@ -7,18 +7,19 @@ service; ``error_middleware`` maps the ``PreemptGuardError`` tree to HTTP status
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
 from webhook.admission.outcome import AdmissionOutcome
-from webhook.admission.pipeline import PodAdmission
+from webhook.admission.pipeline import PodAdmission, UnreadReason
+from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
 from webhook.admission.priorityclasses import admit_priority_class
 from webhook.admission.review import (
     AdmissionRequest,
@@ -26,6 +27,7 @@ from webhook.admission.review import (
     decode_json,
     optional_str,
     parse_admission_review,
+    peek_admission_request,
     require_object,
 )
 from webhook.cluster.source import ClusterSource
@@ -38,10 +40,11 @@ from webhook.errors import (
     PredictionTimeout,
     PreemptGuardError,
 )
-from webhook.prediction.service import PredictionService
+from webhook.prediction.service import PredictionService, never_inline
 from webhook.preemption.preview import build_preview
 from webhook.server.auth import Authenticator, NamespaceVisibility, redact_preview, victim_namespaces
-from webhook.server.limits import LIMITS_KEY
+from webhook.server.bodies import HEAD_BYTES, ClientGone
+from webhook.server.limits import BODY, LIMITS_KEY, UNREAD, RequestLimits
 from webhook.server.logs import log_decision
 from webhook.server.metrics import MUTATE_PODS, PREVIEW, WebhookMetrics
 from webhook.server.settings import ServerSettings
@@ -57,6 +60,7 @@ AUTHENTICATOR_KEY = web.AppKey("authenticator", Authenticator)
 PIPELINE_KEY = web.AppKey("pod_admission", PodAdmission)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_T = TypeVar("_T")
 
 
 # ---- errors -------------------------------------------------------------------------------------
@@ -76,6 +80,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     endpoint = _endpoint_label(request)
     try:
         response = await handler(request)
+    except ClientGone as exc:  # nobody to answer, and no fault of ours: counted, logged at debug only
+        log.debug("%s %s: %s", request.method, request.path, exc)
+        response = error_response(exc.http_status, str(exc))
     except PreemptGuardError as exc:
         response = error_response(exc.http_status, str(exc))
     except web.HTTPRequestEntityTooLarge:
@@ -98,23 +105,43 @@ def _endpoint_label(request: web.Request) -> str:
 
 
 # ---- admission ----------------------------------------------------------------------------------
-async def read_json_body(request: web.Request) -> object:
-    """The decoded JSON body, refusing more than ``max_body_bytes`` (413) without buffering it all."""
+async def read_body(request: web.Request) -> bytes:
+    """The body ``limits_middleware`` received whole; read here only where no limits are installed."""
+    body = request.get(BODY)
+    if body is not None:
+        return body
     limit = request.app[SETTINGS_KEY].max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         raise BodyTooLarge(f"request body of {request.content_length} bytes exceeds {limit} bytes")
     try:
-        limits = request.app.get(LIMITS_KEY)
-        body = await limits.read_body(request) if limits is not None else await request.read()
+        return await request.read()
     except web.HTTPRequestEntityTooLarge as exc:
         raise BodyTooLarge(f"request body exceeds {limit} bytes") from exc
-    except (HttpProcessingError, web.RequestPayloadError) as exc:  # e.g. Content-Encoding: gzip over plain bytes
-        raise InvalidInput(f"request body could not be read: {exc.__class__.__name__}") from exc
-    return decode_json(body)
+
+
+async def decoded(request: web.Request, body: bytes, work: Callable[[], _T]) -> _T:
+    """``work()`` (decoding ``body``): on the event loop for a small body, in the decoder thread for a large one."""
+    limits = request.app.get(LIMITS_KEY)
+    if limits is None or not limits.is_large(body):
+        return work()
+    return await limits.intake.decoder.run(work)
+
+
+async def read_json_body(request: web.Request) -> object:
+    """The decoded JSON body (off the event loop when large)."""
+    body = await read_body(request)
+    return await decoded(request, body, lambda: decode_json(body))
+
+
+def read_review(body: bytes) -> tuple[AdmissionRequest, PodReview | None]:
+    """The typed review, and for a pod the pod read once: everything a body costs to read, in one call."""
+    review = parse_admission_review(decode_json(body))
+    return review, read_pod_review(review) if is_pod_admission(review) else None
 
 
 async def read_admission_review(request: web.Request) -> AdmissionRequest:
-    return parse_admission_review(await read_json_body(request))
+    body = await read_body(request)
+    return await decoded(request, body, lambda: parse_admission_review(decode_json(body)))
 
 
 def admission_response(uid: str, outcome: AdmissionOutcome) -> web.Response:
@@ -122,11 +149,62 @@ def admission_response(uid: str, outcome: AdmissionOutcome) -> web.Response:
 
 
 async def mutate_pods(request: web.Request) -> web.Response:
-    review = await read_admission_review(request)
     started = time.perf_counter()
-    outcome = await admit_pod_within_deadline(request, review)
+    unread = request.get(UNREAD)
+    if unread is not None:
+        review, outcome = judge_unread(request, *unread)
+    else:
+        review, outcome = await admit_pod_within_deadline(request, await read_body(request))
     _observe(request, review, MUTATE_PODS, outcome, started)
     return admission_response(review.uid, outcome)
+
+
+def judge_unread(request: web.Request, head: bytes, problem: PreemptGuardError) -> tuple[AdmissionRequest,
+                                                                                          AdmissionOutcome]:
+    """A pod review whose body was not read whole (over the size limit, or no memory for it now), judged by the
+    fields before its object; a body without them keeps its 413/503."""
+    review = peek_admission_request(head)
+    if review is None:
+        raise problem
+    reason: UnreadReason = "too-large" if isinstance(problem, BodyTooLarge) else "overloaded"
+    log.warning("pod review %s (%s/%s) not read whole (%s): %s", review.uid, review.namespace,
+                review.name or "", reason, problem)
+    return review, request.app[PIPELINE_KEY].admit_unread(review, reason)
+
+
+async def admit_pod_within_deadline(request: web.Request, body: bytes) -> tuple[AdmissionRequest, AdmissionOutcome]:
+    """The review and the pipeline's outcome, or allowed-with-warning once the admission deadline (limits.py) has
+    passed: the deadline covers decoding too, which runs off the event loop for a large body so it can fire."""
+    pipeline = request.app[PIPELINE_KEY]
+    limits = request.app.get(LIMITS_KEY)
+    if limits is None:
+        review, pod = read_review(body)
+        return review, await pipeline.admit(review, pod)
+    review_read: list[AdmissionRequest] = []
+    try:
+        async with asyncio.timeout(max(0.0, limits.admission_time_left(request))):
+            async with _large_review_slot(limits, body):
+                review, pod = await decoded(request, body, lambda: read_review(body))
+                review_read.append(review)
+                return review, await pipeline.admit(review, pod)
+    except TimeoutError:
+        found = review_read[0] if review_read else peek_admission_request(body[:HEAD_BYTES])
+        if found is None:  # still unread, and no review head to answer with: not from an API server
+            raise InvalidInput("request is not an AdmissionReview with its request.uid first") from None
+        log.warning("pod review %s not decided within the admission deadline: allowed without checks", found.uid)
+        return found, limits.deadline_outcome()
+
+
+@contextlib.asynccontextmanager
+async def _large_review_slot(limits: RequestLimits, body: bytes) -> AsyncIterator[None]:
+    """Hold one of the ``large_reviews_in_flight`` slots while a large review is decoded and decided (its pod
+    predicted in the pool only)."""
+    if not limits.is_large(body):
+        yield
+        return
+    async with limits.large_reviews:
+        with never_inline():
+            yield
 
 
 async def validate_priority_classes(request: web.Request) -> web.Response:
@@ -135,20 +213,6 @@ async def validate_priority_classes(request: web.Request) -> web.Response:
     outcome = admit_priority_class(review, request.app[SOURCE_KEY].state.priority_classes)
     _observe(request, review, "validate_priorityclasses", outcome, started)
     return admission_response(review.uid, outcome)
-
-
-async def admit_pod_within_deadline(request: web.Request, review: AdmissionRequest) -> AdmissionOutcome:
-    """The pipeline's outcome, or allowed-with-warning once the admission deadline (limits.py) has passed."""
-    pipeline = request.app[PIPELINE_KEY]
-    limits = request.app.get(LIMITS_KEY)
-    if limits is None:
-        return await pipeline.admit(review)
-    try:
-        async with asyncio.timeout(max(0.0, limits.admission_time_left(request))):
-            return await pipeline.admit(review)
-    except TimeoutError:
-        log.warning("pod review %s not decided within the admission deadline: allowed without checks", review.uid)
-        return limits.deadline_outcome()
 
 
 def _observe(request: web.Request, review: AdmissionRequest, endpoint: str, outcome: AdmissionOutcome,
@@ -233,11 +297,17 @@ async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-async def readyz(request: web.Request) -> web.Response:
-    limits = request.app.get(LIMITS_KEY)
+def readiness(app: web.Application) -> tuple[int, str]:
+    """``/readyz``'s status and text for the admission application ``app`` (served on both listeners)."""
+    limits = app.get(LIMITS_KEY)
     if limits is not None and limits.draining:
-        return web.Response(status=503, text="shutting down")
-    source = request.app[SOURCE_KEY]
+        return 503, "shutting down"
+    source = app[SOURCE_KEY]
     if source.is_ready():
-        return web.Response(text="ok")
-    return web.Response(status=503, text=source.readiness_reason() or "not ready")
+        return 200, "ok"
+    return 503, source.readiness_reason() or "not ready"
+
+
+async def readyz(request: web.Request) -> web.Response:
+    status, text = readiness(request.app)
+    return web.Response(status=status, text=text)

@@ -11,13 +11,16 @@
   (default 2.5 s, below the ``timeoutSeconds: 3`` of manifests/base/webhooks.yaml) is answered *allowed, with
   a warning*: the same fail-open result the API server would produce with ``failurePolicy: Ignore``, but
   visible to the user, audited and counted here, and never the API server's timeout firing first.
-* **Slow clients.** TLS handshakes must finish within ``tls_handshake_timeout``; a request's line and headers
-  must arrive within ``client_header_timeout`` of its first byte; its body within ``client_body_timeout``
-  (``408``, connection closed). Idle keep-alive connections close after ``keepalive_timeout``; at most
-  ``max_connections`` are open at once (more are closed on arrival). Each guard is per connection, so a slow
-  client only ever waits on its own timer.
-* **Isolated listeners.** The metrics listener has limits of its own: ``metrics_max_connections``,
-  ``metrics_max_in_flight`` scrapes at once (429 beyond), ``metrics_client_header_timeout`` and
+* **Slots only for whole requests.** A request's body is received (``webhook.server.bodies``: its timeout, the
+  memory budget for bodies) before it takes a slot, so clients that trickle their bodies hold none.
+* **Slow clients and connections** (``webhook.server.connections``): TLS handshakes must finish within
+  ``tls_handshake_timeout``; the first request must start within ``first_request_timeout``; a request's line and
+  headers must arrive within ``client_header_timeout`` of its first byte; its body within ``client_body_timeout``
+  (``408``, connection closed). Idle keep-alive connections close after ``keepalive_timeout``. At most
+  ``max_connections`` are open at once and ``max_connections_per_client`` from one client; over a cap, the
+  oldest connection without a complete request gives way to the newcomer.
+* **Isolated listeners.** The metrics listener has limits of its own: ``metrics_max_connections`` (and per
+  client), ``metrics_max_in_flight`` scrapes at once (429 beyond), ``metrics_client_header_timeout`` and
   ``metrics_keepalive_timeout``. Nothing sent to ``--metrics-port`` counts against the admission port's
   connections, slots or timers, and the reverse.
 * **Draining.** ``begin_drain()`` makes ``/readyz`` answer 503 and closes each keep-alive connection after
@@ -30,14 +33,22 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from webhook.admission.outcome import AdmissionOutcome
-from webhook.errors import PreemptGuardError
-from webhook.routes import MUTATE_PODS_PATH, PREVIEW_PATH, VALIDATE_PRIORITYCLASSES_PATH
+from webhook.errors import BodyTooLarge
+from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
+from webhook.server.bodies import (
+    BodyBudget,
+    BodyIntake,
+    BodyNotAffordable,
+    ClientTooSlow,
+    Reservation,
+)
+from webhook.server.connections import ConnectionGuard, ConnectionMetrics
 from webhook.server.settings import ServerSettings
 
 log = logging.getLogger(__name__)
@@ -48,8 +59,13 @@ ENDPOINT_CLASSES: dict[str, EndpointClass] = {
     VALIDATE_PRIORITYCLASSES_PATH: "admission",
     PREVIEW_PATH: "preview",
 }
+PROBE_PATHS = frozenset({HEALTHZ_PATH, READYZ_PATH})
 # The arrival time of a request (``time.monotonic()``, the event loop's clock), set by ``limits_middleware``.
 ARRIVED_AT = web.RequestKey("preemptguard_arrived_at", float)
+# The whole body of a gated request, received by ``limits_middleware`` before the request took its slot.
+BODY = web.RequestKey("preemptguard_body", bytes)
+# A gated request whose body was not read whole (too large, or no memory for it now): its first bytes, and why.
+UNREAD = web.RequestKey("preemptguard_unread", tuple)
 
 DEADLINE_WARNING = (
     "PreemptGuard did not finish its checks within {seconds:g}s and admitted the pod without them "
@@ -58,12 +74,6 @@ DEADLINE_WARNING = (
 AUDIT_DEADLINE = "deadline-exceeded"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class ClientTooSlow(PreemptGuardError):
-    """The client did not send its request body within ``client_body_timeout`` (HTTP 408)."""
-
-    http_status = 408
 
 
 class ConcurrencyGate:
@@ -109,13 +119,11 @@ class LimitMetrics:
             "preemptguard_admission_deadline_exceeded",
             "Pod reviews answered allowed-with-warning because the admission deadline passed.",
             registry=registry)
-        self.slow_clients = Counter(
-            "preemptguard_slow_clients",
-            "Connections closed because the client was too slow, by phase (headers, body).",
-            ["phase"], registry=registry)
-        self.connections_refused = Counter(
-            "preemptguard_connections_refused",
-            "Connections closed on arrival because max_connections were already open.", registry=registry)
+        self.unread_bodies = Counter(
+            "preemptguard_unread_bodies",
+            "Request bodies not read whole, by reason (too-large: over the body limit; overloaded: the memory "
+            "budget for bodies was spent); admission reviews among them are judged by their head.",
+            ["reason"], registry=registry)
 
 
 class RequestLimits:
@@ -130,11 +138,23 @@ class RequestLimits:
         }
         for name, gate in self.gates.items():
             self.metrics.in_flight.labels(name).set_function(_in_flight_of(gate))
-        self.guard = ConnectionGuard(settings, self.metrics)
-        # The metrics listener's own guard, cap, header timeout and scrape gate (see the module doc).
-        self.metrics_guard = ConnectionGuard(settings, self.metrics, settings.metrics_max_connections,
-                                             header_timeout=settings.metrics_client_header_timeout)
+        self.connection_metrics = ConnectionMetrics(registry)
+        self.guard = ConnectionGuard(
+            "admission", self.connection_metrics, max_connections=settings.max_connections,
+            max_per_client=settings.max_connections_per_client, first_request_timeout=settings.first_request_timeout,
+            header_timeout=settings.client_header_timeout, tls_handshake_timeout=settings.tls_handshake_timeout)
+        # The metrics listener's own guard, caps, header timeout and scrape gate (see the module doc).
+        self.metrics_guard = ConnectionGuard(
+            "metrics", self.connection_metrics, max_connections=settings.metrics_max_connections,
+            max_per_client=settings.metrics_max_connections_per_client,
+            first_request_timeout=settings.first_request_timeout,
+            header_timeout=settings.metrics_client_header_timeout, tls_handshake_timeout=settings.tls_handshake_timeout)
         self.metrics_gate = ConcurrencyGate(settings.metrics_max_in_flight, 0.0)
+        self.intake = BodyIntake(settings.max_body_bytes, settings.inline_body_bytes, settings.client_body_timeout,
+                                 settings.admission_queue_seconds, self.guard, self.connection_metrics,
+                                 BodyBudget(settings.body_budget_bytes))
+        # Large reviews decoded and decided at once: their decoded objects are what costs memory.
+        self.large_reviews = asyncio.Semaphore(settings.large_reviews_in_flight)
         self.draining = False
 
     def begin_drain(self) -> None:
@@ -149,17 +169,8 @@ class RequestLimits:
         now = time.monotonic()
         return request.get(ARRIVED_AT, now) + self.settings.admission_deadline_seconds - now
 
-    async def read_body(self, request: web.Request) -> bytes:
-        """The whole body, or ``ClientTooSlow`` when it takes longer than ``client_body_timeout``."""
-        if request.content.is_eof():  # already received in full (the usual small review): no timer to arm
-            return await request.read()
-        try:
-            async with asyncio.timeout(self.settings.client_body_timeout):
-                return await request.read()
-        except TimeoutError as exc:
-            self.metrics.slow_clients.labels("body").inc()
-            raise ClientTooSlow(
-                f"request body not received within {self.settings.client_body_timeout:g}s") from exc
+    def is_large(self, body: bytes) -> bool:
+        return len(body) > self.settings.inline_body_bytes
 
     def deadline_outcome(self) -> AdmissionOutcome:
         self.metrics.deadline_exceeded.inc()
@@ -169,10 +180,12 @@ class RequestLimits:
 
 
 def metrics_gate_middleware(gate: ConcurrencyGate) -> Any:
-    """At most ``gate.limit`` scrapes at once on the metrics listener; more get a fast 429."""
+    """At most ``gate.limit`` scrapes at once on the metrics listener; more get a fast 429 (probes never do)."""
 
     @web.middleware
     async def gated(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in PROBE_PATHS:
+            return await handler(request)
         if not await gate.enter():
             return web.json_response({"error": "too many metrics requests in flight"}, status=429,
                                      headers={"Retry-After": "1"})
@@ -205,163 +218,46 @@ def too_many_requests(kind: EndpointClass) -> web.Response:
 
 @web.middleware
 async def limits_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Concurrency gates, the arrival time for deadlines, the 408 for slow bodies, drain behaviour."""
+    """The arrival time for deadlines, the body received whole, then the concurrency gate; drain behaviour."""
     limits = request.app[LIMITS_KEY]
     request[ARRIVED_AT] = time.monotonic()
     kind = endpoint_class(request)
-    gate = limits.gates[kind] if kind is not None else None
-    if gate is not None and not await gate.enter():
-        limits.metrics.rejected.labels(kind).inc()
-        response: web.StreamResponse = too_many_requests(kind)  # type: ignore[arg-type]
-    else:
-        try:
-            response = await handler(request)
-        except ClientTooSlow as exc:
-            response = web.json_response({"error": str(exc)}, status=exc.http_status)
-            response.force_close()
-        finally:
-            if gate is not None:
-                gate.leave()
+    response = await handler(request) if kind is None else await _gated(request, handler, limits, kind)
     if limits.draining:
         response.force_close()  # move keep-alive clients to the replicas that stay
     return response
 
 
-# ---- slow clients -----------------------------------------------------------------------------------
-class GuardedProtocol(asyncio.Protocol):
-    """Wraps aiohttp's per-connection protocol: times each request's head, counts open connections.
-
-    The inner protocol is given the transport itself, so writes and flow control bypass this wrapper;
-    only received data and connection events pass through it.
-    """
-
-    def __init__(self, inner: asyncio.Protocol, guard: ConnectionGuard) -> None:
-        self.inner = inner
-        self.guard = guard
-        self.transport: asyncio.Transport | None = None
-        self.handling = False
-        self._head_timer: asyncio.TimerHandle | None = None
-        self._open = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports implement asyncio.Transport without subclassing it.
-        self.transport = cast(asyncio.Transport, transport)
-        if not self.guard.admit(self):
-            self.transport.abort()
-            return
-        self._open = True
-        self.inner.connection_made(transport)
-
-    def data_received(self, data: bytes) -> None:
-        if not self._open:
-            return
-        # Bytes arriving while a handler runs are its body (timed by read_body) or a pipelined request, which
-        # is timed from its next byte after this one's response (or ends at the keep-alive timeout).
-        if not self.handling and self._head_timer is None:
-            self._arm()
-        self.inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self.inner.eof_received() if self._open else None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        if self._open:
-            self._open = False
-            self.guard.release(self)
-            self.inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.inner.resume_writing()
-
-    # Called by the guard's middleware: the head is in once a handler runs.
-    def request_started(self) -> None:
-        self.handling = True
-        self._disarm()
-
-    def request_finished(self) -> None:
-        self.handling = False
-
-    def _arm(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._head_timer = loop.call_later(self.guard.header_timeout, self._head_too_slow)
-
-    def _disarm(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_too_slow(self) -> None:
-        self._head_timer = None
-        if self.transport is not None and not self.handling:
-            self.guard.metrics.slow_clients.labels("headers").inc()
-            log.info("closing a connection whose request head took over %gs", self.guard.header_timeout)
-            self.transport.abort()
-
-
-class ConnectionGuard:
-    """Creates ``GuardedProtocol``s around an aiohttp server and finds them again from a request."""
-
-    def __init__(self, settings: ServerSettings, metrics: LimitMetrics, max_connections: int | None = None, *,
-                 header_timeout: float | None = None) -> None:
-        self.settings = settings
-        self.metrics = metrics
-        self.max_connections = settings.max_connections if max_connections is None else max_connections
-        self.header_timeout = settings.client_header_timeout if header_timeout is None else header_timeout
-        self.open: dict[object, GuardedProtocol] = {}  # inner protocol -> its guard
-
-    def protocol_factory(self, make_inner: Callable[[], asyncio.Protocol]) -> Callable[[], GuardedProtocol]:
-        return lambda: GuardedProtocol(make_inner(), self)
-
-    def admit(self, protocol: GuardedProtocol) -> bool:
-        if len(self.open) >= self.max_connections:
-            self.metrics.connections_refused.inc()
-            return False
-        self.open[protocol.inner] = protocol
-        return True
-
-    def release(self, protocol: GuardedProtocol) -> None:
-        self.open.pop(protocol.inner, None)
-
-    def middleware(self) -> Any:
-        """Marks each request's handling on its connection (so its head timer stops)."""
-
-        @web.middleware
-        async def guard_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-            guarded = self.open.get(request.protocol)
-            if guarded is None:
-                return await handler(request)
-            guarded.request_started()
-            try:
-                return await handler(request)
-            finally:
-                guarded.request_finished()
-
-        return guard_middleware
-
-
-class GuardedTCPSite(web.TCPSite):
-    """``web.TCPSite`` whose connections go through a ``ConnectionGuard``, with a TLS handshake timeout."""
-
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, *, guard: ConnectionGuard,
-                 ssl_context: Any = None) -> None:
-        super().__init__(runner, host, port, ssl_context=ssl_context)
-        self.guard = guard
-
-    async def start(self) -> None:
-        self._runner._reg_site(self)
-        server = self._runner.server
-        assert server is not None
-        handshake_timeout = self.guard.settings.tls_handshake_timeout if self._ssl_context else None
-        listening = await asyncio.get_running_loop().create_server(
-            self.guard.protocol_factory(server), self._host, self._port, ssl=self._ssl_context,
-            backlog=self._backlog, reuse_address=self._reuse_address, reuse_port=self._reuse_port,
-            ssl_handshake_timeout=handshake_timeout)
-        self._server = listening
-        self._bound_port = listening.sockets[0].getsockname()[1] if listening.sockets else self._port
+async def _gated(request: web.Request, handler: Handler, limits: RequestLimits,
+                 kind: EndpointClass) -> web.StreamResponse:
+    reservation: Reservation | None = None
+    try:
+        try:
+            request[BODY], reservation = await limits.intake.receive(request)
+        except (BodyTooLarge, BodyNotAffordable) as exc:
+            reason = "too-large" if isinstance(exc, BodyTooLarge) else "overloaded"
+            limits.metrics.unread_bodies.labels(reason).inc()
+            if request.path != MUTATE_PODS_PATH:
+                raise
+            # A pod review is judged by its head (handlers.mutate_pods): a 413 or 503 would be failurePolicy's.
+            request[UNREAD] = (await limits.intake.read_head(request), exc)
+            response = await handler(request)
+            response.force_close()  # the rest of the body is never read
+            return response
+        except ClientTooSlow as exc:
+            response = web.json_response({"error": str(exc)}, status=exc.http_status)
+            response.force_close()
+            return response
+        gate = limits.gates[kind]
+        if not await gate.enter():
+            limits.metrics.rejected.labels(kind).inc()
+            return too_many_requests(kind)
+        try:
+            return await handler(request)
+        finally:
+            gate.leave()
+    finally:
+        limits.intake.budget.release(reservation)
 
 
 def runner_options(settings: ServerSettings, *, metrics: bool = False) -> dict[str, Any]:

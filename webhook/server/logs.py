@@ -29,6 +29,25 @@ _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 decisions = logging.getLogger("webhook.decisions")
 
+# Control characters (C0 but tab, DEL, C1) and the Unicode line and paragraph separators, as Python escapes:
+# a pod or namespace name holding a newline must not start a forged line of its own in a text log.
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x00, 0x09), *range(0x0a, 0x20), *range(0x7f, 0xa0))}
+_CONTROLS.update({0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as its escape (``\\n`` as ``\\x0a``)."""
+    return text.translate(_CONTROLS)
+
+
+class TextFormatter(logging.Formatter):
+    """The text format, one line per message: control characters in the message are escaped (a traceback that
+    follows keeps its own lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time (RFC 3339, UTC), level, logger, message, and the record's fields."""
@@ -50,7 +69,7 @@ class JsonFormatter(logging.Formatter):
 
 def configure_logging(level: str, log_format: LogFormat = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter(_TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(getattr(logging, level.upper(), logging.INFO))

@@ -49,7 +49,7 @@ from webhook.errors import InvalidInput
 from webhook.guardrails import GuardrailDecision, SkipReason
 from webhook.observe.compare import Verdict
 from webhook.preemption.results import PreemptionResult
-from webhook.routes import DEBUG_PREDICTIONS_PATH, METRICS_PATH
+from webhook.routes import DEBUG_PREDICTIONS_PATH, HEALTHZ_PATH, METRICS_PATH, READYZ_PATH
 from webhook.version import package_version
 
 log = logging.getLogger(__name__)
@@ -290,9 +290,12 @@ class AdmissionMetrics:
 
 
 def make_metrics_app(metrics: WebhookMetrics,
-                     predictions: Callable[[], Mapping[str, Any]] | None = None) -> web.Application:
-    """``GET /metrics`` in the Prometheus text format (served on the plain-HTTP metrics port), and with
-    ``predictions`` ``GET /debug/predictions``: the live observer's summary, tenant-redacted (docs/interfaces.md §9)."""
+                     predictions: Callable[[], Mapping[str, Any]] | None = None, *,
+                     readiness: Callable[[], tuple[int, str]] | None = None) -> web.Application:
+    """``GET /metrics`` in the Prometheus text format (served on the plain-HTTP metrics port); with ``readiness``
+    the kubelet's probes ``GET /healthz`` and ``GET /readyz`` (``readiness()``: the admission application's
+    status and text); with ``predictions`` ``GET /debug/predictions``: the live observer's summary,
+    tenant-redacted (docs/interfaces.md §9)."""
 
     async def serve_metrics(request: web.Request) -> web.Response:
         response = web.Response(body=metrics.render())
@@ -301,6 +304,18 @@ def make_metrics_app(metrics: WebhookMetrics,
 
     app = web.Application()
     app.router.add_get(METRICS_PATH, serve_metrics)
+    if readiness is not None:
+        ready = readiness
+
+        async def healthz(request: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        async def readyz(request: web.Request) -> web.Response:
+            status, text = ready()
+            return web.Response(status=status, text=text)
+
+        app.router.add_get(HEALTHZ_PATH, healthz)
+        app.router.add_get(READYZ_PATH, readyz)
     if predictions is not None:
         summary = predictions
 

@@ -5,7 +5,8 @@ through the informers' pod changes, and each decision reported.
 and the cluster state's pod listener; ``webhook.observe.tracker`` decides, and this module reports: the
 metric ``preemptguard_prediction_observed_total{verdict}``, one log line per verdict other than ``agree``
 (JSON fields under ``--log-format json``), with ``--events`` an Event on the pod, and the summary of
-``GET /debug/predictions``. Everything it says is tenant-redacted (``webhook.observe.report``). Only with a
+``GET /debug/predictions`` (with ``--debug-predictions``). Everything it says is tenant-redacted
+(``webhook.observe.report``); the summary, served without authentication, names no pod or namespace at all. Only with a
 live cluster source: a snapshot never changes, so there is nothing to observe.
 """
 
@@ -23,7 +24,13 @@ from webhook.cluster.model import Pod
 from webhook.cluster.source import ClusterSource
 from webhook.config import Config
 from webhook.observe.compare import Verdict
-from webhook.observe.report import PredictionSummary, audience_for, mismatch_line, render_decision
+from webhook.observe.report import (
+    PredictionSummary,
+    anonymous_decision,
+    audience_for,
+    mismatch_line,
+    render_decision,
+)
 from webhook.observe.tracker import Decision, PredictionRecord, PredictionTracker, predicted_of
 from webhook.preemption.results import PreemptionResult
 from webhook.server.events import MISMATCH_REASON, PodEvents
@@ -87,7 +94,7 @@ class PredictionObserver:
         self.metrics.observe_prediction_verdict(verdict)
         audience = audience_for(decision, self.source.state.namespaces, self.config().guardrails)
         rendered = render_decision(decision, audience)
-        self.summary.add(decision, rendered, datetime.now(UTC))
+        self.summary.add(decision, anonymous_decision(decision), datetime.now(UTC))
         if verdict == Verdict.AGREE:
             return
         line = mismatch_line(decision, audience)

@@ -66,16 +66,29 @@ class ServerSettings:
     # A pod review still unanswered this long after it arrived is allowed with a warning (fail open), below
     # the webhook's timeoutSeconds (3) so the API server's timeout never fires first.
     admission_deadline_seconds: float = DEFAULT_ADMISSION_DEADLINE_SECONDS
-    # Slow clients: TLS handshake, request line + headers (from the first byte), body; idle keep-alive.
+    # Slow clients: TLS handshake, the first request (from the handshake), request line + headers (from the
+    # first byte), body; idle keep-alive.
     tls_handshake_timeout: float = 5.0
+    first_request_timeout: float = 2.0
     client_header_timeout: float = 5.0
     client_body_timeout: float = 5.0
     keepalive_timeout: float = 60.0
+    # Connections (webhook/server/connections.py): over a cap, the oldest connection without a complete request
+    # gives way to the newcomer. Per client: the API server needs about one per admission in flight, plus its
+    # idle pool.
     max_connections: int = 1000
+    max_connections_per_client: int = 200
+    # Bodies (webhook/server/bodies.py): bodies up to inline_body_bytes are decoded on the event loop (~0.2 ms);
+    # larger ones reserve their length from body_budget_bytes while held, are decoded in a thread of their own,
+    # and at most large_reviews_in_flight of them are decided at once (their decoded objects are ~6x their bytes).
+    inline_body_bytes: int = 64 * 1024
+    body_budget_bytes: int = 48 * 1024 * 1024
+    large_reviews_in_flight: int = 2
     # The plain-HTTP metrics listener has limits of its own (connections, requests in flight, header and
     # keep-alive timeouts): nothing done to --metrics-port can take the connections or the time the admission
     # port needs (under failurePolicy: Ignore that would switch guardrails off), and the reverse.
     metrics_max_connections: int = 64
+    metrics_max_connections_per_client: int = 8
     metrics_max_in_flight: int = 4
     metrics_client_header_timeout: float = 2.0
     metrics_keepalive_timeout: float = 15.0
@@ -94,6 +107,9 @@ class ServerSettings:
     observe_tick_seconds: float = 1.0
     # --events: a Kubernetes Event on each pod whose prediction the scheduler did not bear out.
     events: bool = False
+    # --debug-predictions: GET /debug/predictions on the metrics listener (no authentication there: its
+    # mismatches name no pod or namespace). Off by default.
+    debug_predictions: bool = False
 
 
 def _path(value: str | None) -> Path | None:
@@ -133,6 +149,7 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         observe_max_predictions=(DEFAULT_OBSERVE_MAX_PREDICTIONS if getattr(args, "observe_max", None) is None
                                  else args.observe_max),
         events=bool(getattr(args, "events", False)),
+        debug_predictions=bool(getattr(args, "debug_predictions", False)),
     )
 
 

@@ -4,7 +4,9 @@ the way the kube-apiserver does (against the certificate as CA bundle). Used by 
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
+import tempfile
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from webhook.certs.issuance import generate_ca, issue_client_certificate
 from webhook.cluster.source import ClusterSource
 from webhook.config import Config
 from webhook.server.app import RunningServer, make_app, start_server
@@ -35,19 +38,35 @@ class LoopbackWebhook:
 
     def __init__(self, source: ClusterSource, settings: ServerSettings | None = None, *, config: Config | None = None,
                  authenticator: Authenticator | None = None,
-                 client_certificate: tuple[str | Path, str | Path] | None = None) -> None:
+                 client_certificate: tuple[str | Path, str | Path] | None = None,
+                 as_api_server: bool = False) -> None:
         """``client_certificate``: (cert file, key file) the client presents, as a kube-apiserver configured for
-        ``serve --client-ca`` does."""
+        ``serve --client-ca`` does. ``as_api_server``: serve with ``--client-ca`` of a CA made here, and present
+        its client certificate (callers are authenticated)."""
         self.source = source
         self.settings = settings or ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
         self.config = config
         self.authenticator = authenticator
         self.client_certificate = client_certificate
+        self.as_api_server = as_api_server
+        self._pki: tempfile.TemporaryDirectory[str] | None = None
         self.server: RunningServer | None = None
         self.session: aiohttp.ClientSession | None = None
         self.client_context: ssl.SSLContext | None = None
 
+    def _api_server_pki(self) -> None:
+        self._pki = tempfile.TemporaryDirectory(prefix="preemptguard-loopback-")
+        folder = Path(self._pki.name)
+        ca = generate_ca("loopback-client-ca", 1)
+        client = issue_client_certificate(ca.cert_pem, ca.key_pem, "kube-apiserver", 1)
+        for name, data in (("ca.crt", ca.cert_pem), ("client.crt", client.cert_pem), ("client.key", client.key_pem)):
+            (folder / name).write_bytes(data)
+        self.settings = dataclasses.replace(self.settings, client_ca=folder / "ca.crt")
+        self.client_certificate = (folder / "client.crt", folder / "client.key")
+
     async def __aenter__(self) -> LoopbackWebhook:
+        if self.as_api_server:
+            self._api_server_pki()
         tls = SelfSignedTLS(self.settings.tls_sans, client_ca=self.settings.client_ca)
         app = make_app(self.source, self.settings, config=self.config, authenticator=self.authenticator)
         self.server = await start_server(app, self.settings, tls=tls)
@@ -64,6 +83,8 @@ class LoopbackWebhook:
             await self.session.close()
         if self.server is not None:
             await self.server.stop()
+        if self._pki is not None:
+            self._pki.cleanup()
 
     def url(self, path: str) -> str:
         assert self.server is not None, "use LoopbackWebhook as an async context manager"

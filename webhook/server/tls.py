@@ -42,19 +42,26 @@ def serving_sans(extra: Sequence[str] = ()) -> list[str]:
 def server_context(cert_file: str | Path, key_file: str | Path, client_ca: str | Path | None = None) -> ssl.SSLContext:
     """A server context with TLS 1.2 minimum and modern ciphers, loaded from PEM files.
 
-    With ``client_ca`` a client certificate is asked for and, when one is presented, must chain to a CA of
-    that bundle (else the handshake fails). It stays optional at the TLS layer so kubelet probes, which carry
-    none, still reach /healthz and /readyz; the admission paths require one (``webhook.server.client_auth``).
+    With ``client_ca`` every client must present a certificate chaining to a CA of that bundle, or the
+    handshake fails (``CERT_REQUIRED``): a connection without one never reaches HTTP, so it holds no connection
+    slot. Kubelet probes, which carry none, use the metrics listener (``--metrics-port``).
+
+    Sessions are never resumed: a resumed session skips the certificate check, so after a client CA rotation a
+    client of the old CA could come back without being checked against the new bundle. No session tickets are
+    issued (TLS 1.2 or 1.3), and with ``client_ca`` TLS 1.3 is the minimum: TLS 1.2 also resumes by session ID
+    from OpenSSL's server cache, which Python cannot turn off (the kube-apiserver's Go client speaks TLS 1.3).
     """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_ciphers(MODERN_TLS12_CIPHERS)
-    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
+    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE | ssl.OP_NO_TICKET
+    context.num_tickets = 0
     context.set_alpn_protocols(["http/1.1"])
     context.load_cert_chain(str(cert_file), str(key_file))
     if client_ca is not None:
         context.load_verify_locations(cafile=str(client_ca))
-        context.verify_mode = ssl.CERT_OPTIONAL
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.minimum_version = ssl.TLSVersion.TLSv1_3
     return context
 
 
@@ -70,6 +77,23 @@ def _file_identity(path: Path) -> FileIdentity:
 def certificate_expiry(cert_file: str | Path) -> datetime.datetime:
     """When the first certificate of a PEM file expires (for the expiry gauge and its alert)."""
     return x509.load_pem_x509_certificate(Path(cert_file).read_bytes()).not_valid_after_utc
+
+
+# Same horizon as the PreemptGuardCertificateExpiring alert.
+EXPIRY_WARNING = datetime.timedelta(days=14)
+
+
+def warn_if_expiring(cert_file: str | Path, not_after: datetime.datetime,
+                     now: datetime.datetime | None = None) -> None:
+    """A warning when the serving certificate just loaded has expired or expires within 14 days: the API server
+    refuses an expired one, and with failurePolicy Ignore every pod is then admitted unchecked."""
+    now = now or datetime.datetime.now(datetime.UTC)
+    when = not_after.isoformat(timespec="seconds")
+    if not_after <= now:
+        log.warning("the serving certificate %s expired at %s: the API server will refuse it", cert_file, when)
+    elif not_after - now <= EXPIRY_WARNING:
+        log.warning("the serving certificate %s expires at %s, in %d days", cert_file, when,
+                    (not_after - now).days)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +131,9 @@ class ReloadingTLS:
     def _load(self) -> _Loaded:
         identity = self._identity()
         context = server_context(self.cert_file, self.key_file, self.client_ca)
-        return _Loaded(context, identity, certificate_expiry(self.cert_file))
+        not_after = certificate_expiry(self.cert_file)
+        warn_if_expiring(self.cert_file, not_after)
+        return _Loaded(context, identity, not_after)
 
     @property
     def not_after(self) -> datetime.datetime:

@@ -1,9 +1,19 @@
-{{/* Names: <release> when it already contains the chart name, else <release>-preemptguard (63 chars max). */}}
+{{/* The chart's name, or nameOverride: the app.kubernetes.io/name label and the default Prometheus job. */}}
+{{- define "preemptguard.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Names: fullnameOverride, else <release> when it already contains the name, else <release>-<name> (63 chars max). */}}
 {{- define "preemptguard.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "preemptguard.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -11,7 +21,16 @@
 {{- define "preemptguard.tlsSecretName" -}}{{ include "preemptguard.fullname" . }}-tls{{- end -}}
 {{- define "preemptguard.configName" -}}{{ include "preemptguard.fullname" . }}-config{{- end -}}
 {{- define "preemptguard.priorityClassName" -}}{{ include "preemptguard.fullname" . }}-critical{{- end -}}
+{{/* The replicas' PriorityClass: an existing one, else the chart's own when it makes one, else none. */}}
+{{- define "preemptguard.podPriorityClassName" -}}
+{{- if .Values.priorityClassName -}}{{ .Values.priorityClassName }}
+{{- else if .Values.priorityClass.create -}}{{ include "preemptguard.priorityClassName" . }}
+{{- end -}}
+{{- end -}}
+{{/* The Prometheus job the alerts select on. */}}
+{{- define "preemptguard.metricsJob" -}}{{ .Values.metricsJob | default (include "preemptguard.name" .) }}{{- end -}}
 {{- define "preemptguard.labelPolicyName" -}}{{ include "preemptguard.fullname" . }}-namespace-labels{{- end -}}
+{{- define "preemptguard.tenantLabelPolicyName" -}}{{ include "preemptguard.fullname" . }}-tenant-label{{- end -}}
 {{/* Both webhook configurations carry this name; `preempt-guard certs` patches them by it. */}}
 {{- define "preemptguard.webhookConfigurationName" -}}{{ include "preemptguard.fullname" . }}.io{{- end -}}
 
@@ -29,7 +48,7 @@
 
 {{/* Selector labels: name and instance; callers add app.kubernetes.io/component. */}}
 {{- define "preemptguard.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "preemptguard.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -59,27 +78,14 @@ annotations:
 {{- end }}
 {{- end -}}
 
-{{/* The pod security settings every container runs with (Pod Security "restricted", read-only root). */}}
+{{/* The security settings of every pod and container the chart runs (values podSecurityContext and
+containerSecurityContext; Pod Security "restricted", read-only root, by default). */}}
 {{- define "preemptguard.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-fsGroup: 65532
-seccompProfile:
-  type: RuntimeDefault
+{{- toYaml .Values.podSecurityContext -}}
 {{- end -}}
 
 {{- define "preemptguard.containerSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-allowPrivilegeEscalation: false
-privileged: false
-readOnlyRootFilesystem: true
-capabilities:
-  drop: [ALL]
-seccompProfile:
-  type: RuntimeDefault
+{{- toYaml .Values.containerSecurityContext -}}
 {{- end -}}
 
 {{/* A list of strings as a CEL list literal; the schema forbids quotes and backslashes in them. */}}
@@ -114,11 +120,8 @@ spec:
     {{- toYaml . | nindent 4 }}
   {{- end }}
   securityContext:
-    runAsNonRoot: true
-    runAsUser: 65532
-    runAsGroup: 65532
-    seccompProfile:
-      type: RuntimeDefault
+    {{- include "preemptguard.podSecurityContext" $root | nindent 4 }}
+  {{- include "preemptguard.scheduling" (list $root false) | nindent 2 }}
   containers:
     - name: certs
       image: {{ include "preemptguard.image" $root }}
@@ -141,9 +144,57 @@ spec:
           cpu: 500m
           memory: 128Mi
       securityContext:
-        allowPrivilegeEscalation: false
-        privileged: false
-        readOnlyRootFilesystem: true
-        capabilities:
-          drop: [ALL]
+        {{- include "preemptguard.containerSecurityContext" $root | nindent 8 }}
+{{- end -}}
+
+{{/* nodeSelector, tolerations and (for the webhook replicas, spread=true) affinity and topology spread. */}}
+{{- define "preemptguard.scheduling" -}}
+{{- $root := index . 0 -}}
+{{- $spread := index . 1 -}}
+{{- with $root.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if $spread }}
+{{- $selector := printf "%s\napp.kubernetes.io/component: webhook" (include "preemptguard.selectorLabels" $root) }}
+topologySpreadConstraints:
+{{- if $root.Values.topologySpreadConstraints }}
+  {{- toYaml $root.Values.topologySpreadConstraints | nindent 2 }}
+{{- else }}
+  - maxSkew: 1
+    topologyKey: topology.kubernetes.io/zone
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- $selector | nindent 8 }}
+    matchLabelKeys: [pod-template-hash]
+  - maxSkew: 1
+    topologyKey: kubernetes.io/hostname
+    whenUnsatisfiable: DoNotSchedule
+    # Tainted nodes (control plane) cannot take a replica, so they must not count as empty domains.
+    nodeTaintsPolicy: Honor
+    labelSelector:
+      matchLabels:
+        {{- $selector | nindent 8 }}
+    matchLabelKeys: [pod-template-hash]
+{{- end }}
+affinity:
+{{- if $root.Values.affinity }}
+  {{- toYaml $root.Values.affinity | nindent 2 }}
+{{- else }}
+  podAntiAffinity:
+    # Preferred, not required: a one- or two-node cluster must still run every replica.
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- $selector | nindent 14 }}
+{{- end }}
+{{- end }}
 {{- end -}}

@@ -1,6 +1,6 @@
 """Benchmark: a large cluster ingested through the informer path from the fake API server.
 
-The fake API server (tests/cluster/fake_apiserver.py) runs in a child process, so neither its memory
+The fake API server (tests/sources/fake_apiserver.py) runs in a child process, so neither its memory
 nor its JSON encoding is counted against the informer. Prints:
 
 * heap growth of the ingested ClusterState (tracemalloc, from a fresh process) and per pod; target
@@ -31,16 +31,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-for extra in (ROOT, ROOT / "bench", ROOT / "tests" / "cluster"):
+for extra in (ROOT, ROOT / "bench", ROOT / "tests" / "sources"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
 from fake_apiserver import FakeApiServer  # noqa: E402
 
-from webhook.cluster.informer import InformerSettings  # noqa: E402
-from webhook.cluster.kube_source import KubernetesSource  # noqa: E402
 from webhook.observe.compare import Predicted  # noqa: E402
 from webhook.observe.tracker import PredictionRecord, PredictionTracker  # noqa: E402
+from webhook.sources.informer import InformerSettings  # noqa: E402
+from webhook.sources.kube_source import KubernetesSource  # noqa: E402
 
 TOKEN = "bench-token"
 HEAP_TARGET_BYTES = 150 * 1024 * 1024

@@ -108,7 +108,7 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
     base = f"https://127.0.0.1:{port}"
     log = (tmp / "server.log").open("wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(tmp / "cluster.json"),
+        [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(tmp / "cluster.json"),
          "--tls-cert", str(tmp / "tls.crt"), "--tls-key", str(tmp / "tls.key"), "--host", "127.0.0.1",
          "--port", str(port), "--metrics-port", "0", "--log-level", "error", "--shutdown-grace", "0"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=log, stderr=log)

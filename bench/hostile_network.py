@@ -194,7 +194,7 @@ class Server:
 def start_server(tmp: Path, pki: Pki, *, client_ca: bool, extra: list[str] | None = None) -> Server:
     snapshot, config = tmp / "cluster.json", tmp / "config.yaml"
     port, metrics_port = free_port(), free_port()
-    args = [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(snapshot),
+    args = [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(snapshot),
             "--config", str(config), "--tls-cert", str(pki.cert), "--tls-key", str(pki.key),
             "--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics_port),
             "--log-level", "warning", "--shutdown-grace", "0", *(extra or [])]

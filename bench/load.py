@@ -419,7 +419,7 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
     trivial_port, port, metrics_port = free_port(), free_port(), free_port()
     trivial = start_process([str(Path(__file__).resolve()), "--trivial-server", str(trivial_port), str(cert),
                              str(key)], tmp / "trivial.log", trivial_port)
-    webhook = start_process(["-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(snapshot),
+    webhook = start_process(["-m", "webhook.cli", "serve", "--cluster-snapshot", str(snapshot),
                              "--tls-cert", str(cert), "--tls-key", str(key), "--host", "127.0.0.1",
                              "--port", str(port), "--metrics-port", str(metrics_port), "--log-level", "warning"],
                             tmp / "webhook.log", port, metrics_port)

@@ -7,7 +7,7 @@ For each size, the generated cluster (bench/clustergen.py, 30 pods per node) is 
 json`` prints it (bench/kubectl_dump.py; 5,000 nodes make ~560 MB) and measured in fresh processes:
 
 * load: ``load_snapshot`` in a child process: wall and CPU time, RSS once loaded, peak RSS; with the snapshot
-  cache (webhook/preemption/snapshot_cache.py), the first run (which writes it) and a second one (which reads it);
+  cache (webhook/sources/snapshot_cache.py), the first run (which writes it) and a second one (which reads it);
 * serve: ``preempt-guard serve --cluster-snapshot`` until ``/readyz`` answers 200: time to ready, RSS when
   ready, peak RSS; then ``POST /preview`` p50/p99 over one keep-alive connection for a pod that preempts and one
   that cannot be placed (bench/predict.py's probes);
@@ -58,10 +58,10 @@ def memory_mib(pid: int | str = "self") -> tuple[float, float]:
 
 def child_load(path: str, cache: bool) -> None:
     wall, cpu = time.perf_counter(), time.process_time()
-    from webhook.cluster.loader import load_snapshot
+    from webhook.sources.loader import load_snapshot
 
     if cache:
-        from webhook.preemption.snapshot_cache import SnapshotCache
+        from webhook.sources.snapshot_cache import SnapshotCache
         from webhook.version import package_version
 
         snapshot_cache = SnapshotCache(path, version=package_version())
@@ -86,7 +86,7 @@ def run_child(tree: Path, *args: str) -> Figures:
 
 
 def has_cache(tree: Path) -> bool:
-    return (tree / "webhook" / "preemption" / "snapshot_cache.py").is_file()
+    return (tree / "webhook" / "sources" / "snapshot_cache.py").is_file()
 
 
 def clear_cache(snapshot: Path) -> None:
@@ -106,7 +106,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure_serve(tree: Path, snapshot: Path, samples: int) -> Figures:
     port = free_port()
-    args = [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(snapshot),
+    args = [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(snapshot),
             "--tls-self-signed", "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0",
             "--log-level", "warning"]
     started = time.perf_counter()

@@ -31,13 +31,14 @@ from kubectl_plugin.inputs import (
 from kubectl_plugin.options import EXIT_ERROR, PROG, SHELLS, UsageError, build_parser
 from kubectl_plugin.render import Progress, colour_wanted, render, render_aside
 from kubectl_plugin.shells import SCRIPTS
+from kubectl_plugin.sources import kube_api
 from kubectl_plugin.sources.document import PreviewSource
 from kubectl_plugin.sources.dry_run import SEQUENTIAL_NOTE, ClusterPreviewSource
 from kubectl_plugin.sources.http import RequestTimeout
-from kubectl_plugin.sources.kube_api import KubeCluster
 from kubectl_plugin.sources.snapshot import SnapshotPreviewSource
 from kubectl_plugin.sources.webhook_url import WebhookPreviewSource
 from webhook.errors import PreemptGuardError
+from webhook.kubeapi import KubeClient
 from webhook.preemption.preview import preview_exit_code
 
 
@@ -79,14 +80,14 @@ def needs_cluster(args: argparse.Namespace) -> bool:
 
 
 async def gather_objects(args: argparse.Namespace, streams: Streams,
-                         cluster: KubeCluster | None) -> tuple[list[JsonObject], int | None]:
+                         cluster: KubeClient | None) -> tuple[list[JsonObject], int | None]:
     """The objects to preview and the replica count to ask for; objects that are not workloads are set aside
     with a note on stderr (``--strict`` refused them while reading)."""
     if args.target:
         assert cluster is not None
         ref = parse_workload_ref(args.target)
         namespace = args.namespace or cluster.namespace
-        obj = scale_up_object(await cluster.get_object(ref, namespace), ref, 1)
+        obj = scale_up_object(await kube_api.get_object(cluster, ref, namespace), ref, 1)
         objects, replicas = [obj], (1 if args.replicas is None else args.replicas)
     else:
         read = read_manifests(args.filename, streams.stdin, recursive=args.recursive, strict=args.strict)
@@ -105,7 +106,7 @@ async def gather_objects(args: argparse.Namespace, streams: Streams,
     return [with_priority_class(o, args.priority_class) for o in objects], replicas
 
 
-def make_source(args: argparse.Namespace, cluster: KubeCluster | None) -> PreviewSource:
+def make_source(args: argparse.Namespace, cluster: KubeClient | None) -> PreviewSource:
     if args.snapshot:
         return SnapshotPreviewSource(args.snapshot, cache=args.snapshot_cache,
                                      priority_classes=getattr(args, "manifest_priority_classes", ()))
@@ -127,8 +128,8 @@ async def run(args: argparse.Namespace, streams: Streams, environ: Mapping[str, 
         if not objects:  # only objects that are not workloads: nothing can preempt anyone
             streams.stderr.write(f"No workloads to preview in {', '.join(args.filename)}.\n")
             return 0
-    cluster = await KubeCluster.connect(kubeconfig=args.kubeconfig, context=args.context, environ=environ,
-                                        timeout=args.request_timeout) if needs_cluster(args) else None
+    cluster = await kube_api.connect(kubeconfig=args.kubeconfig, context=args.context, environ=environ,
+                                     timeout=args.request_timeout) if needs_cluster(args) else None
     try:
         if objects is None:
             objects, replicas = await gather_objects(args, streams, cluster)

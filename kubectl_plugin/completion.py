@@ -214,8 +214,9 @@ def from_cluster(typed: Typed, environ: Mapping[str, str], path: Callable[[str],
     from kubectl_plugin.sources.http import RequestTimeout
 
     try:  # the Kubernetes client loads (a second or so) before the clock starts: the bound is the cluster's
-        import kubernetes_asyncio.client
-        import kubernetes_asyncio.config.kube_config  # noqa: F401
+        from webhook.kubeapi import load_client_library
+
+        load_client_library()
     except ImportError:
         return []
     try:
@@ -231,19 +232,16 @@ def from_cluster(typed: Typed, environ: Mapping[str, str], path: Callable[[str],
 
 async def _list(typed: Typed, environ: Mapping[str, str], path: Callable[[str], str],
                 describe: Callable[[Mapping[str, Any]], str], seconds: float) -> list[str]:
+    from kubectl_plugin.sources import kube_api
     from kubectl_plugin.sources.http import SECOND, RequestTimeout
-    from kubectl_plugin.sources.kube_api import KubeCluster
 
-    cluster = await KubeCluster.connect(kubeconfig=typed.values.get("kubeconfig"), context=typed.values.get("context"),
-                                        environ=environ, timeout=RequestTimeout(int(seconds * SECOND)))
+    cluster = await kube_api.connect(kubeconfig=typed.values.get("kubeconfig"), context=typed.values.get("context"),
+                                     environ=environ, timeout=RequestTimeout(int(seconds * SECOND)))
     try:
-        answer = await cluster.request("GET", path(typed.values.get("namespace") or cluster.namespace),
-                                       query=[("limit", LIST_LIMIT)])
+        document = await cluster.get(path(typed.values.get("namespace") or cluster.namespace),
+                                     query=[("limit", LIST_LIMIT)])
     finally:
         await cluster.close()
-    document = answer.json()
-    if answer.status != 200 or not isinstance(document, dict):
-        return []
     return [describe(item) for item in document.get("items") or [] if isinstance(item, dict)]
 
 

@@ -20,10 +20,10 @@ import yaml
 from webhook.cluster.model import Node
 from webhook.errors import InvalidInput
 from webhook.preemption.workloads import WORKLOAD_KINDS, daemonset_pod_objects, pod_template, replica_name
+from webhook.routes import PREDICTION_ANNOTATION
 
 JsonObject = dict[str, Any]
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-PREDICTION_ANNOTATION = "preemptguard.io/prediction"
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TextIO
@@ -301,10 +300,3 @@ class Progress:
             await cancel_and_wait(ticker)
             self.finish()
 
-
-def disabled_progress() -> Progress:
-    return Progress(None, enabled=False)
-
-
-def environ_colour(stream: TextIO) -> bool:
-    return colour_wanted(stream, os.environ)

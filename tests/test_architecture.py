@@ -68,5 +68,50 @@ def test_no_import_crosses_the_table() -> None:
 
 def test_the_table_is_read() -> None:
     allowed = allowed_imports()
-    assert allowed["webhook.cluster"] == {"webhook.errors", "webhook.tasks"}
+    assert allowed["webhook.cluster"] == {"webhook.errors", "webhook.routes"}
     assert "webhook.server" not in allowed["webhook.preemption"]
+
+
+# docs/architecture.md's layers: the domain is pure; the edges do I/O (files, HTTP, the Kubernetes API, threads).
+DOMAIN = {"webhook.cluster", "webhook.priority", "webhook.preemption", "webhook.guardrails", "webhook.observe"}
+EDGES = {"webhook.sources", "webhook.kubeapi", "webhook.server", "webhook.prediction", "webhook.certs",
+         "webhook.verify", "webhook.cli", "kubectl_plugin"}
+NETWORK_LIBRARIES = {"aiohttp", "kubernetes_asyncio"}
+
+
+def files_of(package: str) -> list[Path]:
+    base = ROOT.joinpath(*package.split("."))
+    return sorted(base.rglob("*.py")) if base.is_dir() else [base.with_suffix(".py")]
+
+
+def third_party_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+    return found
+
+
+def test_the_domain_imports_no_edge() -> None:
+    allowed = allowed_imports()
+    assert {package: sorted(allowed[package] & EDGES) for package in DOMAIN} == {package: [] for package in DOMAIN}
+
+
+def test_the_domain_and_the_admission_pipeline_know_no_http_and_no_kubernetes_client() -> None:
+    offenders = [f"{path.relative_to(ROOT)} imports {sorted(third_party_imports(path) & NETWORK_LIBRARIES)}"
+                 for package in [*sorted(DOMAIN), "webhook.admission"] for path in files_of(package)
+                 if third_party_imports(path) & NETWORK_LIBRARIES]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_one_module_talks_to_the_kubernetes_client() -> None:
+    """webhook/kubeapi.py is the one door to the API: nothing else imports kubernetes_asyncio or sends a request."""
+    doors = set()
+    for path in [*(ROOT / "webhook").rglob("*.py"), *(ROOT / "kubectl_plugin").rglob("*.py")]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        sends = any(isinstance(node, ast.Attribute) and node.attr == "call_api" for node in ast.walk(tree))
+        if sends or "kubernetes_asyncio" in third_party_imports(path):
+            doors.add(str(path.relative_to(ROOT)))
+    assert doors == {"webhook/kubeapi.py"}

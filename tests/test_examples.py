@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.cluster.loader import load_snapshot
 from webhook.cluster.model import Node, Pod
 from webhook.cluster.reader import pod_from_dict
 from webhook.cluster.snapshot import ClusterState
@@ -25,6 +24,7 @@ from webhook.priority.resolution import (
     effective_priority_classes,
     resolve_pod_priority,
 )
+from webhook.sources.loader import load_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

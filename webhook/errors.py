@@ -39,17 +39,39 @@ class ClusterUnavailable(PreemptGuardError):
     exit_code = 3
 
 
+class ApiError(PreemptGuardError):
+    """A non-2xx answer of the Kubernetes API server, carrying its ``Status`` (code, reason, message) and the
+    warnings it sent; raised by ``webhook.kubeapi`` alone (lightkube's ``ApiError``). Never carries the body: an
+    answer about a Secret could echo it."""
+
+    http_status = 503
+    exit_code = 3
+
+    def __init__(self, method: str, path: str, code: int, reason: str = "", message: str = "",
+                 warnings: tuple[str, ...] = ()) -> None:
+        if code == 401 or reason == "Unauthorized":
+            # kubectl's words for it (k8s.io/kubectl/pkg/cmd/util/helpers.go, StandardErrorMessage)
+            super().__init__(f"You must be logged in to the server ({message or reason or 'Unauthorized'})")
+        else:
+            super().__init__(f"{method} {path}: HTTP {code}: {message or reason}")
+        self.method = method
+        self.path = path
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.warnings = warnings
+
+    @property
+    def expired(self) -> bool:
+        """``410 Gone``: the requested resourceVersion is older than the server's history."""
+        return self.code == 410
+
+
 class Unauthorized(PreemptGuardError):
     http_status = 401
 
 
 class Forbidden(PreemptGuardError):
-    http_status = 403
-
-
-class PolicyDenied(PreemptGuardError):
-    """A guardrail or quota rule refused a pod."""
-
     http_status = 403
 
 

@@ -25,8 +25,8 @@ def _permission(api_group: str, resource: str, *verbs: str, names: tuple[str, ..
     return Permission(api_group, resource, frozenset(verbs), frozenset(names))
 
 
-# The webhook server (ClusterRole ``preemptguard``): webhook/cluster/informer.py lists and watches six
-# kinds and webhook/cluster/kube_source.py GETs a PriorityClass the cache has not seen yet. The policy
+# The webhook server (ClusterRole ``preemptguard``): webhook/sources/informer.py lists and watches six
+# kinds and webhook/sources/kube_source.py GETs a PriorityClass the cache has not seen yet. The policy
 # ConfigMap and the TLS Secret are mounted files, so the server reads no ConfigMap or Secret.
 # webhook/server/auth.py authenticates /preview callers with a TokenReview and authorises them with
 # SubjectAccessReviews (tests/certs/test_certs_rbac_calls.py keeps code, this list and the manifest equal).

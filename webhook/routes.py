@@ -1,6 +1,8 @@
-"""The HTTP paths and ports of ``preempt-guard serve`` (docs/interfaces.md §2), declared once.
+"""The names of the contract other tools rely on, declared once: the HTTP paths and ports of ``preempt-guard
+serve``, the webhook configurations, and the labels and annotations PreemptGuard reads and writes
+(docs/interfaces.md §2).
 
-The webhook configurations, Service and probes in manifests/ are tested against these values.
+The webhook configurations, Service, probes and label policies in manifests/ are tested against these values.
 """
 
 from __future__ import annotations
@@ -25,3 +27,10 @@ PRIORITYCLASSES_WEBHOOK = "priorityclasses.preemptguard.io"
 
 # A namespace with this label set to "true" is never sent to the pod webhook (its namespaceSelector).
 IGNORE_NAMESPACE_LABEL = "preemptguard.io/ignore"
+# A namespace's guardrail mode (off, warn, enforce), overriding guardrails.mode.
+MODE_LABEL = "preemptguard.io/mode"
+# On an admitted pod: the prediction (compact JSON; on a dry run the whole PreemptionPreview the plugin reads).
+PREDICTION_ANNOTATION = "preemptguard.io/prediction"
+# On a pod predicted at CREATE and followed (docs/interfaces.md §9): at mutating admission the pod has no UID
+# (and with generateName no name), so the observer finds it by this id.
+PREDICTION_ID_ANNOTATION = "preemptguard.io/prediction-id"

@@ -28,8 +28,9 @@ from controlplane import REPO, ControlPlane, ControlPlaneError, free_port, kube_
 from test_admission_parity import ensure_namespace
 
 from webhook.certs.issuance import generate_ca, issue_serving_certificate
-from webhook.cluster.informer import PODS, Informer, InformerSettings
 from webhook.cluster.snapshot import ClusterState
+from webhook.kubeapi import KubeClient
+from webhook.sources.informer import PODS, Informer, InformerSettings
 
 
 class Relay:
@@ -112,7 +113,7 @@ def cut_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlP
     port, log = free_port(), work / "preempt-guard.log"
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "webhook.server.cli", "serve", "--kubeconfig", str(kubeconfig),
+            [sys.executable, "-m", "webhook.cli", "serve", "--kubeconfig", str(kubeconfig),
              "--tls-cert", str(work / "tls.crt"), "--tls-key", str(work / "tls.key"), "--host", "127.0.0.1",
              "--port", str(port), "--metrics-port", "0", "--shutdown-grace", "0"],
             stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -209,7 +210,7 @@ def test_the_informer_takes_a_real_bookmark_as_progress(
     plane = cut_off[0]
     bookmark = real_bookmark(plane)
     state = ClusterState()
-    informer = Informer(None, PODS, state, InformerSettings())
+    informer = Informer(KubeClient(), PODS, state, InformerSettings())
     informer.resource_version = "1"
     before = dict(state.pods)
     informer.apply_event(bookmark)

@@ -21,8 +21,8 @@ from controlplane import REPO, ControlPlane, ControlPlaneError, free_port, kube_
 from test_registered_webhook import wait_until, webhook_configurations
 
 from webhook.certs.issuance import generate_ca, issue_serving_certificate
-from webhook.cluster.model import PREDICTION_ID_ANNOTATION
 from webhook.preemption.results import Outcome
+from webhook.routes import PREDICTION_ID_ANNOTATION
 from webhook.verify.loader import force_delete_pod, load_cluster, read_objects
 from webhook.verify.observe import observe_pod, settle
 from webhook.verify.scenarios import read_pods
@@ -92,10 +92,10 @@ def observer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observer]:
     log = work / "preempt-guard.log"
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "webhook.server.cli", "serve", "--kubeconfig", str(plane.kubeconfig()),
+            [sys.executable, "-m", "webhook.cli", "serve", "--kubeconfig", str(plane.kubeconfig()),
              "--tls-cert", str(work / "tls.crt"), "--tls-key", str(work / "tls.key"), "--host", "127.0.0.1",
              "--port", str(port), "--metrics-port", str(metrics_port), "--shutdown-grace", "0",
-             "--log-format", "json", "--events", "--observe-window", "300"],
+             "--log-format", "json", "--events", "--observe-window", "300", "--debug-predictions"],
             stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     running = Observer(plane, server, log, f"http://127.0.0.1:{metrics_port}")
     try:

@@ -88,7 +88,7 @@ def registered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registered]
     log = work / "preempt-guard.log"
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "webhook.server.cli", "serve", "--kubeconfig", str(plane.kubeconfig()),
+            [sys.executable, "-m", "webhook.cli", "serve", "--kubeconfig", str(plane.kubeconfig()),
              "--tls-cert", str(work / "tls.crt"), "--tls-key", str(work / "tls.key"), "--host", "127.0.0.1",
              "--port", str(port), "--metrics-port", "0", "--shutdown-grace", "0"],
             stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})

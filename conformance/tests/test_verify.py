@@ -14,7 +14,7 @@ import yaml
 from controlplane import REPO, kube_bin_dir
 
 from bench.scenariogen import write_scenario, write_scenarios
-from webhook.server.cli import main
+from webhook.cli import main
 from webhook.verify.engine import DEFAULT_CONFIG, predict, state_from_objects
 from webhook.verify.loader import load_cluster, read_back, read_objects, restore_cluster
 from webhook.verify.runner import run_scenario, start_plane

@@ -15,14 +15,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubectl_plugin.inputs import PREDICTION_ANNOTATION, JsonObject, flatten, pod_manifests
+from kubectl_plugin.inputs import JsonObject, flatten, pod_manifests
 from kubectl_plugin.render import Progress
 from kubectl_plugin.sources.document import PreviewAnswer, rejected_result
-from kubectl_plugin.sources.kube_api import ApiAnswer, KubeCluster
 from webhook.cluster.model import Node
 from webhook.cluster.reader import node_from_dict
-from webhook.errors import ClusterUnavailable, Forbidden, InvalidInput, PreemptGuardError
+from webhook.errors import ApiError, ClusterUnavailable, Forbidden, InvalidInput, PreemptGuardError
+from webhook.kubeapi import ApiAnswer, KubeClient
 from webhook.preemption.preview import preview_document
+from webhook.routes import PREDICTION_ANNOTATION
 
 SEQUENTIAL_NOTE = ("dry run: predicted against the cluster as it is, without the earlier replicas' placement "
                    "(a dry-run create changes nothing); use --webhook-url for an in-order simulation")
@@ -32,6 +33,7 @@ class WebhookNotInstalled(PreemptGuardError):
     """The dry-run create came back without PreemptGuard's prediction."""
 
 
+DRY_RUN = (("dryRun", "All"),)
 _RBAC_FORBIDDEN = re.compile(r'\bUser ".*" cannot \S+ resource\b')
 
 
@@ -39,7 +41,7 @@ _RBAC_FORBIDDEN = re.compile(r'\bUser ".*" cannot \S+ resource\b')
 class ClusterPreviewSource:
     """Server-side dry-run creates of every pod, in order, read back from the prediction annotation."""
 
-    cluster: KubeCluster
+    cluster: KubeClient
     results: list[JsonObject] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -63,28 +65,35 @@ class ClusterPreviewSource:
 
     async def list_nodes(self) -> list[Node]:
         """The cluster's nodes, for a DaemonSet's pods (one per eligible node): needs ``list nodes``."""
-        answer = await self.cluster.request("GET", "/api/v1/nodes")
-        if answer.status == 403:
-            raise Forbidden(f"a DaemonSet's preview lists the nodes: {answer.message}")
-        if not 200 <= answer.status < 300:
-            raise ClusterUnavailable(f"cannot list nodes: HTTP {answer.status}: {answer.message}")
-        body = answer.json()
-        items = body.get("items") if isinstance(body, Mapping) else None
+        try:
+            body = await self.cluster.get("/api/v1/nodes")
+        except ApiError as exc:
+            if exc.code == 403:
+                raise Forbidden(f"a DaemonSet's preview lists the nodes: {exc.message}") from exc
+            if exc.code == 401:
+                raise
+            raise ClusterUnavailable(f"cannot list nodes: HTTP {exc.code}: {exc.message}") from exc
+        items = body.get("items")
         return [node_from_dict(item) for item in items or [] if isinstance(item, dict)]
 
     async def dry_run_pod(self, pod: JsonObject) -> JsonObject:
         namespace = pod["metadata"]["namespace"]
         path = f"/api/v1/namespaces/{namespace}/pods"
-        answer = await self.cluster.request("POST", path, query=[("dryRun", "All")], body=pod)
-        if answer.status == 409 and pod["metadata"].get("name"):
-            # A pod of that name exists: preview another one like it under a generated name.
-            renamed = {**pod, "metadata": {**pod["metadata"], "generateName": pod["metadata"]["name"] + "-"}}
-            del renamed["metadata"]["name"]
-            answer = await self.cluster.request("POST", path, query=[("dryRun", "All")], body=renamed)
+        try:
+            try:
+                answer = await self.cluster.request("POST", path, query=DRY_RUN, body=pod)
+            except ApiError as exc:
+                if exc.code != 409 or not pod["metadata"].get("name"):
+                    raise
+                # A pod of that name exists: preview another one like it under a generated name.
+                renamed = {**pod, "metadata": {**pod["metadata"], "generateName": pod["metadata"]["name"] + "-"}}
+                del renamed["metadata"]["name"]
+                answer = await self.cluster.request("POST", path, query=DRY_RUN, body=renamed)
+        except ApiError as exc:
+            self.warnings += exc.warnings
+            return self._refusal(pod, exc)
         self.warnings += answer.warnings
-        if 200 <= answer.status < 300:
-            return self._prediction(answer)
-        return self._refusal(pod, answer)
+        return self._prediction(answer)
 
     def _prediction(self, answer: ApiAnswer) -> JsonObject:
         created = answer.json()
@@ -108,20 +117,22 @@ class ClusterPreviewSource:
         result: JsonObject = results[0]
         return result
 
-    def _refusal(self, pod: JsonObject, answer: ApiAnswer) -> JsonObject:
+    def _refusal(self, pod: JsonObject, refused: ApiError) -> JsonObject:
         """A refused create is a ``Rejected`` pod, unless the refusal is about the user or the request."""
-        message = answer.message
-        if answer.status == 403 and _RBAC_FORBIDDEN.search(message):
+        message = refused.message
+        if refused.code == 401:
+            raise refused
+        if refused.code == 403 and _RBAC_FORBIDDEN.search(message):
             raise Forbidden(message)
-        if answer.status == 404:
+        if refused.code == 404:
             raise InvalidInput(message)
         denied_by_webhook = message.startswith("admission webhook ") and " denied the request" in message
         # 403: admission plugin Forbidden; 422: validation; 500 + "insufficient quota": the ResourceQuota
         # plugin's plain error (docs/admission.md §3).
-        if denied_by_webhook or answer.status in (403, 422) or (
-                answer.status == 500 and message.startswith("insufficient quota")):
+        if denied_by_webhook or refused.code in (403, 422) or (
+                refused.code == 500 and message.startswith("insufficient quota")):
             return rejected_result(pod, message)
-        raise ClusterUnavailable(f"the API server refused the dry-run create: HTTP {answer.status}: {message}")
+        raise ClusterUnavailable(f"the API server refused the dry-run create: HTTP {refused.code}: {message}")
 
 
 def _object_namespace(obj: Mapping[str, Any], explicit: str | None, context_namespace: str) -> str:

@@ -1,54 +1,19 @@
-"""The API server of a kubeconfig context: kubeconfig loading as kubectl does it (``--kubeconfig``, several
-``KUBECONFIG`` files, ``--context``), raw JSON requests, and the admission warnings of its ``Warning`` headers."""
+"""The API server of a kubeconfig context as kubectl finds it (``--kubeconfig``, several ``KUBECONFIG`` files,
+``--context``, the context's namespace), reached through the one door to the Kubernetes API
+(``webhook.kubeapi``), and the workload a ``TYPE/NAME`` names read from it."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+
+import yaml
 
 from kubectl_plugin.inputs import JsonObject, WorkloadRef
-from kubectl_plugin.sources.http import DEFAULT_TIMEOUT, RequestTimeout, describe, error_text
-from webhook.errors import ClusterUnavailable, ConfigError, Forbidden, InvalidInput, Unauthorized
-
-_WARNING_RE = re.compile(r'\s*(\d{3})\s+(\S+)\s+"((?:[^"\\]|\\.)*)"(?:\s+"[^"]*")?\s*(?:,|$)')
-
-
-def parse_warning_headers(values: Iterable[str]) -> list[str]:
-    """The texts of RFC 7234 ``Warning`` headers with code 299, as the API server sends admission warnings
-    (``299 - "text"``; k8s.io/apimachinery/pkg/util/net.ParseWarningHeaders). Several may share a header."""
-    texts: list[str] = []
-    for value in values:
-        position = 0
-        while position < len(value):
-            match = _WARNING_RE.match(value, position)
-            if match is None:
-                break
-            if match.group(1) == "299":
-                texts.append(re.sub(r"\\(.)", r"\1", match.group(3)))
-            position = match.end()
-    return texts
-
-
-@dataclass(slots=True)
-class ApiAnswer:
-    status: int
-    body: bytes
-    warnings: list[str]
-
-    def json(self) -> Any:
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            return None
-
-    @property
-    def message(self) -> str:
-        return error_text(self.body)
+from kubectl_plugin.sources.http import DEFAULT_TIMEOUT, RequestTimeout
+from webhook.errors import ApiError, ClusterUnavailable, ConfigError, Forbidden, InvalidInput
+from webhook.kubeapi import KubeClient, describe
 
 
 def kubeconfig_paths(explicit: str | None, environ: Mapping[str, str]) -> list[str]:
@@ -73,89 +38,44 @@ def kubeconfig_paths(explicit: str | None, environ: Mapping[str, str]) -> list[s
     return [str(default)]
 
 
-class KubeCluster:
-    """The API server of a kubeconfig context, through kubernetes-asyncio's ApiClient (TLS, tokens, token files,
-    client certificates and exec credential plugins handled by its kubeconfig loader)."""
-
-    def __init__(self, api_client: Any, namespace: str, server: str,
-                 timeout: RequestTimeout = DEFAULT_TIMEOUT) -> None:
-        self.api_client = api_client
-        self.namespace = namespace
-        self.server = server
-        self.timeout = timeout
-
-    @classmethod
-    async def connect(cls, *, kubeconfig: str | None, context: str | None,
-                      environ: Mapping[str, str] | None = None,
-                      timeout: RequestTimeout = DEFAULT_TIMEOUT) -> KubeCluster:
-        from kubernetes_asyncio import client as k8s_client
-        from kubernetes_asyncio.config import ConfigException
-        from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
-
-        paths = kubeconfig_paths(kubeconfig, os.environ if environ is None else environ)
+async def connect(*, kubeconfig: str | None, context: str | None, environ: Mapping[str, str] | None = None,
+                  timeout: RequestTimeout = DEFAULT_TIMEOUT) -> KubeClient:
+    """A client of the context kubectl would use: ``--context``, else the first ``current-context`` of the files
+    (``kubeconfig_paths``), with ``--request-timeout`` on every request as kubectl sends it."""
+    paths = kubeconfig_paths(kubeconfig, os.environ if environ is None else environ)
+    configs = []
+    for path in paths:
         try:
-            merger = KubeConfigMerger(os.pathsep.join(paths))
-            merged = merger.config
-            if merged is None:
-                raise ConfigError(f"cannot read kubeconfig {', '.join(paths)}")
-            name = context or first_current_context(merger.config_files.values())
-            if not name:
-                raise ConfigError("the kubeconfig has no current-context; pass --context NAME")
-            contexts = [getattr(c, "value", c) for c in merged.value.get("contexts") or []]
-            if name not in {c.get("name") for c in contexts if isinstance(c, Mapping)}:
-                raise ConfigError(f'context "{name}" does not exist in the kubeconfig ({", ".join(paths)})')
-            loader = KubeConfigLoader(config_dict=merged, config_base_path=None, active_context=name)
-            configuration = k8s_client.Configuration()
-            await loader.load_and_set(configuration)
-        except ConfigError:
-            raise
-        except (ConfigException, OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
+            with open(path, encoding="utf-8") as stream:
+                configs.append(yaml.safe_load(stream) or {})
+        except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"cannot load kubeconfig {', '.join(paths)}: {describe(exc)}") from exc
-        current = loader.current_context or {}
-        namespace = (current.get("context") or {}).get("namespace") or "default"
-        return cls(k8s_client.ApiClient(configuration=configuration), namespace, str(configuration.host), timeout)
+    name = context or first_current_context(configs)
+    if not name:
+        raise ConfigError("the kubeconfig has no current-context; pass --context NAME")
+    contexts = {c.get("name") for config in configs if isinstance(config, Mapping)
+                for c in config.get("contexts") or () if isinstance(c, Mapping)}
+    if name not in contexts:
+        raise ConfigError(f'context "{name}" does not exist in the kubeconfig ({", ".join(paths)})')
+    return await KubeClient.connect(kubeconfig=paths, context=name, in_cluster=False, timeout=timeout.seconds,
+                                    timeout_text=f"{timeout} (--request-timeout)", query=timeout.query())
 
-    async def close(self) -> None:
-        await self.api_client.close()
 
-    async def request(self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (),
-                      body: object = None) -> ApiAnswer:
-        """One raw JSON request; transport failures become ``ClusterUnavailable``, 401 ``Unauthorized``."""
-        import aiohttp
-
-        try:
-            response: aiohttp.ClientResponse = await self.api_client.call_api(
-                path, method, query_params=[*query, *self.timeout.query()], body=body,
-                header_params={"Accept": "application/json", "Content-Type": "application/json"},
-                auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=self.timeout.client_timeout())
-            try:
-                raw = await response.read()
-            finally:
-                response.release()
-        except aiohttp.ClientConnectorCertificateError as exc:
-            raise ClusterUnavailable(f"cannot verify the API server certificate of {self.server}: "
-                                     f"{exc.certificate_error}") from exc
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise ClusterUnavailable(
-                f"cannot reach the API server {self.server}: {describe(exc, self.timeout)}") from exc
-        answer = ApiAnswer(response.status, raw, parse_warning_headers(response.headers.getall("Warning", [])))
-        if answer.status == 401:
-            raise Unauthorized("You must be logged in to the server (Unauthorized)")
-        return answer
-
-    async def get_object(self, ref: WorkloadRef, namespace: str) -> JsonObject:
-        answer = await self.request("GET", ref.resource.path(namespace, ref.name))
-        if answer.status == 404:
-            raise InvalidInput(f'{ref.resource.qualified} "{ref.name}" not found in namespace "{namespace}"')
-        if answer.status == 403:
-            raise Forbidden(answer.message)
-        document = answer.json()
-        if answer.status != 200 or not isinstance(document, dict):
-            raise ClusterUnavailable(f"GET {ref}: HTTP {answer.status}: {answer.message}")
-        document.setdefault("kind", ref.resource.kind)
-        document.setdefault("apiVersion", ref.resource.api_version)
-        return document
+async def get_object(client: KubeClient, ref: WorkloadRef, namespace: str) -> JsonObject:
+    """The object ``TYPE/NAME`` names, as ``kubectl get`` reads it."""
+    try:
+        document = await client.get(ref.resource.path(namespace, ref.name))
+    except ApiError as exc:
+        if exc.code == 404:
+            raise InvalidInput(f'{ref.resource.qualified} "{ref.name}" not found in namespace "{namespace}"') from exc
+        if exc.code == 403:
+            raise Forbidden(exc.message) from exc
+        if exc.code == 401:
+            raise
+        raise ClusterUnavailable(f"GET {ref}: HTTP {exc.code}: {exc.message}") from exc
+    document.setdefault("kind", ref.resource.kind)
+    document.setdefault("apiVersion", ref.resource.api_version)
+    return document
 
 
 def first_current_context(configs: Iterable[object]) -> str:

@@ -1,8 +1,8 @@
 """``--snapshot FILE``: the preview predicted offline, by the same entry point as ``/preview``, with no cluster.
 
-The snapshot is loaded on a worker thread (webhook/cluster/loader.py streams it), with its progress in MB read on
+The snapshot is loaded on a worker thread (webhook/sources/loader.py streams it), with its progress in MB read on
 stderr when it takes long; ``--snapshot-cache`` starts from the cache next to the file when it is valid and writes
-it after the prediction otherwise (webhook/preemption/snapshot_cache.py).
+it after the prediction otherwise (webhook/sources/snapshot_cache.py).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from pathlib import Path
 from kubectl_plugin.inputs import JsonObject
 from kubectl_plugin.render import Progress
 from kubectl_plugin.sources.document import PreviewAnswer
-from webhook.cluster.loader import collections_paused, load_snapshot
 from webhook.cluster.reader import priority_class_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import InvalidInput
 from webhook.preemption.preview import preview_objects
-from webhook.preemption.snapshot_cache import SnapshotCache
+from webhook.sources.loader import collections_paused, load_snapshot
+from webhook.sources.snapshot_cache import SnapshotCache
 from webhook.version import package_version
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from webhook.cluster.source import SnapshotSource
+from webhook.sources.source import SnapshotSource
 
 # The suite's own copy of the vectors (tests/vectors/README.md says where each file comes from).
 SHARED_VECTORS = Path(__file__).resolve().parents[1] / "vectors"

@@ -6,18 +6,18 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.admission.outcome import AdmissionOutcome
+from webhook.admission.decision import AdmissionDecision
 from webhook.admission.pipeline import PodAdmission, PodStep
 from webhook.admission.pod import PodReview
 from webhook.admission.review import AdmissionRequest, parse_admission_review
 from webhook.cluster.model import Pod, PriorityClass
 from webhook.cluster.reader import object_from_dict
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import MemorySource
 from webhook.config import DEFAULT_CONFIG, Config
 from webhook.guardrails import GuardrailDecision, SkipReason
 from webhook.preemption.results import PreemptionResult
 from webhook.server.testing import admission_review
+from webhook.sources.source import MemorySource
 
 
 def pod_request(operation: str = "CREATE", *, spec: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
@@ -62,7 +62,7 @@ class FixedPredictor:
 
 
 @dataclass
-class RecordingObserver:
+class ListRecorder:
     events: list[tuple[str, Any]] = field(default_factory=list)
 
     def prediction_made(self, result: PreemptionResult, seconds: float) -> None:
@@ -93,9 +93,9 @@ class RecordingFollower:
 def pipeline(state: ClusterState, *, config: Config = DEFAULT_CONFIG, predictor: FixedPredictor | None = None,
              source: MemorySource | None = None, steps: list[PodStep] | None = None,
              follower: RecordingFollower | None = None) -> PodAdmission:
-    return PodAdmission(source or MemorySource(state), predictor or FixedPredictor(), RecordingObserver(),
+    return PodAdmission(source or MemorySource(state), predictor or FixedPredictor(), ListRecorder(),
                         lambda: config, list(steps or ()), follower=follower)
 
 
-def admit(admission: PodAdmission, request: AdmissionRequest) -> AdmissionOutcome:
+def admit(admission: PodAdmission, request: AdmissionRequest) -> AdmissionDecision:
     return asyncio.run(admission.admit(request))

@@ -8,24 +8,24 @@ from typing import Any
 
 from pod_requests import (
     FixedPredictor,
+    ListRecorder,
     RecordingFollower,
-    RecordingObserver,
     admit,
     pipeline,
     pod_request,
     state_of,
 )
 
-from webhook.admission.outcome import AdmissionOutcome, forbidden
+from webhook.admission.decision import AdmissionDecision, forbidden
 from webhook.admission.pod import PodReview
 from webhook.admission.priority import RULE_PRIORITY
 from webhook.cluster.model import PriorityClass
-from webhook.cluster.source import MemorySource
 from webhook.config import parse_config
 from webhook.errors import InvalidInput, PredictionTimeout
-from webhook.guardrails import PREDICTION_ANNOTATION
 from webhook.preemption.preview import build_preview
 from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
+from webhook.routes import PREDICTION_ANNOTATION
+from webhook.sources.source import MemorySource
 
 HIGH = PriorityClass("high", 1000)
 QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "tiny", "namespace": "team-a"},
@@ -69,9 +69,9 @@ def test_priority_denials_end_the_pipeline() -> None:
 
 
 def test_merged_keeps_the_rules_of_a_later_denial() -> None:
-    later = AdmissionOutcome.deny(403, "Forbidden", "no", warnings=["w"], audit_annotations={"a": "1"},
+    later = AdmissionDecision.deny(403, "Forbidden", "no", warnings=["w"], audit_annotations={"a": "1"},
                                   denied_by=["maxVictims"])
-    merged = AdmissionOutcome.allow(warnings=["first"]).merged(later)
+    merged = AdmissionDecision.allow(warnings=["first"]).merged(later)
     assert merged.denied_by == ("maxVictims",) and merged.warnings == ("first", "w")
     assert merged.audit_annotations == {"a": "1"}
 
@@ -144,13 +144,13 @@ def test_guardrail_denials_and_skips() -> None:
     assert skipped.allowed and [op["path"] for op in skipped.patch] == ["/spec/priority", "/spec/preemptionPolicy"]
     assert skipped.warnings == ("PreemptGuard made no preemption prediction for this pod: it did not finish "
                                 "within the 80 ms budget",)
-    assert isinstance(late.observer, RecordingObserver)
-    assert late.observer.events == [("skipped", "budget-exceeded"), ("decided", "skipped")]
+    assert isinstance(late.recorder, ListRecorder)
+    assert late.recorder.events == [("skipped", "budget-exceeded"), ("decided", "skipped")]
     broken = pipeline(state_of(HIGH), config=enforce, predictor=FixedPredictor(error=InvalidInput("odd")))
     failed = admit(broken, request())
     assert failed.allowed and "the prediction failed" in failed.warnings[0]
     assert failed.audit_annotations["prediction-skipped"] == "error"
-    assert isinstance(broken.observer, RecordingObserver) and broken.observer.events[0] == ("failed", "InvalidInput")
+    assert isinstance(broken.recorder, ListRecorder) and broken.recorder.events[0] == ("failed", "InvalidInput")
 
 
 def test_cache_not_ready_skips_the_prediction() -> None:
@@ -164,11 +164,11 @@ def test_cache_not_ready_skips_the_prediction() -> None:
 def test_extra_steps_run_after_the_quota_and_see_the_mutated_pod() -> None:
     seen: list[PodReview] = []
 
-    def warn_step(review: PodReview) -> AdmissionOutcome:
+    def warn_step(review: PodReview) -> AdmissionDecision:
         seen.append(review)
-        return AdmissionOutcome.allow(warnings=["preemption predicted"], audit_annotations={"preemptguard.io/x": "1"})
+        return AdmissionDecision.allow(warnings=["preemption predicted"], audit_annotations={"preemptguard.io/x": "1"})
 
-    def deny_step(review: PodReview) -> AdmissionOutcome:
+    def deny_step(review: PodReview) -> AdmissionDecision:
         return forbidden("pods", review.name_for_messages, "quota says no")
 
     off = config(guardrails={"mode": "off"})

@@ -8,9 +8,9 @@ from pod_requests import FixedPredictor, admit, pipeline, pod_request
 
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import MemorySource
 from webhook.config import parse_config
 from webhook.priority.resolution import SYSTEM_CLUSTER_CRITICAL, effective_classes
+from webhook.sources.source import MemorySource
 
 OFF = parse_config({"guardrails": {"mode": "off"}}, "test")
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pod_requests import pod_request
 
-from webhook.admission.outcome import ALLOWED
+from webhook.admission.decision import ALLOWED
 from webhook.admission.pod import PodReview, read_pod_review
 from webhook.admission.priority import RULE_PRIORITY, admit_priority
 from webhook.cluster.model import PriorityClass

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from webhook.admission.outcome import AdmissionOutcome
+from webhook.admission.decision import AdmissionDecision
 from webhook.admission.patch import JsonPatchBuilder, json_pointer
 from webhook.admission.priorityclasses import admit_priority_class
 from webhook.admission.review import build_admission_response, decode_json, parse_admission_review
@@ -41,13 +41,13 @@ def test_patch_builder_is_copy_on_write_and_escapes_pointers() -> None:
 
 
 def test_response_shape() -> None:
-    outcome = AdmissionOutcome.allow([{"op": "add", "path": "/spec/priority", "value": 1}], warnings=["w"])
+    outcome = AdmissionDecision.allow(warnings=["w"]).with_patch([{"op": "add", "path": "/spec/priority", "value": 1}])
     review = build_admission_response("abc", outcome)
     response = review["response"]
     assert review["apiVersion"] == "admission.k8s.io/v1" and review["kind"] == "AdmissionReview"
     assert response["uid"] == "abc" and response["allowed"] is True and response["warnings"] == ["w"]
     assert json.loads(base64.b64decode(response["patch"])) == [{"op": "add", "path": "/spec/priority", "value": 1}]
-    assert "status" not in build_admission_response("abc", AdmissionOutcome.allow())["response"]
+    assert "status" not in build_admission_response("abc", AdmissionDecision.allow())["response"]
 
 
 @pytest.mark.parametrize("body", [b"NaN", b'{"a": -Infinity}', b"\xff", b"[" * 100_000 + b"]" * 100_000, b""])

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from aiohttp import web
 from fake_kube_api import FakeApiServer
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
+
+from webhook.kubeapi import KubeClient
 
 
 @pytest.fixture
@@ -44,11 +43,8 @@ def kubeconfig(tmp_path: Path, fake_api: FakeApiServer) -> Path:
 
 
 @pytest.fixture
-async def api_client(kubeconfig: Path) -> AsyncIterator[Any]:
-    configuration = k8s_client.Configuration()
-    await k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration,
-                                      persist_config=False)
-    client = k8s_client.ApiClient(configuration=configuration)
+async def api_client(kubeconfig: Path) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(kubeconfig=str(kubeconfig))
     yield client
     await client.close()
 

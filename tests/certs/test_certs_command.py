@@ -30,7 +30,7 @@ SERVICE_NAMES = {"preemptguard", "preemptguard.preemptguard", "preemptguard.pree
 
 def certs(*argv: str) -> subprocess.CompletedProcess[str]:
     """``preempt-guard certs ARGS`` through the server CLI, which delegates to webhook.certs.command."""
-    return subprocess.run([sys.executable, "-m", "webhook.server.cli", "certs", *argv], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "webhook.cli", "certs", *argv], cwd=REPO,
                           capture_output=True, text=True, timeout=60, check=False)
 
 

@@ -13,9 +13,9 @@ from typing import Any
 from fake_kube_api import FakeApiServer
 
 import webhook
-from webhook.cluster.informer import InformerSettings
-from webhook.cluster.kube_source import KubernetesSource
 from webhook.rbac import REQUIRED_PERMISSIONS, allows
+from webhook.sources.informer import InformerSettings
+from webhook.sources.kube_source import KubernetesSource
 
 PACKAGE = Path(webhook.__file__).resolve().parent
 
@@ -31,7 +31,7 @@ async def test_server_calls_are_covered_by_and_use_every_declared_permission(
         fake_api: FakeApiServer, api_client: Any) -> None:
     seed(fake_api)
     settings = InformerSettings(watch_timeout_seconds=2, backoff_base_seconds=0.01, backoff_cap_seconds=0.1)
-    source = KubernetesSource(api_client=api_client, settings=settings)
+    source = KubernetesSource(api=api_client, settings=settings)
     await source.start()
     try:
         assert await source.wait_until_ready(timeout=20)

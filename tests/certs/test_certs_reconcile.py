@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from fake_kube_api import FakeApiServer, manifest_webhook_configurations
 
-from webhook.certs.kube import ApiError, CertsSettings, KubeApi, reconcile
+from webhook.certs.kube import CertsApi, CertsSettings, reconcile
 from webhook.certs.material import load_certificates, service_dns_names
 from webhook.certs.plan import RenewalReason
-from webhook.errors import ConfigError
+from webhook.errors import ApiError, ConfigError
 from webhook.rbac import CERTS_CLUSTER_PERMISSIONS, CERTS_NAMESPACED_PERMISSIONS, Permission, allows
 
 NAMESPACE = "preemptguard"
@@ -72,7 +72,7 @@ def assert_certs_rbac_allows_every_call(fake: FakeApiServer) -> None:
 
 async def test_first_run_creates_secret_and_patches_every_webhook(fake_api: FakeApiServer, api_client: Any) -> None:
     install_webhook_configurations(fake_api)
-    result = await reconcile(KubeApi(api_client), settings())
+    result = await reconcile(CertsApi(api_client), settings())
 
     assert result.decision.reason is RenewalReason.MISSING and result.secret_written
     assert result.patched == ("MutatingWebhookConfiguration/preemptguard.io",
@@ -102,11 +102,11 @@ async def test_first_run_creates_secret_and_patches_every_webhook(fake_api: Fake
 
 async def test_second_run_reuses_and_changes_nothing(fake_api: FakeApiServer, api_client: Any) -> None:
     install_webhook_configurations(fake_api)
-    await reconcile(KubeApi(api_client), settings())
+    await reconcile(CertsApi(api_client), settings())
     before = copy.deepcopy(fake_api.objects)
     fake_api.requests.clear()
 
-    result = await reconcile(KubeApi(api_client), settings())
+    result = await reconcile(CertsApi(api_client), settings())
 
     assert not result.decision.renew and not result.secret_written and result.patched == ()
     assert fake_api.objects == before
@@ -117,13 +117,13 @@ async def test_second_run_reuses_and_changes_nothing(fake_api: FakeApiServer, ap
 async def test_lost_ca_bundle_is_restored_without_a_new_certificate(fake_api: FakeApiServer, api_client: Any
                                                                     ) -> None:
     install_webhook_configurations(fake_api)
-    await reconcile(KubeApi(api_client), settings())
+    await reconcile(CertsApi(api_client), settings())
     secret_before = copy.deepcopy(stored_secret(fake_api))
     # Someone replaced both configurations (e.g. `kubectl replace -k`), dropping caBundle.
     install_webhook_configurations(fake_api)
     fake_api.requests.clear()
 
-    result = await reconcile(KubeApi(api_client), settings())
+    result = await reconcile(CertsApi(api_client), settings())
 
     assert not result.secret_written
     assert set(result.patched) == {"MutatingWebhookConfiguration/preemptguard.io",
@@ -135,13 +135,13 @@ async def test_lost_ca_bundle_is_restored_without_a_new_certificate(fake_api: Fa
 async def test_renewal_trusts_old_and_new_ca_and_updates_with_resource_version(
         fake_api: FakeApiServer, api_client: Any) -> None:
     install_webhook_configurations(fake_api)
-    await reconcile(KubeApi(api_client), settings())
+    await reconcile(CertsApi(api_client), settings())
     old = stored_secret(fake_api)
     old_cert = load_certificates(base64.b64decode(old["data"]["tls.crt"]))[0]
     fake_api.requests.clear()
 
     inside_window = old_cert.not_valid_after_utc - datetime.timedelta(days=10)
-    result = await reconcile(KubeApi(api_client), settings(), now=inside_window)
+    result = await reconcile(CertsApi(api_client), settings(), now=inside_window)
 
     assert result.decision.reason is RenewalReason.EXPIRING and result.secret_written
     new = stored_secret(fake_api)
@@ -162,24 +162,24 @@ async def test_renewal_trusts_old_and_new_ca_and_updates_with_resource_version(
 
 async def test_conflicting_secret_update_fails_cleanly(fake_api: FakeApiServer, api_client: Any) -> None:
     install_webhook_configurations(fake_api)
-    await reconcile(KubeApi(api_client), settings())
+    await reconcile(CertsApi(api_client), settings())
     fake_api.fail_next["update"] = 409
     with pytest.raises(ApiError) as caught:
-        await reconcile(KubeApi(api_client), settings(force=True))
-    assert caught.value.status == 409 and caught.value.exit_code == 3
+        await reconcile(CertsApi(api_client), settings(force=True))
+    assert caught.value.code == 409 and caught.value.exit_code == 3
 
 
 async def test_missing_webhook_configuration_is_a_config_error(fake_api: FakeApiServer, api_client: Any) -> None:
     with pytest.raises(ConfigError, match=r"MutatingWebhookConfiguration preemptguard\.io not found"):
-        await reconcile(KubeApi(api_client), settings())
+        await reconcile(CertsApi(api_client), settings())
     assert fake_api.get("", "secrets", NAMESPACE, "preemptguard-tls") is None
 
 
 async def test_every_declared_certs_permission_is_exercised(fake_api: FakeApiServer, api_client: Any) -> None:
     """The Role and ClusterRole of the certificate job grant nothing the code does not use."""
     install_webhook_configurations(fake_api)
-    await reconcile(KubeApi(api_client), settings())  # create
-    await reconcile(KubeApi(api_client), settings(force=True))  # update
+    await reconcile(CertsApi(api_client), settings())  # create
+    await reconcile(CertsApi(api_client), settings(force=True))  # update
     used = {(r.api_group, r.resource, r.verb) for r in fake_api.requests}
     declared = {(p.api_group, p.resource, verb) for p in CERTS_NAMESPACED_PERMISSIONS + CERTS_CLUSTER_PERMISSIONS
                 for verb in p.verbs}
@@ -190,7 +190,7 @@ async def test_every_declared_certs_permission_is_exercised(fake_api: FakeApiSer
 async def test_cli_runs_against_the_cluster_of_a_kubeconfig(fake_api: FakeApiServer, kubeconfig: Path) -> None:
     install_webhook_configurations(fake_api)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "webhook.certs", "--kubeconfig", str(kubeconfig), "--days", "90",
+        sys.executable, "-m", "webhook.cli", "certs", "--kubeconfig", str(kubeconfig), "--days", "90",
         "--renew-before-days", "20", cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 0, stderr.decode()
@@ -208,7 +208,7 @@ async def test_cli_runs_against_the_cluster_of_a_kubeconfig(fake_api: FakeApiSer
     # Failing calls give one line on stderr and the error's exit code.
     fake_api.fail_next["get"] = 403
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "webhook.certs", "--kubeconfig", str(kubeconfig), cwd=REPO,
+        sys.executable, "-m", "webhook.cli", "certs", "--kubeconfig", str(kubeconfig), cwd=REPO,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 3

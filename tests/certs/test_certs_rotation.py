@@ -20,10 +20,10 @@ from cryptography import x509
 
 from webhook.certs.issuance import generate_ca, issue_serving_certificate
 from webhook.certs.material import merge_trust_bundle
-from webhook.cluster.source import SnapshotSource
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH
 from webhook.server.app import RunningServer, make_app, start_server
 from webhook.server.settings import ServerSettings
+from webhook.sources.source import SnapshotSource
 
 SANS = ["localhost", "127.0.0.1"]
 RUN_LIMIT_SECONDS = 20.0

@@ -1,4 +1,5 @@
-"""The typed field readers every package uses on API dicts: defaults for absent fields, exact messages."""
+"""The typed field readers every package uses on API dicts and AdmissionReviews: defaults for absent fields, exact
+messages in one style."""
 
 from __future__ import annotations
 
@@ -7,7 +8,19 @@ from types import MappingProxyType
 
 import pytest
 
-from webhook.cluster.jsonfields import json_bool, json_int, json_list, json_object, json_str, parse_time_ns
+from webhook.cluster.jsonfields import (
+    json_bool,
+    json_int,
+    json_int32,
+    json_list,
+    json_object,
+    json_optional_object,
+    json_required_object,
+    json_required_str,
+    json_str,
+    json_str_list,
+    parse_time_ns,
+)
 from webhook.errors import InvalidInput
 
 
@@ -29,6 +42,9 @@ def test_values_of_the_right_type_pass_unchanged() -> None:
     assert json_str("web", "x") == "web"
     assert json_int(5, "x") == 5 and json_int(5.0, "x") == 5 and type(json_int(5.0, "x")) is int
     assert json_bool(True, "x") is True
+    assert json_optional_object(None, "x") is None and json_optional_object(obj, "x") is obj
+    assert json_str_list(["a", "b"], "x") == ["a", "b"] and json_str_list(None, "x") == []
+    assert json_int32(2**31 - 1, "x") == 2**31 - 1 and json_int32(-(2**31), "x") == -(2**31)
 
 
 @pytest.mark.parametrize(("read", "value", "message"), [
@@ -39,6 +55,14 @@ def test_values_of_the_right_type_pass_unchanged() -> None:
     (json_int, True, "spec: expected an integer, got bool"),
     (json_int, 2.5, "spec: expected an integer, got float"),
     (json_bool, "yes", "spec: expected a boolean, got str"),
+    (json_optional_object, "x", "spec: expected an object, got str"),
+    (json_required_object, None, "spec is required"),
+    (json_required_object, [1], "spec: expected an object, got list"),
+    (json_required_str, None, "spec is required"),
+    (json_str_list, ["a", 1], "spec[1]: expected a string, got int"),
+    (json_str_list, ["a", None], "spec[1] is required"),
+    (json_int32, 2**31, "spec: expected a 32-bit integer, got 2147483648"),
+    (json_int32, -(2**31) - 1, "spec: expected a 32-bit integer, got -2147483649"),
 ])
 def test_wrong_types_name_the_field(read: Callable[[object, str], object], value: object, message: str) -> None:
     with pytest.raises(InvalidInput) as excinfo:

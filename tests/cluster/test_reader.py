@@ -9,7 +9,6 @@ import pytest
 
 from webhook.cluster.model import (
     NO_QUOTA_FACTS,
-    PREDICTION_ID_ANNOTATION,
     LabelSelectorRequirement,
     Namespace,
     PodAffinityTerm,
@@ -29,6 +28,7 @@ from webhook.cluster.reader import (
     state_pod_from_dict,
 )
 from webhook.errors import InvalidInput
+from webhook.routes import PREDICTION_ID_ANNOTATION
 
 Gi = 2**30
 Mi = 2**20

@@ -20,7 +20,6 @@ from webhook.cluster import reader_constraints, reader_pod, reader_resources
 from webhook.cluster.jsonfields import json_int, json_list, json_object, json_str, parse_time_ns
 from webhook.cluster.model import (
     NO_QUOTA_FACTS,
-    PREDICTION_ID_ANNOTATION,
     HostPort,
     Pod,
     PredictionTrace,
@@ -38,6 +37,7 @@ from webhook.cluster.reader_resources import pod_resource_spec, quota_extras, qu
 from webhook.cluster.resources import pod_requests, requests_as_resources
 from webhook.cluster.sharing import interned
 from webhook.errors import InvalidInput
+from webhook.routes import PREDICTION_ID_ANNOTATION
 
 # ---- the reference: every field through the generic checks, nothing remembered -------------------------
 

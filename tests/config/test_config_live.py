@@ -12,7 +12,7 @@ import pytest
 
 import webhook.config.live
 import webhook.config.parse
-from webhook.config import DEFAULT_CONFIG, Config, LiveConfig, ReloadOutcome, load_config
+from webhook.config import DEFAULT_CONFIG, Config, LiveConfig, ReloadResult, load_config
 from webhook.errors import ConfigError
 
 
@@ -37,10 +37,10 @@ def test_start_up_error_raises(tmp_path: Path) -> None:
 
 
 def test_without_a_file_the_defaults_stay_and_nothing_is_watched() -> None:
-    seen: list[ReloadOutcome] = []
-    live = LiveConfig.from_path(None, on_outcome=seen.append)
+    seen: list[ReloadResult] = []
+    live = LiveConfig.from_path(None, on_reload=seen.append)
     assert live.current is DEFAULT_CONFIG
-    assert live.check() is ReloadOutcome.UNCHANGED and seen == []
+    assert live.check() is ReloadResult.UNCHANGED and seen == []
 
 
 def test_unchanged_file_is_not_reread(config_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,40 +55,40 @@ def test_unchanged_file_is_not_reread(config_file: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(webhook.config.live, "load_config", loader)
     live = LiveConfig.from_path(config_file)
     assert calls == [str(config_file)]
-    assert live.check() is ReloadOutcome.UNCHANGED
+    assert live.check() is ReloadResult.UNCHANGED
     assert calls == [str(config_file)]
 
 
 def test_change_is_picked_up_and_reported(config_file: Path) -> None:
-    seen: list[ReloadOutcome] = []
-    live = LiveConfig.from_path(config_file, on_outcome=seen.append)
+    seen: list[ReloadResult] = []
+    live = LiveConfig.from_path(config_file, on_reload=seen.append)
     assert live.current.guardrails.max_victims == 1
     _write(config_file, "guardrails:\n  maxVictims: 7\n", 2_000)
-    assert live.check() is ReloadOutcome.RELOADED
+    assert live.check() is ReloadResult.RELOADED
     assert live.current.guardrails.max_victims == 7
-    assert seen == [ReloadOutcome.RELOADED] and live.generation == 1
+    assert seen == [ReloadResult.RELOADED] and live.generation == 1
 
 
 def test_bad_reload_keeps_previous_then_recovers(config_file: Path) -> None:
-    seen: list[ReloadOutcome] = []
-    live = LiveConfig.from_path(config_file, on_outcome=seen.append)
+    seen: list[ReloadResult] = []
+    live = LiveConfig.from_path(config_file, on_reload=seen.append)
     previous = live.current
     _write(config_file, "guardrails:\n  maxVictim: 7\n", 2_000)
-    assert live.check() is ReloadOutcome.FAILED
+    assert live.check() is ReloadResult.FAILED
     assert live.current is previous
     assert live.last_error is not None and "unknown key guardrails.maxVictim" in str(live.last_error)
     # The same broken file is not re-reported on every check.
-    assert live.check() is ReloadOutcome.UNCHANGED
+    assert live.check() is ReloadResult.UNCHANGED
     _write(config_file, "guardrails:\n  maxVictims: 3\n", 3_000)
-    assert live.check() is ReloadOutcome.RELOADED
+    assert live.check() is ReloadResult.RELOADED
     assert live.current.guardrails.max_victims == 3 and live.last_error is None
-    assert seen == [ReloadOutcome.FAILED, ReloadOutcome.RELOADED]
+    assert seen == [ReloadResult.FAILED, ReloadResult.RELOADED]
 
 
 def test_deleted_file_keeps_previous(config_file: Path) -> None:
     live = LiveConfig.from_path(config_file)
     config_file.unlink()
-    assert live.check() is ReloadOutcome.FAILED
+    assert live.check() is ReloadResult.FAILED
     assert live.current.guardrails.max_victims == 1
     assert "cannot read configuration" in str(live.last_error)
 
@@ -104,7 +104,7 @@ def test_symlink_swap_like_a_configmap_volume(tmp_path: Path) -> None:
     assert live.current.guardrails.mode == "warn"
     link.unlink()
     link.symlink_to(second)
-    assert live.check() is ReloadOutcome.RELOADED
+    assert live.check() is ReloadResult.RELOADED
     assert live.current.guardrails.mode == "enforce"
 
 
@@ -117,20 +117,20 @@ async def _eventually(condition: Callable[[], bool], timeout: float = 5.0) -> No
 
 
 async def test_the_watcher_applies_changes_and_survives_a_failing_callback(config_file: Path) -> None:
-    seen: list[ReloadOutcome] = []
+    seen: list[ReloadResult] = []
 
-    def observe(outcome: ReloadOutcome) -> None:
+    def observe(outcome: ReloadResult) -> None:
         seen.append(outcome)
         if len(seen) == 1:
             raise RuntimeError("observer broke")
 
-    live = LiveConfig.from_path(config_file, interval_seconds=0.01, on_outcome=observe)
+    live = LiveConfig.from_path(config_file, interval_seconds=0.01, on_reload=observe)
     async with live.watching():
         _write(config_file, "guardrails:\n  maxVictims: 7\n", 2_000)
-        await _eventually(lambda: seen == [ReloadOutcome.RELOADED])
+        await _eventually(lambda: seen == [ReloadResult.RELOADED])
         assert live.current.guardrails.max_victims == 7
         # The first callback raised; the watcher logged it and keeps watching.
         _write(config_file, "guardrails:\n  maxVictims: 9\n", 3_000)
         await _eventually(lambda: len(seen) == 2)
-        assert seen == [ReloadOutcome.RELOADED, ReloadOutcome.RELOADED]
+        assert seen == [ReloadResult.RELOADED, ReloadResult.RELOADED]
         assert live.current.guardrails.max_victims == 9

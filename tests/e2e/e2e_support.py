@@ -11,8 +11,7 @@ from typing import Any
 from webhook.cluster.reader import object_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import Config, parse_config
-from webhook.guardrails import PREDICTION_ANNOTATION
-from webhook.routes import MUTATE_PODS_PATH
+from webhook.routes import MUTATE_PODS_PATH, PREDICTION_ANNOTATION
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from e2e_support import namespace, node, pdb, pod, priority_class
 
-MODE_LABEL = "preemptguard.io/mode"
+from webhook.routes import MODE_LABEL
 
 
 def guardrail_cluster() -> list[dict[str, Any]]:

@@ -13,10 +13,10 @@ import pytest
 from e2e_support import admit, create_review, settings, state_of
 from guardrail_cluster import guardrail_cluster, preemptor
 
-from webhook.cluster.source import MemorySource
+from webhook.cli import main
 from webhook.server.app import METRICS_KEY
-from webhook.server.cli import main
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.source import MemorySource
 
 
 def write_config(path: Path, text: str) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from e2e_support import admit, config, create_review, namespace, node, pdb, pod, priority_class, settings, state_of
 
-from webhook.cluster.source import MemorySource
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.source import MemorySource
 
 # node-1 is full: two pods of tenant B (namespace bravo-ns, under a PDB allowing no disruption) and one pod of
 # tenant A's second namespace (alpha-two; tenant A under tenantLabel only). A 4-CPU pod of alpha-one evicts all.

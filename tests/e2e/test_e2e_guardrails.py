@@ -19,10 +19,10 @@ from e2e_support import (
 )
 from guardrail_cluster import guardrail_cluster, preemptor
 
-from webhook.cluster.source import MemorySource
 from webhook.guardrails import RULES as ALL_RULES
 from webhook.guardrails.report import MAX_WARNING_LENGTH
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.source import MemorySource
 
 # rule -> (its configuration, what the denial message must say about the predicted preemption: by default to
 # team-a, whose tenant holds none of the victims, so they are counts; with disclosure: cluster, named)

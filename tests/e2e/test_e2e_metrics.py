@@ -7,9 +7,9 @@ import aiohttp
 from e2e_support import admit, config, create_review, free_port, pod, settings, state_of
 from guardrail_cluster import guardrail_cluster, preemptor
 
-from webhook.cluster.source import MemorySource
 from webhook.routes import PREVIEW_PATH
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.source import MemorySource
 
 POLICY = {
     "quota": {"classes": [{"match": {"names": ["mid"]}, "allowedNamespaces": ["team-b"]}]},

@@ -27,11 +27,11 @@ from e2e_support import (
 from guardrail_cluster import guardrail_cluster, preemptor
 
 from bench.clustergen import generate_cluster
-from webhook.cluster.source import MemorySource
 from webhook.guardrails.report import MAX_WARNING_LENGTH, MAX_WARNINGS_TOTAL
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH
 from webhook.server.app import METRICS_KEY, PIPELINE_KEY
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.source import MemorySource
 
 COMPACT_KEYS = {"outcome", "node", "victims", "namespacesAffected", "pdbViolations"}
 

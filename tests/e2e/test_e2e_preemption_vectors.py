@@ -21,10 +21,10 @@ import pytest
 from admission_vectors import write_snapshot
 
 from tests.preemption.vector_adapter import load_vectors, pod_dict
-from webhook.cluster.source import SnapshotSource
 from webhook.config import parse_config
 from webhook.routes import PREVIEW_PATH
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.source import SnapshotSource
 
 VECTORS = load_vectors("preemption.yaml")
 NEWEST_MASTER_ONLY = {"derived_pdb_empty_selector_semantics"}

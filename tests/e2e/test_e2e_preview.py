@@ -15,11 +15,11 @@ from e2e_support import namespace, node, pod, priority_class, settings, state_of
 from fake_apiserver import FakeApiServer
 
 from bench.clustergen import generate_cluster
-from webhook.cluster.informer import InformerSettings
-from webhook.cluster.kube_source import KubernetesSource
-from webhook.cluster.source import MemorySource, SnapshotSource
 from webhook.routes import PREVIEW_PATH
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.informer import InformerSettings
+from webhook.sources.kube_source import KubernetesSource
+from webhook.sources.source import MemorySource, SnapshotSource
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -54,12 +54,12 @@ async def test_preview_of_a_pod_and_of_a_deployment_in_snapshot_mode(examples_so
 
 @pytest.mark.parametrize(("body", "message"), [
     (b"{", "not valid JSON"),
-    (b"[]", "PreviewRequest must be an object"),
+    (b"[]", "PreviewRequest: expected an object, got list"),
     (b"{}", "pod is required"),
-    (b'{"pod": "web"}', "pod must be an object"),
+    (b'{"pod": "web"}', "pod: expected an object, got str"),
     (b'{"pod": {"kind": "Pod"}, "replicas": -1}', "replicas must be a non-negative integer"),
     (b'{"pod": {"kind": "Pod"}, "replicas": true}', "replicas must be a non-negative integer"),
-    (b'{"pod": {"kind": "Pod"}, "namespace": 7}', "namespace must be a string"),
+    (b'{"pod": {"kind": "Pod"}, "namespace": 7}', "namespace: expected a string, got int"),
     (b'{"pod": {"kind": "Service", "metadata": {"name": "x"}}}', "unsupported kind 'Service'"),
     (b'{"pod": {"kind": "Pod"}, "replica": 2}', "unknown field 'replica'"),
     (b'{"pod": {"kind": "Pod", "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}}',

@@ -13,8 +13,8 @@ from admission_vectors import apply_json_patch
 from e2e_support import admit, patch_operations, settings
 from quota_vectors import QuotaVector, load_quota_vectors
 
-from webhook.cluster.source import SnapshotSource
 from webhook.server.testing import LoopbackWebhook, admission_review
+from webhook.sources.source import SnapshotSource
 
 VECTORS = load_quota_vectors()
 

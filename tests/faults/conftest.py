@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parent.parent / "cluster"))
+sys.path.insert(0, str(Path(__file__).parent.parent / "sources"))
 
 from fake_apiserver import FakeApiServer, seed_cluster
 from faults_support import FAST_INFORMERS
 
-from webhook.cluster.kube_source import KubernetesSource
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.kube_source import KubernetesSource
 
 
 @pytest.fixture

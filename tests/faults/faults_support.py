@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 from fake_apiserver import FakeApiServer, pod
 
-from webhook.cluster.informer import InformerSettings
 from webhook.routes import MUTATE_PODS_PATH
+from webhook.sources.informer import InformerSettings
 
 FAST_INFORMERS = InformerSettings(page_size=50, watch_timeout_seconds=30, backoff_base_seconds=0.02,
                                   backoff_cap_seconds=0.2, connect_timeout_seconds=1.0, request_timeout_seconds=5.0,

@@ -8,10 +8,10 @@ import os
 from fake_apiserver import FakeApiServer, wait_for, wait_until_consistent
 from faults_support import Churn, Traffic, run_for
 
-from webhook.cluster.kube_source import KubernetesSource
 from webhook.routes import READYZ_PATH
 from webhook.server.app import SOURCE_KEY
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.kube_source import KubernetesSource
 
 # How long the API server stays down in test_api_server_outage (CI default; raise it for a longer soak).
 OUTAGE_SECONDS = float(os.environ.get("PREEMPTGUARD_FAULT_OUTAGE_SECONDS", "10"))

@@ -19,11 +19,11 @@ import aiohttp
 from faults_support import Traffic
 
 from webhook.certs.issuance import generate_ca, issue_serving_certificate
-from webhook.cluster.source import SnapshotSource
 from webhook.routes import READYZ_PATH
 from webhook.server.app import make_app, start_server
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ReloadingTLS
+from webhook.sources.source import SnapshotSource
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
@@ -103,7 +103,7 @@ async def test_sigterm_drains_under_load(tmp_path: Path) -> None:
     port = _free_port()
     base = f"https://127.0.0.1:{port}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(tmp_path / "cluster.json"),
+        [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(tmp_path / "cluster.json"),
          "--tls-cert", str(tmp_path / "tls.crt"), "--tls-key", str(tmp_path / "tls.key"), "--host", "127.0.0.1",
          "--port", str(port), "--metrics-port", "0", "--shutdown-grace", str(GRACE),
          # the drain is under test, not the preview budget: a loaded machine must not turn it into a 503

@@ -12,9 +12,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fuzz_inputs import small_cluster_state
 
-from webhook.cluster.source import MemorySource
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.source import MemorySource
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -10,11 +10,12 @@ import pytest
 from webhook.admission.review import parse_admission_review
 from webhook.cluster.model import FrozenMap, Namespace
 from webhook.config import GuardrailsConfig, parse_config
-from webhook.guardrails import MODE_LABEL, effective_mode, evaluate_guardrails, prediction_skipped
+from webhook.guardrails import effective_mode, evaluate_guardrails, prediction_skipped
 from webhook.guardrails.policy import AUDIT_DECISION, AUDIT_PREDICTION, AUDIT_VIOLATIONS
 from webhook.identity import UserInfo
 from webhook.preemption.preview import build_preview
 from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
+from webhook.routes import MODE_LABEL
 
 
 def victim(namespace: str, name: str, priority: int = 100, pdb: bool = False, node: str = "node-7") -> VictimInfo:

@@ -26,12 +26,12 @@ from bench.hostile_network import (
     write_inputs,
 )
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import MemorySource, SnapshotSource
 from webhook.config import load_config
 from webhook.routes import MUTATE_PODS_PATH
 from webhook.server import handlers
 from webhook.server.settings import MAX_BODY_BYTES, ServerSettings
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.source import MemorySource, SnapshotSource
 
 
 def settings(**overrides: Any) -> ServerSettings:

@@ -20,11 +20,11 @@ import pytest
 
 from webhook.certs.issuance import generate_ca, issue_client_certificate
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import MemorySource
 from webhook.routes import HEALTHZ_PATH, METRICS_PATH, MUTATE_PODS_PATH, READYZ_PATH
 from webhook.server.limits import LIMITS_KEY
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
+from webhook.sources.source import MemorySource
 
 HELD = 1000
 

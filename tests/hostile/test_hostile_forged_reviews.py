@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from bench.hostile_network import review, write_inputs
-from webhook.cluster.source import SnapshotSource
 from webhook.config import parse_config
 from webhook.routes import MUTATE_PODS_PATH
 from webhook.server.testing import LoopbackWebhook
+from webhook.sources.source import SnapshotSource
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import MemorySource
-from webhook.config import LiveConfig, ReloadOutcome
+from webhook.config import LiveConfig, ReloadResult
 from webhook.routes import MUTATE_PODS_PATH
 from webhook.server.app import METRICS_KEY
 from webhook.server.logs import _TEXT_FORMAT, TextFormatter
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
+from webhook.sources.source import MemorySource
 
 ROOT = Path(__file__).resolve().parents[2]
 ENFORCING = "guardrails:\n  mode: enforce\n  denyCrossTenantPreemption: true\n"
@@ -34,14 +34,14 @@ def test_a_cut_off_config_on_reload_keeps_the_enforcing_one(tmp_path: Path, cut:
     live = LiveConfig.from_path(path, interval_seconds=0.05)
     assert live.current.guardrails.mode == "enforce"
     path.write_text(cut)
-    assert live.check() is ReloadOutcome.FAILED
+    assert live.check() is ReloadResult.FAILED
     assert live.current.guardrails.mode == "enforce" and live.current.guardrails.deny_cross_tenant_preemption
 
 
 def test_an_empty_config_at_start_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     empty = tmp_path / "config.yaml"
     empty.write_text("")
-    done = subprocess.run([sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot",
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot",
                            str(ROOT / "examples" / "cluster.yaml"), "--tls-self-signed", "--config", str(empty)],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 2

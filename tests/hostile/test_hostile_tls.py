@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from webhook.certs.issuance import generate_ca, issue_client_certificate, issue_serving_certificate
-from webhook.cluster.source import MemorySource
 from webhook.server.app import make_app, start_server
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ReloadingTLS, warn_if_expiring
+from webhook.sources.source import MemorySource
 
 
 def connect(port: int, context: ssl.SSLContext, session: ssl.SSLSession | None = None,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from webhook.server.cli import add_serve_arguments, build_parser
+from webhook.cli import build_parser
+from webhook.server.command import add_serve_arguments
 
 CLIENT_AUTH_FLAGS = ("--client-ca", "--client-cn")
 

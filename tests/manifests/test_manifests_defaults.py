@@ -10,8 +10,8 @@ import pytest
 import yaml
 from manifest_build import MANIFESTS, REPO, find, with_components
 
+from webhook.cli import main
 from webhook.config import parse_config
-from webhook.server.cli import main
 
 CRITICAL_CLASS_RULE = {"resource": "pods", "matchScopes": [
     {"scopeName": "PriorityClass", "operator": "In", "values": ["system-node-critical", "system-cluster-critical"]}]}

@@ -39,7 +39,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[set[str]]:
     log = tmp_path_factory.mktemp("monitoring") / "serve.log"
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot",
+            [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot",
              str(REPO / "examples" / "cluster.yaml"), "--tls-self-signed", "--host", "127.0.0.1", "--port", str(port),
              "--metrics-port", str(metrics_port), "--shutdown-grace", "0"],
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=out, stderr=subprocess.STDOUT)

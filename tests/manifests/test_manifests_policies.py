@@ -13,7 +13,7 @@ from serve_args import parse_serve_args
 
 from webhook import routes
 from webhook.config.parse import TENANT_LABEL_LINE
-from webhook.guardrails.policy import MODE_LABEL
+from webhook.routes import MODE_LABEL
 
 DEFAULT_SCRAPER_LABEL = {"preemptguard.io/metrics-scraper": "true"}
 

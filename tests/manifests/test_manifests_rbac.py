@@ -8,7 +8,6 @@ import pytest
 from manifest_build import KUSTOMIZATIONS, OVERLAYS, build, find, find_all, pod_specs, with_components
 from serve_args import parse_serve_args
 
-from webhook.cluster.informer import RESOURCE_KINDS
 from webhook.rbac import (
     CERTS_CLUSTER_PERMISSIONS,
     CERTS_NAMESPACED_PERMISSIONS,
@@ -16,6 +15,7 @@ from webhook.rbac import (
     REQUIRED_PERMISSIONS,
     Permission,
 )
+from webhook.sources.informer import RESOURCE_KINDS
 
 Grant = tuple[str, str, str, str]  # api group, resource, verb, resource name ("" = any)
 
@@ -55,7 +55,7 @@ def test_the_events_component_adds_create_events_and_turns_on_events(overlay: st
 
 
 def test_declared_list_watch_is_what_the_informers_watch() -> None:
-    """The informers' kinds (webhook/cluster/informer.py) are exactly the declared list+watch permissions."""
+    """The informers' kinds (webhook/sources/informer.py) are exactly the declared list+watch permissions."""
     watched = set()
     for kind in RESOURCE_KINDS:
         parts = kind.list_path.strip("/").split("/")

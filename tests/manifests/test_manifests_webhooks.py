@@ -9,12 +9,12 @@ from manifest_build import OVERLAYS, build, find, pod_specs
 from serve_args import parse_serve_args
 
 from webhook import routes
-from webhook.cluster.source import ClusterSource
+from webhook.cli import build_parser
 from webhook.rbac import CERTS_CLUSTER_PERMISSIONS
 from webhook.server.app import make_app
-from webhook.server.cli import build_parser
 from webhook.server.metrics import WebhookMetrics, make_metrics_app
 from webhook.server.settings import ServerSettings, settings_from_args
+from webhook.sources.source import ClusterSource
 
 EXCLUDED_NAMESPACES = {"preemptguard", "kube-system"}
 
@@ -23,6 +23,7 @@ class _IdleSource:
     """Just enough of a ClusterSource to build the app and read its routes."""
 
     state: Any = None
+    api: Any = None  # a snapshot: no live cluster
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...

@@ -1,5 +1,5 @@
 """The observer's tests: the pure tracker and report, and the live observer against the fake API server
-(tests/cluster/fake_apiserver.py) playing kube-scheduler's part. Helpers live in ``observe_support``."""
+(tests/sources/fake_apiserver.py) playing kube-scheduler's part. Helpers live in ``observe_support``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,6 @@ import sys
 from pathlib import Path
 
 _TESTS = Path(__file__).resolve().parents[1]
-for folder in (_TESTS / "observe", _TESTS / "cluster"):
+for folder in (_TESTS / "observe", _TESTS / "sources"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))

@@ -18,8 +18,6 @@ from typing import Any
 
 from fake_apiserver import FakeApiServer, namespace, node, pod, priority_class
 
-from webhook.cluster.informer import InformerSettings
-from webhook.cluster.kube_source import KubernetesSource
 from webhook.observe.compare import Verdict
 from webhook.routes import MUTATE_PODS_PATH
 from webhook.server.app import OBSERVER_KEY
@@ -27,6 +25,8 @@ from webhook.server.handlers import METRICS_KEY
 from webhook.server.observing import PredictionObserver
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
+from webhook.sources.informer import InformerSettings
+from webhook.sources.kube_source import KubernetesSource
 
 TOKEN = "observe-token"
 FAST = InformerSettings(page_size=50, watch_timeout_seconds=30, backoff_base_seconds=0.01, backoff_cap_seconds=0.1,

@@ -14,9 +14,8 @@ import pytest
 from fake_apiserver import FakeApiServer, pod
 from observe_support import TOKEN, Live, Scheduler, free_port, manifest, replica, seed, until
 
-from webhook.cluster.model import PREDICTION_ID_ANNOTATION
 from webhook.rbac import EVENTS_PERMISSIONS, REQUIRED_PERMISSIONS, allows
-from webhook.routes import DEBUG_PREDICTIONS_PATH
+from webhook.routes import DEBUG_PREDICTIONS_PATH, PREDICTION_ID_ANNOTATION
 from webhook.server.logs import FIELDS
 
 

@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from webhook.certs.issuance import generate_ca, issue_client_certificate
-from webhook.cluster.loader import load_snapshot
 from webhook.cluster.snapshot import ClusterState
+from webhook.sources.loader import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -195,7 +195,7 @@ def preemptguard_client_ca(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 def _preemptguard(tmp_path_factory: pytest.TempPathFactory, *, client_ca: bool) -> Iterator[PreemptGuard]:
-    args = [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(CLUSTER),
+    args = [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(CLUSTER),
             "--tls-self-signed", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"]
     client: tuple[Path, Path] | None = None
     if client_ca:

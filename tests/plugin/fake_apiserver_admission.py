@@ -8,7 +8,7 @@ server. A denial becomes the API server's Status (``admission webhook "..." deni
 An unknown token is the anonymous user, whom RBAC forbids everything (403); the ``expired`` token is 401.
 Single-object GETs serve the workloads and pods a test stored, for ``TYPE/NAME``.
 
-The informer fake in tests/cluster/fake_apiserver.py serves list/watch only, so this small server stands alone.
+The informer fake in tests/sources/fake_apiserver.py serves list/watch only, so this small server stands alone.
 """
 
 from __future__ import annotations

@@ -28,16 +28,17 @@ from kubectl_plugin.inputs import (
 from kubectl_plugin.render import Progress, colour_wanted, format_tables, render
 from kubectl_plugin.sources import snapshot as snapshot_source
 from kubectl_plugin.sources.dry_run import ClusterPreviewSource
-from kubectl_plugin.sources.kube_api import ApiAnswer, KubeCluster, kubeconfig_paths, parse_warning_headers
+from kubectl_plugin.sources.kube_api import kubeconfig_paths
 from kubectl_plugin.sources.snapshot import SnapshotPreviewSource
 from kubectl_plugin.sources.webhook_url import WebhookPreviewSource
-from webhook.cluster.loader import ProgressFn, load_snapshot
 from webhook.cluster.snapshot import ClusterState
-from webhook.errors import ClusterUnavailable, ConfigError, Forbidden, InvalidInput, Unauthorized
-from webhook.preemption import snapshot_cache
+from webhook.errors import ApiError, ClusterUnavailable, ConfigError, Forbidden, InvalidInput, Unauthorized
+from webhook.kubeapi import ApiAnswer, KubeClient, api_error, parse_warning_headers
 from webhook.preemption.preview import preview_document, preview_objects, summarize
 from webhook.preemption.workloads import expand_object
 from webhook.server.auth import redact_preview
+from webhook.sources import snapshot_cache
+from webhook.sources.loader import ProgressFn, load_snapshot
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"},
        "spec": {"priority": 5, "preemptionPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}
@@ -139,32 +140,37 @@ def test_combined_results_have_the_predictors_summary(deployment_preview: dict[s
 
 def answer(status: int, body: Mapping[str, Any] | str) -> ApiAnswer:
     raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-    return ApiAnswer(status, raw, [])
+    return ApiAnswer(status, raw, ())
 
 
 def status_body(code: int, message: str) -> dict[str, Any]:
     return {"kind": "Status", "code": code, "message": message}
 
 
+def refused(code: int, message: str) -> ApiError:
+    """The error the API door raises for a refused dry-run create answering this Status."""
+    return api_error("POST", "/api/v1/namespaces/team-a/pods", code, status_body(code, message))
+
+
 def test_refusals_are_rejections_or_errors() -> None:
-    source = ClusterPreviewSource(KubeCluster(None, "default", "https://x"))
+    source = ClusterPreviewSource(KubeClient())
     for code, message in [(403, 'pods "p" is forbidden: no PriorityClass with name gold was found'),
                           (422, 'Pod "p" is invalid: spec.containers: Required value'),
                           (500, "insufficient quota to match these scopes: [{PriorityClass In [a]}]"),
                           (400, 'admission webhook "pods.preemptguard.io" denied the request: too many victims')]:
-        result = source._refusal(POD, answer(code, status_body(code, message)))
+        result = source._refusal(POD, refused(code, message))
         assert (result["outcome"], result["message"], result["pod"]) == ("Rejected", message, "team-a/p")
     with pytest.raises(Forbidden, match="cannot create resource"):
-        source._refusal(POD, answer(403, status_body(403, 'pods is forbidden: User "bob" cannot create resource '
-                                                          '"pods" in API group "" in the namespace "team-a"')))
+        source._refusal(POD, refused(403, 'pods is forbidden: User "bob" cannot create resource '
+                                          '"pods" in API group "" in the namespace "team-a"'))
     with pytest.raises(InvalidInput, match='namespaces "team-a" not found'):
-        source._refusal(POD, answer(404, status_body(404, 'namespaces "team-a" not found')))
+        source._refusal(POD, refused(404, 'namespaces "team-a" not found'))
     with pytest.raises(ClusterUnavailable, match="HTTP 500: Internal error occurred: failed calling webhook"):
-        source._refusal(POD, answer(500, status_body(500, "Internal error occurred: failed calling webhook")))
+        source._refusal(POD, refused(500, "Internal error occurred: failed calling webhook"))
 
 
 def test_short_annotation_of_an_old_webhook_is_an_error() -> None:
-    source = ClusterPreviewSource(KubeCluster(None, "default", "https://x"))
+    source = ClusterPreviewSource(KubeClient())
     created = {**POD, "metadata": {**POD["metadata"], "annotations": {
         "preemptguard.io/prediction": json.dumps({"outcome": "Fits", "node": "n", "victims": 0})}}}
     with pytest.raises(Exception, match="older than this plugin"):

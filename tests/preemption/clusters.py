@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.cluster.loader import parse_documents
 from webhook.cluster.snapshot import ClusterState
+from webhook.sources.loader import parse_documents
 
 CLASSES = """
 - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 1000}

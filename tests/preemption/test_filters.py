@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from webhook.cluster.loader import parse_documents
 from webhook.cluster.reader import pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.preview import preview_object
 from webhook.preemption.results import Outcome
+from webhook.sources.loader import parse_documents
 
 from .clusters import CLASSES, bound_item, cluster, host_port, node_item, pod_manifest, port_holder
 

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.cluster.loader import parse_documents
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PredictionTimeout
 from webhook.preemption.preview import build_preview, preview_exit_code, preview_object, result_json, summarize
 from webhook.preemption.results import Outcome, PreemptionArgs
 from webhook.preemption.simulate import predict_preemption
 from webhook.preemption.workloads import expand_object
+from webhook.sources.loader import parse_documents
 
 from .support import ladder_cluster
 

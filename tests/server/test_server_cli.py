@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from webhook.certs.issuance import generate_ca, issue_serving_certificate
-from webhook.server.cli import build_parser, main
+from webhook.cli import build_parser, main
 from webhook.server.settings import settings_from_args
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "webhook.server.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "webhook.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=REPO)
 
 
@@ -95,7 +95,7 @@ def test_serve_answers_over_tls_and_stops_on_sigterm(tmp_path: Path) -> None:
     port, metrics_port = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(snapshot),
+        [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(snapshot),
          "--tls-cert", str(tmp_path / "tls.crt"), "--tls-key", str(tmp_path / "tls.key"), "--host", "127.0.0.1",
          "--port", str(port), "--metrics-port", str(metrics_port), "--shutdown-grace", "0"],
         env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -15,7 +15,6 @@ from cryptography import x509
 
 from webhook.certs.issuance import generate_ca, issue_client_certificate, issue_serving_certificate
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import MemorySource
 from webhook.errors import ConfigError
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.app import METRICS_KEY, make_app, start_server
@@ -23,6 +22,7 @@ from webhook.server.client_auth import certificate_names
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
 from webhook.server.tls import serving_tls
+from webhook.sources.source import MemorySource
 
 FORGED = admission_review({
     "kind": {"group": "", "version": "v1", "kind": "Pod"}, "resource": {"group": "", "version": "v1",

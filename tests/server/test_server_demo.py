@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.server.cli import main
+from webhook.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -66,7 +66,7 @@ def test_demo_of_chosen_files_and_a_missing_snapshot(tmp_path: Path, capsys: pyt
 def test_demo_into_a_closed_pipe_ends_quietly() -> None:
     # `preempt-guard demo | head -1`: the reader is gone before the output is written.
     process = subprocess.Popen(
-        [sys.executable, "-m", "webhook.server.cli", "demo", "--cluster-snapshot", str(EXAMPLES / "cluster.yaml"),
+        [sys.executable, "-m", "webhook.cli", "demo", "--cluster-snapshot", str(EXAMPLES / "cluster.yaml"),
          str(EXAMPLES / "pods" / "08-small-fits.yaml")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=EXAMPLES.parent)
     assert process.stdout is not None and process.stderr is not None
@@ -78,7 +78,7 @@ def test_demo_into_a_closed_pipe_ends_quietly() -> None:
 
 def test_demo_without_arguments_runs_the_example_cluster_shipped_in_the_package(tmp_path: Path) -> None:
     # From a directory that has no examples/: the cluster and its pods come from the installed package.
-    run = subprocess.run([sys.executable, "-m", "webhook.server.cli", "demo"], cwd=tmp_path, capture_output=True,
+    run = subprocess.run([sys.executable, "-m", "webhook.cli", "demo"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)}, check=False)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()

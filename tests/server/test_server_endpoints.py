@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from webhook.admission.outcome import AdmissionOutcome, forbidden
+from webhook.admission.decision import AdmissionDecision, forbidden
 from webhook.admission.pod import PodReview
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
@@ -19,6 +19,8 @@ SETTINGS = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_sig
 
 
 class MemorySource:
+    api = None  # a file's state: no live cluster
+
     def __init__(self, remote: dict[str, PriorityClass] | None = None) -> None:
         self.state = ClusterState()
         self.ready = True
@@ -87,11 +89,11 @@ async def test_class_missing_from_cache_is_looked_up_once(aiohttp_client: Any) -
 async def test_extra_pod_steps_run_after_the_priority_plugin(aiohttp_client: Any) -> None:
     seen: list[PodReview] = []
 
-    def warn_step(review: PodReview) -> AdmissionOutcome:
+    def warn_step(review: PodReview) -> AdmissionDecision:
         seen.append(review)
-        return AdmissionOutcome.allow(warnings=["preemption predicted"], audit_annotations={"preemptguard.io/x": "1"})
+        return AdmissionDecision.allow(warnings=["preemption predicted"], audit_annotations={"preemptguard.io/x": "1"})
 
-    def deny_step(review: PodReview) -> AdmissionOutcome:
+    def deny_step(review: PodReview) -> AdmissionDecision:
         return forbidden("pods", review.name_for_messages, "quota says no")
 
     # Guardrails off: no prediction, so the step's warning is the only one.

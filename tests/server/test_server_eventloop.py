@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from webhook.cli import build_parser
 from webhook.errors import ConfigError
 from webhook.server import eventloop
-from webhook.server.cli import build_parser
 from webhook.server.eventloop import chosen_event_loop, run_on_event_loop
 from webhook.server.settings import settings_from_args
 

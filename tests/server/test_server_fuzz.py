@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import MemorySource
 from webhook.routes import MUTATE_PODS_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.settings import MAX_BODY_BYTES
 from webhook.server.testing import LoopbackWebhook, admission_review
+from webhook.sources.source import MemorySource
 
 VALID_REVIEW = admission_review(
     {
@@ -189,8 +189,8 @@ async def test_body_of_exactly_3_mib_is_accepted(hook: LoopbackWebhook) -> None:
         (("kind",), "Pod", "kind"),
         (("request",), None, "request is required"),
         (("request", "uid"), None, "request.uid"),
-        (("request", "operation"), 7, "request.operation must be a string"),
-        (("request", "object"), [1], "request.object must be an object"),
+        (("request", "operation"), 7, "request.operation: expected a string, got int"),
+        (("request", "object"), [1], "request.object: expected an object, got list"),
         (("request", "object", "kind"), "ConfigMap", "not a Pod"),
         (("request", "object", "spec", "priority"), "high", "request.object.spec.priority"),
         (("request", "object", "spec", "priority"), 2**40, "32-bit"),

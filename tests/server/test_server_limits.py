@@ -19,7 +19,6 @@ import pytest
 
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import MemorySource
 from webhook.identity import ANONYMOUS, UserInfo
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH
 from webhook.server.app import METRICS_KEY
@@ -27,10 +26,13 @@ from webhook.server.limits import LIMITS_KEY
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
 from webhook.server.tls import SelfSignedTLS
+from webhook.sources.source import MemorySource
 
 
 class BlockingSource:
     """An empty, ready cluster whose direct PriorityClass lookups wait until ``release`` is set."""
+
+    api = None  # a file's state: no live cluster
 
     def __init__(self) -> None:
         self.state = ClusterState()

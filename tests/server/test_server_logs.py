@@ -68,7 +68,7 @@ def test_serve_logs_json_lines_with_the_denial_and_never_a_token_or_key(tmp_path
     (tmp_path / "cluster.yaml").write_text(SNAPSHOT)
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "webhook.server.cli", "serve", "--cluster-snapshot", str(tmp_path / "cluster.yaml"),
+        [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(tmp_path / "cluster.yaml"),
          "--tls-cert", str(tmp_path / "tls.crt"), "--tls-key", str(tmp_path / "tls.key"), "--host", "127.0.0.1",
          "--port", str(port), "--metrics-port", "0", "--shutdown-grace", "0", "--log-format", "json",
          "--log-level", "debug"],

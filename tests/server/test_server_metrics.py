@@ -14,14 +14,14 @@ def sample(metrics: WebhookMetrics, name: str, labels: dict[str, str]) -> float 
 def test_cached_children_count_per_label_values() -> None:
     metrics = WebhookMetrics()
     for _ in range(3):
-        metrics.observe_request("/mutate/pods", 200)
-    metrics.observe_request("/mutate/pods", 400)
-    metrics.observe_admission("mutate_pods", "denied", 0.002, "Forbidden", ("priority", "maxVictims"))
-    metrics.observe_admission("mutate_pods", "allowed", 0.001)
-    metrics.observe_prediction("mutate_pods", ["Fits", "Fits"], 0.003)
-    metrics.observe_skipped_prediction("mutate_pods", "budget-exceeded")
-    metrics.observe_guardrail("warned", "warn")
-    metrics.observe_victims(PreemptionResult(
+        metrics.record_request("/mutate/pods", 200)
+    metrics.record_request("/mutate/pods", 400)
+    metrics.record_admission("mutate_pods", "denied", 0.002, "Forbidden", ("priority", "maxVictims"))
+    metrics.record_admission("mutate_pods", "allowed", 0.001)
+    metrics.record_prediction("mutate_pods", ["Fits", "Fits"], 0.003)
+    metrics.record_skipped_prediction("mutate_pods", "budget-exceeded")
+    metrics.record_guardrail("warned", "warn")
+    metrics.record_victims(PreemptionResult(
         pod="team-a/p", priority=1, priority_class_name="", preemption_policy="", outcome=Outcome.PREEMPTS, node="n",
         victims=(VictimInfo("team-b", "v1", "n", 0, False, 30), VictimInfo("team-b", "v2", "n", 0, False, 30))))
 
@@ -44,5 +44,5 @@ def test_every_observed_verdict_is_exported_from_the_start() -> None:
     metrics = WebhookMetrics()
     for verdict in ("agree", "node_differs", "victims_differ", "outcome_differs", "unobserved"):
         assert sample(metrics, "preemptguard_prediction_observed_total", {"verdict": verdict}) == 0
-    metrics.observe_prediction_verdict(Verdict.VICTIMS_DIFFER)
+    metrics.record_prediction_verdict(Verdict.VICTIMS_DIFFER)
     assert sample(metrics, "preemptguard_prediction_observed_total", {"verdict": "victims_differ"}) == 1

@@ -8,13 +8,14 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from webhook.cluster.source import MemorySource
+from webhook.kubeapi import KubeClient
 from webhook.routes import DEBUG_PREDICTIONS_PATH
-from webhook.server.app import OBSERVER_KEY, PIPELINE_KEY, is_live, make_app
+from webhook.server.app import OBSERVER_KEY, PIPELINE_KEY, make_app
 from webhook.server.events import pod_event
 from webhook.server.metrics import WebhookMetrics, make_metrics_app
 from webhook.server.observing import not_observing
 from webhook.server.settings import ServerSettings
+from webhook.sources.source import MemorySource
 
 SETTINGS = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
 
@@ -22,7 +23,7 @@ SETTINGS = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_sig
 class LiveLooking(MemorySource):
     """A source that looks live (an API client), without informers."""
 
-    api_client = None
+    api = KubeClient()
 
 
 def test_only_a_live_source_with_a_window_is_observed() -> None:
@@ -30,7 +31,7 @@ def test_only_a_live_source_with_a_window_is_observed() -> None:
     assert OBSERVER_KEY not in snapshot and snapshot[PIPELINE_KEY].follower is None
     live_source = LiveLooking()
     live = make_app(live_source, SETTINGS)
-    assert is_live(live_source) and live[PIPELINE_KEY].follower is live[OBSERVER_KEY]
+    assert live[PIPELINE_KEY].follower is live[OBSERVER_KEY]
     assert live_source.state.pod_listener is not None
     off = make_app(LiveLooking(), ServerSettings(observe_window_seconds=0))
     assert OBSERVER_KEY not in off and off[PIPELINE_KEY].follower is None

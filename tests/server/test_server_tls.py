@@ -11,11 +11,11 @@ import aiohttp
 from cryptography import x509
 
 from webhook.certs.issuance import generate_ca, issue_serving_certificate
-from webhook.cluster.source import MemorySource
 from webhook.server.app import make_app, start_server
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook
 from webhook.server.tls import ReloadingTLS, SelfSignedTLS
+from webhook.sources.source import MemorySource
 
 
 def sans_of(cert_pem: bytes) -> tuple[set[str], set[str]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.server.cli import main
+from webhook.cli import main
 from webhook.verify.controlplane import (
     BINARIES,
     KUBE_BIN_ENV,

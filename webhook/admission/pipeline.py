@@ -1,11 +1,11 @@
 """The pod admission pipeline, with no HTTP in it.
 
-    read the pod once → fetch state → Priority plugin → quota → (extra steps) → predict → guardrails → outcome
+    read the pod once → fetch state → Priority plugin → quota → (extra steps) → predict → guardrails → decision
 
-``PodAdmission.admit`` takes a parsed ``AdmissionRequest`` and returns an ``AdmissionOutcome``; the server
+``PodAdmission.admit`` takes a parsed ``AdmissionRequest`` and returns an ``AdmissionDecision``; the server
 turns JSON into the one and the other back into JSON. Its collaborators come in through small protocols:
-the cluster source (``webhook.cluster.source.ClusterSource``), a ``Predictor`` (the prediction thread pool
-with its time budget), an ``AdmissionObserver`` (metrics and logs) and, with a live cluster, a
+the cluster source (``webhook.sources.source.ClusterSource``), a ``Predictor`` (the prediction thread pool
+with its time budget), an ``AdmissionRecorder`` (metrics and logs) and, with a live cluster, a
 ``PredictionFollower`` (the observer of docs/interfaces.md §9, which learns what the scheduler then did).
 """
 
@@ -16,17 +16,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from webhook.admission.outcome import ALLOWED, AdmissionOutcome, internal_error
+from webhook.admission.decision import ALLOWED, AdmissionDecision, internal_error
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
 from webhook.admission.priority import admit_priority
 from webhook.admission.review import AdmissionRequest
-from webhook.cluster.model import EMPTY_LABELS, PREDICTION_ID_ANNOTATION, Pod, PriorityClass
+from webhook.cluster.model import Pod, PriorityClass, labels_of_namespace
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.source import ClusterSource
 from webhook.config import Config, GuardrailsConfig, QuotaConfig, SchedulerConfig
 from webhook.errors import PredictionTimeout, PreemptGuardError
 from webhook.guardrails import (
-    PREDICTION_ANNOTATION,
     GuardrailDecision,
     SkipReason,
     effective_mode,
@@ -36,7 +34,16 @@ from webhook.guardrails import (
 from webhook.preemption.results import PreemptionResult
 from webhook.priority.quota import admit_pod_quota
 from webhook.priority.resolution import effective_classes
+from webhook.routes import PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
+from webhook.sources.source import ClusterSource
 
+# The admission deadline's fail-open: the same result the API server would produce with failurePolicy: Ignore,
+# but visible to the user and audited.
+DEADLINE_WARNING = (
+    "PreemptGuard did not finish its checks within {seconds:g}s and admitted the pod without them "
+    "(the API server's Priority admission plugin still applied)"
+)
+AUDIT_DEADLINE = "deadline-exceeded"
 ANNOTATION_PATH = ("metadata", "annotations", PREDICTION_ANNOTATION)
 PREDICTION_ID_PATH = ("metadata", "annotations", PREDICTION_ID_ANNOTATION)
 GUARDRAIL_DENIAL = "PreemptGuard guardrail denied the predicted preemption"
@@ -49,7 +56,7 @@ class Predictor(Protocol):
         ...
 
 
-class AdmissionObserver(Protocol):
+class AdmissionRecorder(Protocol):
     """What the pipeline reports as it goes (the server counts it in metrics and writes the logs)."""
 
     def prediction_made(self, result: PreemptionResult, seconds: float) -> None: ...
@@ -71,8 +78,8 @@ class PredictionFollower(Protocol):
         ...
 
 
-# An extra stage after the quota: an allowed outcome (warnings, audit annotations) or a denial.
-PodStep = Callable[[PodReview], AdmissionOutcome]
+# An extra stage after the quota: an allowed decision (warnings, audit annotations) or a denial.
+PodStep = Callable[[PodReview], AdmissionDecision]
 
 
 @dataclass(slots=True)
@@ -81,7 +88,7 @@ class PodAdmission:
 
     source: ClusterSource
     predictor: Predictor
-    observer: AdmissionObserver
+    recorder: AdmissionRecorder
     # The configuration in force for the next request (it may be reloaded between requests).
     config: Callable[[], Config]
     steps: list[PodStep] = field(default_factory=list)
@@ -90,8 +97,8 @@ class PodAdmission:
     # With a live cluster source: each admitted prediction is followed (the patch writes its id on the pod).
     follower: PredictionFollower | None = None
 
-    async def admit(self, request: AdmissionRequest, review: PodReview | None = None) -> AdmissionOutcome:
-        """The outcome for ``request``; ``review``: its pod already read (``read_pod_review``), e.g. off the loop."""
+    async def admit(self, request: AdmissionRequest, review: PodReview | None = None) -> AdmissionDecision:
+        """The decision for ``request``; ``review``: its pod already read (``read_pod_review``), e.g. off the loop."""
         if not is_pod_admission(request):
             return ALLOWED
         if review is None:
@@ -102,16 +109,22 @@ class PodAdmission:
             classes = await self.priority_classes(review, state)
         except ClassLookupFailed as exc:
             return internal_error(str(exc))
-        outcome = admit_priority(review, classes)
+        decision = admit_priority(review, classes)
         for step in (lambda r: admit_quota(r, config.quota, state), *self.steps):
-            if not outcome.allowed:
-                return outcome
-            outcome = outcome.merged(step(review))
-        if outcome.allowed and review.is_create:
-            outcome = outcome.merged(await self.guard(review, state, config))
-        return outcome.with_patch(review.patch.operations) if outcome.allowed else outcome
+            if not decision.allowed:
+                return decision
+            decision = decision.merged(step(review))
+        if decision.allowed and review.is_create:
+            decision = decision.merged(await self.guard(review, state, config))
+        return decision.with_patch(review.patch.operations) if decision.allowed else decision
 
-    def admit_unread(self, request: AdmissionRequest, reason: UnreadReason) -> AdmissionOutcome:
+    def undecided(self, request: AdmissionRequest, seconds: float) -> AdmissionDecision:
+        """The answer to a review not decided within the admission deadline of ``seconds`` (the server keeps the
+        clock): allowed, with a warning that says so."""
+        return AdmissionDecision.allow(warnings=[DEADLINE_WARNING.format(seconds=seconds)],
+                                       audit_annotations={AUDIT_DEADLINE: f"{seconds:g}s"})
+
+    def admit_unread(self, request: AdmissionRequest, reason: UnreadReason) -> AdmissionDecision:
         """A pod review whose object was never read (its body over the size limit, or no memory for it now): a
         CREATE cannot be predicted, so it is decided as any prediction that could not be made; anything else is
         allowed with a warning (the API server's own Priority plugin still applies)."""
@@ -119,16 +132,16 @@ class PodAdmission:
             return ALLOWED
         config = self.config()
         if request.operation != "CREATE":
-            return AdmissionOutcome.allow(warnings=[unread_warning(reason)])
+            return AdmissionDecision.allow(warnings=[unread_warning(reason)])
         state = self.source.state
         decision = prediction_skipped(config.guardrails, namespace=request.namespace, namespaces=state.namespaces,
                                       reason=reason, budget_milliseconds=config.prediction.budget_milliseconds)
-        self.observer.prediction_skipped(reason)
+        self.recorder.prediction_skipped(reason)
         if not decision.allowed:
-            return AdmissionOutcome.deny(decision.status_code, decision.status_reason,
-                                         decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
-                                         audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
-        return AdmissionOutcome.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)
+            return AdmissionDecision.deny(decision.status_code, decision.status_reason,
+                                          decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                          audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+        return AdmissionDecision.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)
 
     async def priority_classes(self, review: PodReview, state: ClusterState) -> Mapping[str, PriorityClass]:
         """The classes the Priority plugin resolves against: the cache, plus one direct lookup of a class a
@@ -143,7 +156,7 @@ class PodAdmission:
             raise ClassLookupFailed(f"failed to get PriorityClass with name {name}: {exc}") from exc
         return classes if found is None else {**classes, found.name: found}
 
-    async def guard(self, review: PodReview, state: ClusterState, config: Config) -> AdmissionOutcome:
+    async def guard(self, review: PodReview, state: ClusterState, config: Config) -> AdmissionDecision:
         """Predict (when planned) and decide by the guardrail policy; a slow or failed prediction allows."""
         policy = config.guardrails
         predicted: PreemptionResult | SkipReason | None = None
@@ -153,7 +166,7 @@ class PodAdmission:
                                      budget_milliseconds=config.prediction.budget_milliseconds,
                                      callers_authenticated=self.callers_authenticated)
         result = predicted if isinstance(predicted, PreemptionResult) else None
-        self.observer.guardrail_decided(decision, result, dry_run=review.request.dry_run)
+        self.recorder.guardrail_decided(decision, result, dry_run=review.request.dry_run)
         outcome = guardrail_outcome(review, decision)
         # The last stage: an allowed pod is created unless a later admission step refuses it.
         if decision.allowed and result is not None and self.follower is not None and not review.request.dry_run:
@@ -162,19 +175,19 @@ class PodAdmission:
 
     async def predict(self, review: PodReview, state: ClusterState, config: Config) -> PreemptionResult | SkipReason:
         if not self.source.is_ready():
-            self.observer.prediction_skipped("cache-not-ready")
+            self.recorder.prediction_skipped("cache-not-ready")
             return "cache-not-ready"
         started = time.perf_counter()
         try:
             result = await self.predictor.predict(state, review.pod, scheduler=config.scheduler,
                                                   budget_seconds=config.prediction.budget_milliseconds / 1000)
         except PredictionTimeout:
-            self.observer.prediction_skipped("budget-exceeded")
+            self.recorder.prediction_skipped("budget-exceeded")
             return "budget-exceeded"
         except Exception as exc:  # a predictor bug must not block pod creation
-            self.observer.prediction_failed(review, exc, time.perf_counter() - started)
+            self.recorder.prediction_failed(review, exc, time.perf_counter() - started)
             return "error"
-        self.observer.prediction_made(result, time.perf_counter() - started)
+        self.recorder.prediction_made(result, time.perf_counter() - started)
         return result
 
 
@@ -191,12 +204,7 @@ class ClassLookupFailed(Exception):
     """The direct lookup of a PriorityClass failed: upstream answers with a plain internal error."""
 
 
-def namespace_labels(state: ClusterState, namespace: str) -> Mapping[str, str]:
-    found = state.namespaces.get(namespace)
-    return found.labels if found is not None else EMPTY_LABELS
-
-
-def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> AdmissionOutcome:
+def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> AdmissionDecision:
     """``quota.classes`` and upstream ResourceQuota admission for a pod CREATE on the mutated pod.
 
     With no quota configuration at all nothing is checked (docs/interfaces.md §6: no configuration file, no
@@ -207,7 +215,7 @@ def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> A
     denial = admit_pod_quota(
         review.pod,
         namespace=review.namespace,
-        namespace_labels=namespace_labels(state, review.namespace),
+        namespace_labels=labels_of_namespace(state.namespaces, review.namespace),
         operation=review.request.operation,
         quotas=list(state.quotas_by_namespace.get(review.namespace, {}).values()),
         config=quota,
@@ -215,7 +223,7 @@ def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> A
     )
     if denial is None:
         return ALLOWED
-    return AdmissionOutcome.deny(denial.code, denial.reason, denial.message, denied_by=(denial.rule,))
+    return AdmissionDecision.deny(denial.code, denial.reason, denial.message, denied_by=(denial.rule,))
 
 
 def prediction_planned(review: PodReview, policy: GuardrailsConfig, state: ClusterState) -> bool:
@@ -223,7 +231,7 @@ def prediction_planned(review: PodReview, policy: GuardrailsConfig, state: Clust
     — except on a dry run, whose annotation carries the full preview ``kubectl preempt-preview`` reads."""
     if not review.is_create or review.pod.node_name:
         return False  # created already bound: it bypasses the scheduler, so it never preempts
-    mode = effective_mode(policy, namespace_labels(state, review.namespace))
+    mode = effective_mode(policy, labels_of_namespace(state.namespaces, review.namespace))
     return mode != "off" or review.request.dry_run
 
 
@@ -239,12 +247,12 @@ def decide_guardrails(review: PodReview, policy: GuardrailsConfig, predicted: Pr
                                dry_run=review.request.dry_run, callers_authenticated=callers_authenticated)
 
 
-def guardrail_outcome(review: PodReview, decision: GuardrailDecision) -> AdmissionOutcome:
+def guardrail_outcome(review: PodReview, decision: GuardrailDecision) -> AdmissionDecision:
     """403 with the violated rules, or allowed with warnings and the prediction annotation on the pod."""
     if not decision.allowed:
-        return AdmissionOutcome.deny(decision.status_code, decision.status_reason,
-                                     decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
-                                     audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
+        return AdmissionDecision.deny(decision.status_code, decision.status_reason,
+                                      decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                      audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
     if decision.annotation is not None:
         review.patch.set(ANNOTATION_PATH, decision.annotation)
-    return AdmissionOutcome.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)
+    return AdmissionDecision.allow(warnings=decision.warnings, audit_annotations=decision.audit_annotations)

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from webhook.admission.patch import JsonPatchBuilder
-from webhook.admission.review import INT32_MAX, INT32_MIN, AdmissionRequest, JsonObject, require_object
+from webhook.admission.review import AdmissionRequest
 from webhook.cluster.copying import replace_fields
+from webhook.cluster.jsonfields import INT32_MAX, INT32_MIN, JsonObject, json_required_object
 from webhook.cluster.model import Pod
 from webhook.cluster.reader import pod_from_dict
 from webhook.errors import InvalidInput
@@ -59,18 +60,18 @@ def read_pod(obj: JsonObject, path: str) -> Pod:
     except InvalidInput as exc:
         raise InvalidInput(f"{path}.{exc}") from exc
     if pod.priority is not None and not INT32_MIN <= pod.priority <= INT32_MAX:
-        raise InvalidInput(f"{path}.spec.priority must be a 32-bit integer, got {pod.priority}")
+        raise InvalidInput(f"{path}.spec.priority: expected a 32-bit integer, got {pod.priority}")
     return pod
 
 
 def read_pod_review(request: AdmissionRequest) -> PodReview:
     """Read the pod (and, on UPDATE, the old pod) once; ``InvalidInput`` (HTTP 400) when they are not pods."""
-    obj = require_object(request.object, "request.object")
+    obj = json_required_object(request.object, "request.object")
     pod = read_pod(obj, "request.object")
     if request.namespace and pod.namespace != request.namespace:
         pod = replace_fields(pod, namespace=request.namespace)  # the API server creates it in the request's
     old_pod = None
     if request.operation == "UPDATE":
-        old_pod = read_pod(require_object(request.old_object, "request.oldObject"), "request.oldObject")
+        old_pod = read_pod(json_required_object(request.old_object, "request.oldObject"), "request.oldObject")
     return PodReview(request, pod, old_pod, pod.namespace, request.name or pod.name or "Unknown",
                      JsonPatchBuilder(obj))

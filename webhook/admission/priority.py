@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.admission.outcome import ALLOWED, AdmissionOutcome, forbidden, invalid
+from webhook.admission.decision import ALLOWED, AdmissionDecision, forbidden, invalid
 from webhook.admission.pod import POD_KIND, PODS_RESOURCE, PodReview
 from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import Pod, PriorityClass
@@ -31,7 +31,7 @@ SPEC_PREEMPTION_POLICY = ("spec", "preemptionPolicy")
 SPEC_PRIORITY_CLASS_NAME = ("spec", "priorityClassName")
 
 
-def admit_priority(review: PodReview, classes: Mapping[str, PriorityClass]) -> AdmissionOutcome:
+def admit_priority(review: PodReview, classes: Mapping[str, PriorityClass]) -> AdmissionDecision:
     """The plugin on CREATE or UPDATE: ``review.pod`` and ``review.patch`` carry its mutation afterwards
     (the pipeline answers the patch once, at the end)."""
     if review.is_create:
@@ -40,7 +40,7 @@ def admit_priority(review: PodReview, classes: Mapping[str, PriorityClass]) -> A
     return _admit_update(review, review.old_pod)
 
 
-def _admit_create(review: PodReview, classes: Mapping[str, PriorityClass]) -> AdmissionOutcome:
+def _admit_create(review: PodReview, classes: Mapping[str, PriorityClass]) -> AdmissionDecision:
     pod = review.pod
     try:
         resolved = resolve_pod_priority(pod.priority_class_name, pod.priority, pod.preemption_policy, classes)
@@ -55,7 +55,7 @@ def _admit_create(review: PodReview, classes: Mapping[str, PriorityClass]) -> Ad
     return ALLOWED
 
 
-def _admit_update(review: PodReview, old: Pod) -> AdmissionOutcome:
+def _admit_update(review: PodReview, old: Pod) -> AdmissionDecision:
     """Omitted priority/preemptionPolicy are copied from the old pod (upstream PR #65739)."""
     pod = review.pod
     priority, policy = pod.priority, pod.preemption_policy

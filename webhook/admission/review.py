@@ -1,29 +1,36 @@
 """AdmissionReview ``admission.k8s.io/v1``: typed parsing of requests, building of responses and JSONPatches.
 
-Everything the API server sends is checked here once; a body that is not a well-formed AdmissionReview
-raises ``InvalidInput`` (HTTP 400) naming the offending field, so the admission logic only sees typed values.
+Everything the API server sends is checked here once with the readers of ``webhook.cluster.jsonfields``; a
+body that is not a well-formed AdmissionReview raises ``InvalidInput`` (HTTP 400) naming the offending field,
+so the admission logic only sees typed values.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict, cast, get_args
 
 import orjson
 
-from webhook.admission.outcome import AdmissionOutcome
+from webhook.admission.decision import AdmissionDecision
 from webhook.admission.patch import encode_patch
+from webhook.cluster.jsonfields import (
+    JsonObject,
+    json_bool,
+    json_optional_object,
+    json_required_object,
+    json_required_str,
+    json_str,
+    json_str_list,
+)
 from webhook.errors import InvalidInput
 from webhook.identity import UserInfo
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 ADMISSION_REVIEW_KIND = "AdmissionReview"
 
-JsonObject = Mapping[str, Any]
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 OPERATIONS: tuple[str, ...] = get_args(Operation)
 
@@ -104,77 +111,14 @@ def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _type_name(value: object) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number"}.get(
-        type(value), "null" if value is None else type(value).__name__
-    )
-
-
-def require_object(value: object, path: str) -> JsonObject:
-    if not isinstance(value, dict):
-        raise InvalidInput(f"{path} must be an object, got {_type_name(value)}")
-    return value
-
-
-def optional_object(value: object, path: str) -> JsonObject | None:
-    return None if value is None else require_object(value, path)
-
-
-def optional_str(value: object, path: str, default: str = "") -> str:
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise InvalidInput(f"{path} must be a string, got {_type_name(value)}")
-    return value
-
-
-def require_str(value: object, path: str) -> str:
-    if value is None:
-        raise InvalidInput(f"{path} is required")
-    return optional_str(value, path)
-
-
-def optional_bool(value: object, path: str) -> bool:
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise InvalidInput(f"{path} must be a boolean, got {_type_name(value)}")
-    return value
-
-
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-
-
-def optional_int32(value: object, path: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{path} must be an integer, got {_type_name(value)}")
-    if not INT32_MIN <= value <= INT32_MAX:
-        raise InvalidInput(f"{path} must be a 32-bit integer, got {value}")
-    return value
-
-
-def _str_list(value: object, path: str) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidInput(f"{path} must be an array, got {_type_name(value)}")
-    if all(type(item) is str for item in value):
-        return list(value)
-    return [require_str(item, f"{path}[{i}]") for i, item in enumerate(value)]
-
-
 def _group_version(value: object, path: str, last: str) -> tuple[str, str, str]:
     """(group, version, kind or resource) of a GroupVersionKind/GroupVersionResource object."""
-    raw = require_object(value, path)
+    raw = json_required_object(value, path)
     group, version, name = raw.get("group"), raw.get("version"), raw.get(last)
     if type(group) is str and type(version) is str and type(name) is str:  # well-formed: no paths to build
         return group, version, name
-    return (optional_str(group, f"{path}.group"), optional_str(version, f"{path}.version"),
-            require_str(name, f"{path}.{last}"))
+    return (json_str(group, f"{path}.group"), json_str(version, f"{path}.version"),
+            json_required_str(name, f"{path}.{last}"))
 
 
 def _group_version_kind(value: object, path: str) -> GroupVersionKind:
@@ -188,18 +132,18 @@ def _group_version_resource(value: object, path: str) -> GroupVersionResource:
 
 
 def _user_info(value: object, path: str) -> UserInfo:
-    raw = optional_object(value, path) or {}
-    extra_raw = optional_object(raw.get("extra"), f"{path}.extra") or {}
+    raw = json_optional_object(value, path) or {}
+    extra_raw = json_optional_object(raw.get("extra"), f"{path}.extra") or {}
     return UserInfo(
-        username=optional_str(raw.get("username"), f"{path}.username"),
-        uid=optional_str(raw.get("uid"), f"{path}.uid"),
-        groups=tuple(_str_list(raw.get("groups"), f"{path}.groups")),
-        extra={key: tuple(_str_list(val, f"{path}.extra.{key}")) for key, val in extra_raw.items()},
+        username=json_str(raw.get("username"), f"{path}.username"),
+        uid=json_str(raw.get("uid"), f"{path}.uid"),
+        groups=tuple(json_str_list(raw.get("groups"), f"{path}.groups")),
+        extra={key: tuple(json_str_list(val, f"{path}.extra.{key}")) for key, val in extra_raw.items()},
     )
 
 
 def _operation(value: object, path: str) -> Operation:
-    operation = require_str(value, path)
+    operation = json_required_str(value, path)
     if operation not in OPERATIONS:
         raise InvalidInput(f"{path} must be one of {', '.join(OPERATIONS)}, got {_short(operation, 40)!r}")
     return cast(Operation, operation)
@@ -207,7 +151,7 @@ def _operation(value: object, path: str) -> Operation:
 
 def parse_admission_review(document: object) -> AdmissionRequest:
     """The request of an ``admission.k8s.io/v1`` AdmissionReview, every field type-checked."""
-    review = require_object(document, "AdmissionReview")
+    review = json_required_object(document, "AdmissionReview")
     api_version = review.get("apiVersion")
     if api_version != ADMISSION_API_VERSION:
         raise InvalidInput(f"apiVersion must be {ADMISSION_API_VERSION}, got {_short(repr(api_version), 60)}")
@@ -215,8 +159,8 @@ def parse_admission_review(document: object) -> AdmissionRequest:
         raise InvalidInput(f"kind must be {ADMISSION_REVIEW_KIND}, got {_short(repr(review.get('kind')), 60)}")
     if review.get("request") is None:
         raise InvalidInput("request is required")
-    raw = require_object(review["request"], "request")
-    uid = require_str(raw.get("uid"), "request.uid")
+    raw = json_required_object(review["request"], "request")
+    uid = json_required_str(raw.get("uid"), "request.uid")
     if not uid:
         raise InvalidInput("request.uid must not be empty")
     request_kind = raw.get("requestKind")
@@ -225,20 +169,20 @@ def parse_admission_review(document: object) -> AdmissionRequest:
         uid=uid,
         kind=_group_version_kind(raw.get("kind"), "request.kind"),
         resource=_group_version_resource(raw.get("resource"), "request.resource"),
-        sub_resource=optional_str(raw.get("subResource"), "request.subResource"),
-        name=optional_str(raw.get("name"), "request.name"),
-        namespace=optional_str(raw.get("namespace"), "request.namespace"),
+        sub_resource=json_str(raw.get("subResource"), "request.subResource"),
+        name=json_str(raw.get("name"), "request.name"),
+        namespace=json_str(raw.get("namespace"), "request.namespace"),
         operation=_operation(raw.get("operation"), "request.operation"),
         user_info=_user_info(raw.get("userInfo"), "request.userInfo"),
-        object=optional_object(raw.get("object"), "request.object"),
-        old_object=optional_object(raw.get("oldObject"), "request.oldObject"),
-        dry_run=optional_bool(raw.get("dryRun"), "request.dryRun"),
-        options=optional_object(raw.get("options"), "request.options"),
+        object=json_optional_object(raw.get("object"), "request.object"),
+        old_object=json_optional_object(raw.get("oldObject"), "request.oldObject"),
+        dry_run=json_bool(raw.get("dryRun"), "request.dryRun"),
+        options=json_optional_object(raw.get("options"), "request.options"),
         request_kind=None if request_kind is None else _group_version_kind(request_kind, "request.requestKind"),
         request_resource=(
             None if request_resource is None else _group_version_resource(request_resource, "request.requestResource")
         ),
-        request_sub_resource=optional_str(raw.get("requestSubResource"), "request.requestSubResource"),
+        request_sub_resource=json_str(raw.get("requestSubResource"), "request.requestSubResource"),
     )
 
 
@@ -318,22 +262,22 @@ def object_name_for_messages(request: AdmissionRequest) -> str:
     return "Unknown"
 
 
-def build_admission_response(uid: str, outcome: AdmissionOutcome) -> AdmissionReviewResponse:
+def build_admission_response(uid: str, decision: AdmissionDecision) -> AdmissionReviewResponse:
     """The AdmissionReview v1 the API server expects back, with ``response.uid`` = ``request.uid``."""
-    response = AdmissionResponse(uid=uid, allowed=outcome.allowed)
-    if outcome.status is not None:
+    response = AdmissionResponse(uid=uid, allowed=decision.allowed)
+    if decision.status is not None:
         response["status"] = Status(
             metadata={},
-            status="Success" if outcome.allowed else "Failure",
-            code=outcome.status.code,
-            reason=outcome.status.reason,
-            message=outcome.status.message,
+            status="Success" if decision.allowed else "Failure",
+            code=decision.status.code,
+            reason=decision.status.reason,
+            message=decision.status.message,
         )
-    if outcome.allowed and outcome.patch:
+    if decision.allowed and decision.patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = encode_patch(outcome.patch)
-    if outcome.warnings:
-        response["warnings"] = list(outcome.warnings)
-    if outcome.audit_annotations:
-        response["auditAnnotations"] = dict(outcome.audit_annotations)
+        response["patch"] = encode_patch(decision.patch)
+    if decision.warnings:
+        response["warnings"] = list(decision.warnings)
+    if decision.audit_annotations:
+        response["auditAnnotations"] = dict(decision.audit_annotations)
     return AdmissionReviewResponse(apiVersion=ADMISSION_API_VERSION, kind=ADMISSION_REVIEW_KIND, response=response)

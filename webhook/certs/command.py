@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from webhook.certs.kube import CertsSettings, KubeApi, new_api_client, reconcile
+from webhook.certs.kube import CertsApi, CertsSettings, reconcile
 from webhook.certs.material import ServingMaterial, describe, issue_serving_material, service_dns_names
 from webhook.certs.plan import (
     MUTATING_KIND,
@@ -30,6 +30,7 @@ from webhook.certs.plan import (
     tls_secret,
 )
 from webhook.errors import ConfigError, PreemptGuardError
+from webhook.kubeapi import KubeClient
 from webhook.routes import (
     MUTATING_WEBHOOK_CONFIGURATION,
     PODS_WEBHOOK,
@@ -143,11 +144,11 @@ def write_out_dir(settings: CertsSettings, out_dir: Path, now: datetime.datetime
 
 
 async def _run_in_cluster(args: argparse.Namespace, settings: CertsSettings) -> None:
-    api_client = await new_api_client(kubeconfig=args.kubeconfig, context=args.context, in_cluster=args.in_cluster)
+    api = await KubeClient.connect(kubeconfig=args.kubeconfig, context=args.context, in_cluster=args.in_cluster)
     try:
-        await reconcile(KubeApi(api_client), settings)
+        await reconcile(CertsApi(api), settings)
     finally:
-        await api_client.close()
+        await api.close()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -176,9 +177,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"preempt-guard certs: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m webhook.certs``) until the server CLI delegates ``certs`` here."""
-    parser = argparse.ArgumentParser(prog="preempt-guard certs", description=__doc__)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))

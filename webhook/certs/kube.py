@@ -1,20 +1,16 @@
 """The cluster side of ``preempt-guard certs``: read and write the TLS Secret, patch caBundle.
 
-Every request goes through one kubernetes-asyncio ``ApiClient`` (its kubeconfig or in-cluster auth
-and TLS) as raw JSON; the calls are exactly ``webhook/rbac.py`` CERTS_*_PERMISSIONS.
+Every request goes through the one door to the API (``webhook.kubeapi``); the calls are exactly
+``webhook/rbac.py`` CERTS_*_PERMISSIONS.
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import aiohttp
 
 from webhook.certs.material import ServingMaterial, describe, issue_serving_material
 from webhook.certs.plan import (
@@ -27,7 +23,8 @@ from webhook.certs.plan import (
     tls_secret,
     webhooks_missing_ca_bundle,
 )
-from webhook.errors import ClusterUnavailable, ConfigError, PreemptGuardError
+from webhook.errors import ApiError, ConfigError
+from webhook.kubeapi import STRATEGIC_MERGE_PATCH, KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +32,6 @@ _WEBHOOK_COLLECTIONS = {
     MUTATING_KIND: "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
     VALIDATING_KIND: "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
 }
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,45 +53,12 @@ class ReconcileResult:
     patched: tuple[str, ...]  # "Kind/name" of each webhook configuration that was patched
 
 
-class ApiError(PreemptGuardError):
-    """A non-2xx answer of the API server (403: the RBAC of webhook/rbac.py is missing)."""
+class CertsApi:
+    """The five calls the certificate job makes."""
 
-    exit_code = 3
-
-    def __init__(self, method: str, path: str, status: int, message: str) -> None:
-        super().__init__(f"{method} {path}: HTTP {status}: {message}")
-        self.status = status
-
-
-class KubeApi:
-    """The five calls the certificate job makes, as raw JSON requests."""
-
-    def __init__(self, api_client: Any, *, timeout_seconds: float = 30.0) -> None:
-        self.api_client = api_client
-        self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
-
-    async def _call(self, method: str, path: str, body: object = None, content_type: str = "application/json"
-                    ) -> dict[str, Any]:
-        from kubernetes_asyncio import client as k8s_client  # loaded by new_api_client already
-
-        try:
-            response: aiohttp.ClientResponse = await self.api_client.call_api(
-                path, method, header_params={"Accept": "application/json", "Content-Type": content_type},
-                body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=self.timeout,
-            )
-            try:
-                raw = await response.read()
-            finally:
-                response.release()
-        except k8s_client.ApiException as exc:
-            # ApiClient raises for non-2xx itself; keep its status, never its body (it could echo a Secret).
-            raise ApiError(method, path, int(exc.status or 0), str(exc.reason or "")) from exc
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise ClusterUnavailable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
-        if not 200 <= response.status < 300:
-            raise ApiError(method, path, response.status, _status_message(raw))
-        result = json.loads(raw) if raw else {}
-        return result if isinstance(result, dict) else {}
+    def __init__(self, api: KubeClient, *, timeout_seconds: float = 30.0) -> None:
+        self.api = api
+        self.timeout_seconds = timeout_seconds
 
     @staticmethod
     def _secret_path(namespace: str, name: str = "") -> str:
@@ -104,42 +67,33 @@ class KubeApi:
 
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return await self._call("GET", self._secret_path(namespace, name))
+            return await self.api.get(self._secret_path(namespace, name), timeout=self.timeout_seconds)
         except ApiError as exc:
-            if exc.status == 404:
+            if exc.code == 404:
                 return None
             raise
 
     async def create_secret(self, namespace: str, secret: Mapping[str, Any]) -> None:
-        await self._call("POST", self._secret_path(namespace), secret)
+        await self.api.post(self._secret_path(namespace), secret, timeout=self.timeout_seconds)
 
     async def update_secret(self, namespace: str, name: str, secret: Mapping[str, Any]) -> None:
-        await self._call("PUT", self._secret_path(namespace, name), secret)
+        await self.api.put(self._secret_path(namespace, name), secret, timeout=self.timeout_seconds)
 
     async def get_webhook_configuration(self, kind: str, name: str) -> dict[str, Any]:
         try:
-            return await self._call("GET", f"{_WEBHOOK_COLLECTIONS[kind]}/{name}")
+            return await self.api.get(f"{_WEBHOOK_COLLECTIONS[kind]}/{name}", timeout=self.timeout_seconds)
         except ApiError as exc:
-            if exc.status == 404:
+            if exc.code == 404:
                 message = f"{kind} {name} not found: apply the manifests before `preempt-guard certs`"
                 raise ConfigError(message) from exc
             raise
 
     async def patch_webhook_configuration(self, kind: str, name: str, patch: Mapping[str, Any]) -> None:
-        await self._call("PATCH", f"{_WEBHOOK_COLLECTIONS[kind]}/{name}", patch, STRATEGIC_MERGE_PATCH)
+        await self.api.patch(f"{_WEBHOOK_COLLECTIONS[kind]}/{name}", patch, content_type=STRATEGIC_MERGE_PATCH,
+                             timeout=self.timeout_seconds)
 
 
-def _status_message(raw: bytes) -> str:
-    try:
-        status = json.loads(raw)
-    except ValueError:
-        return raw[:200].decode("utf-8", "replace")
-    if isinstance(status, dict):
-        return str(status.get("message") or status.get("reason") or "")
-    return ""
-
-
-async def ensure_ca_bundle(api: KubeApi, settings: CertsSettings, ca_bundle_pem: bytes) -> tuple[str, ...]:
+async def ensure_ca_bundle(api: CertsApi, settings: CertsSettings, ca_bundle_pem: bytes) -> tuple[str, ...]:
     """Patch ``ca_bundle_pem`` into every webhook of both configurations that lacks it; returns what changed."""
     patched: list[str] = []
     for kind, name in ((MUTATING_KIND, settings.mutating_configuration),
@@ -155,7 +109,7 @@ async def ensure_ca_bundle(api: KubeApi, settings: CertsSettings, ca_bundle_pem:
     return tuple(patched)
 
 
-async def reconcile(api: KubeApi, settings: CertsSettings, now: datetime.datetime | None = None
+async def reconcile(api: CertsApi, settings: CertsSettings, now: datetime.datetime | None = None
                     ) -> ReconcileResult:
     """Reuse a sound certificate (only making sure of caBundle) or rotate it; safe to run at any time."""
     now = now or datetime.datetime.now(datetime.UTC)
@@ -179,7 +133,7 @@ async def reconcile(api: KubeApi, settings: CertsSettings, now: datetime.datetim
     return ReconcileResult(decision, True, patched)
 
 
-async def write_secret(api: KubeApi, settings: CertsSettings, material: ServingMaterial,
+async def write_secret(api: CertsApi, settings: CertsSettings, material: ServingMaterial,
                        existing: Mapping[str, Any] | None) -> None:
     if existing is None:
         await api.create_secret(settings.namespace, tls_secret(settings.namespace, settings.secret_name, material))
@@ -188,25 +142,3 @@ async def write_secret(api: KubeApi, settings: CertsSettings, material: ServingM
     await api.update_secret(settings.namespace, settings.secret_name,
                             tls_secret(settings.namespace, settings.secret_name, material,
                                        resource_version=resource_version))
-
-
-async def new_api_client(*, kubeconfig: str | None, context: str | None, in_cluster: bool | None) -> Any:
-    """An ApiClient from in-cluster config or a kubeconfig; ``None`` picks in-cluster inside a pod."""
-    # Imported here, not at the top: `preempt-guard` imports this module for its arguments, and a server
-    # on a snapshot file should not carry the Kubernetes client (~40 MiB) it never uses.
-    from kubernetes_asyncio import client as k8s_client
-    from kubernetes_asyncio import config as k8s_config
-
-    if in_cluster is None:
-        in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not kubeconfig and not context
-    configuration = k8s_client.Configuration()
-    try:
-        if in_cluster:
-            k8s_config.load_incluster_config(client_configuration=configuration)
-        else:
-            await k8s_config.load_kube_config(config_file=kubeconfig, context=context,
-                                              client_configuration=configuration, persist_config=False)
-    except (k8s_config.ConfigException, OSError, ValueError) as exc:
-        where = "in-cluster config" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
-        raise ConfigError(f"cannot load {where}: {exc}") from exc
-    return k8s_client.ApiClient(configuration=configuration)

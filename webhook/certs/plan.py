@@ -154,10 +154,6 @@ def tls_secret(namespace: str, name: str, material: ServingMaterial, *, resource
 
 
 # ---- caBundle of the webhook configurations -----------------------------------------------------
-def webhook_names(configuration: Mapping[str, Any]) -> list[str]:
-    return [str(webhook.get("name", "")) for webhook in configuration.get("webhooks") or ()]
-
-
 def webhooks_missing_ca_bundle(configuration: Mapping[str, Any], ca_bundle_pem: bytes) -> list[str]:
     """Names of the configuration's webhooks whose ``clientConfig.caBundle`` is not ``ca_bundle_pem``."""
     wanted = _b64(ca_bundle_pem)

@@ -1,7 +1,9 @@
-"""Typed field access on API dicts (JSON or YAML): the one set of readers every package uses.
+"""Typed field access on JSON and YAML documents: the one set of readers every package uses (API objects,
+AdmissionReviews, PreviewRequests).
 
-Each reader takes the raw value and the field's path for the message: absent (``None``) takes the API
-default, a wrong type raises ``InvalidInput`` naming the field ("spec.priority: expected an integer, got str").
+Each reader takes the raw value and the field's path for the message: absent (``None``) takes the API default
+(the ``json_required_*`` readers refuse it: "request.uid is required"), a wrong type raises ``InvalidInput``
+naming the field ("spec.priority: expected an integer, got str").
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from webhook.errors import InvalidInput
 
 JsonObject = Mapping[str, Any]
 
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
 
 def json_object(value: object, path: str) -> JsonObject:
     if type(value) is dict:  # the common case, without the slower ABC isinstance check
@@ -23,6 +27,16 @@ def json_object(value: object, path: str) -> JsonObject:
     if not isinstance(value, Mapping):
         raise InvalidInput(f"{path}: expected an object, got {type(value).__name__}")
     return value
+
+
+def json_optional_object(value: object, path: str) -> JsonObject | None:
+    return None if value is None else json_object(value, path)
+
+
+def json_required_object(value: object, path: str) -> JsonObject:
+    if value is None:
+        raise InvalidInput(f"{path} is required")
+    return json_object(value, path)
 
 
 def json_list(value: object, path: str) -> list[Any]:
@@ -43,6 +57,19 @@ def json_str(value: object, path: str, default: str = "") -> str:
     return value
 
 
+def json_required_str(value: object, path: str) -> str:
+    if value is None:
+        raise InvalidInput(f"{path} is required")
+    return json_str(value, path)
+
+
+def json_str_list(value: object, path: str) -> list[str]:
+    items = json_list(value, path)
+    if all(type(item) is str for item in items):
+        return list(items)
+    return [json_required_str(item, f"{path}[{i}]") for i, item in enumerate(items)]
+
+
 def json_int(value: object, path: str) -> int | None:
     if value is None:
         return None
@@ -51,6 +78,13 @@ def json_int(value: object, path: str) -> int | None:
             return int(value)
         raise InvalidInput(f"{path}: expected an integer, got {type(value).__name__}")
     return value
+
+
+def json_int32(value: object, path: str) -> int | None:
+    number = json_int(value, path)
+    if number is not None and not INT32_MIN <= number <= INT32_MAX:
+        raise InvalidInput(f"{path}: expected a 32-bit integer, got {number}")
+    return number
 
 
 def json_bool(value: object, path: str) -> bool:

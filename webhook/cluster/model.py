@@ -15,9 +15,6 @@ from webhook.cluster.quantity import Quantity
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 PREEMPT_NEVER = "Never"
 PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
-# Written by the admission patch on a pod PreemptGuard predicted at CREATE (docs/interfaces.md §9): at
-# mutating admission the pod has no UID (and with generateName no name), so the observer finds it by this.
-PREDICTION_ID_ANNOTATION = "preemptguard.io/prediction-id"
 
 
 class FrozenMap(dict[str, Any]):
@@ -138,6 +135,12 @@ class Namespace:
     name: str
     labels: Mapping[str, str] = EMPTY_LABELS
     terminating: bool = False  # status.phase Terminating (or a deletionTimestamp): no new content is admitted
+
+
+def labels_of_namespace(namespaces: Mapping[str, Namespace], name: str) -> Mapping[str, str]:
+    """The labels of the namespace ``name``; none for a namespace the cluster does not (yet) hold."""
+    found = namespaces.get(name)
+    return found.labels if found is not None else EMPTY_LABELS
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 
 from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_object, json_str, parse_time_ns
-from webhook.cluster.model import NO_QUOTA_FACTS, PREDICTION_ID_ANNOTATION, HostPort, Pod, PredictionTrace
+from webhook.cluster.model import NO_QUOTA_FACTS, HostPort, Pod, PredictionTrace
 from webhook.cluster.reader_constraints import (
     affinity_terms,
     node_selector_terms,
@@ -27,6 +27,7 @@ from webhook.cluster.reader_resources import (
     quota_extras,
 )
 from webhook.cluster.sharing import interned
+from webhook.routes import PREDICTION_ID_ANNOTATION
 
 
 def _holds_host_ports(ctr: object, init: bool) -> bool:

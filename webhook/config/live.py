@@ -2,7 +2,7 @@
 
 A change that fails to load (bad key, bad YAML, missing file) keeps the previous configuration
 (docs/interfaces.md §6): the error is logged and kept in ``last_error``. Every change seen is reported to the
-``on_outcome`` callback, through which the server counts ``preemptguard_config_reloads_total`` and
+``on_reload`` callback, through which the server counts ``preemptguard_config_reloads_total`` and
 ``preemptguard_config_reload_failures_total``.
 """
 
@@ -23,14 +23,14 @@ from webhook.tasks import running_in_background
 log = logging.getLogger(__name__)
 
 
-class ReloadOutcome(Enum):
+class ReloadResult(Enum):
     UNCHANGED = "unchanged"
     RELOADED = "reloaded"
     FAILED = "failed"
 
 
 # Called with RELOADED or FAILED after a check that saw the file change (never with UNCHANGED).
-ReloadObserver = Callable[[ReloadOutcome], None]
+ReloadListener = Callable[[ReloadResult], None]
 
 
 def _file_signature(path: str) -> tuple[int, int, int] | None:
@@ -49,34 +49,34 @@ class LiveConfig:
     """
 
     def __init__(self, config: Config, path: str | os.PathLike[str] | None = None, *,
-                 interval_seconds: float = 2.0, on_outcome: ReloadObserver | None = None) -> None:
+                 interval_seconds: float = 2.0, on_reload: ReloadListener | None = None) -> None:
         self.current = config
         self.path = os.fspath(path) if path is not None else None
         self.interval_seconds = interval_seconds
         self.last_error: ConfigError | None = None
         self.generation = 0
-        self._on_outcome = on_outcome
+        self._on_reload = on_reload
         self._signature = _file_signature(self.path) if self.path is not None else None
 
     @classmethod
     def from_path(cls, path: str | os.PathLike[str] | None, *, interval_seconds: float = 2.0,
-                  on_outcome: ReloadObserver | None = None) -> LiveConfig:
+                  on_reload: ReloadListener | None = None) -> LiveConfig:
         """Load ``path`` now (``ConfigError`` on any problem); the defaults when there is no file."""
-        return cls(load_config_or_defaults(path), path, interval_seconds=interval_seconds, on_outcome=on_outcome)
+        return cls(load_config_or_defaults(path), path, interval_seconds=interval_seconds, on_reload=on_reload)
 
-    def check(self) -> ReloadOutcome:
-        """Re-read the file if it changed, and report what happened to ``on_outcome``."""
+    def check(self) -> ReloadResult:
+        """Re-read the file if it changed, and report what happened to ``on_reload``."""
         if self.path is None:
-            return ReloadOutcome.UNCHANGED
-        outcome = self._reload_if_changed(self.path)
-        if outcome is not ReloadOutcome.UNCHANGED and self._on_outcome is not None:
-            self._on_outcome(outcome)
-        return outcome
+            return ReloadResult.UNCHANGED
+        result = self._reload_if_changed(self.path)
+        if result is not ReloadResult.UNCHANGED and self._on_reload is not None:
+            self._on_reload(result)
+        return result
 
-    def _reload_if_changed(self, path: str) -> ReloadOutcome:
+    def _reload_if_changed(self, path: str) -> ReloadResult:
         signature = _file_signature(path)
         if signature == self._signature:
-            return ReloadOutcome.UNCHANGED
+            return ReloadResult.UNCHANGED
         # Remembered before loading, so a broken file is reported once, not on every check.
         self._signature = signature
         try:
@@ -84,12 +84,12 @@ class LiveConfig:
         except ConfigError as exc:
             self.last_error = exc
             log.error("configuration reload rejected, keeping the previous configuration: %s", exc)
-            return ReloadOutcome.FAILED
+            return ReloadResult.FAILED
         self.current = config
         self.last_error = None
         self.generation += 1
         log.info("configuration reloaded from %s", path)
-        return ReloadOutcome.RELOADED
+        return ReloadResult.RELOADED
 
     async def watch(self) -> None:
         """Check the file every ``interval_seconds``, forever."""

@@ -2,7 +2,6 @@
 
 from webhook.guardrails.disclosure import Audience, Tenant, audience_of, tenant_of
 from webhook.guardrails.policy import (
-    MODE_LABEL,
     RULES,
     GuardrailDecision,
     SkipReason,
@@ -14,11 +13,9 @@ from webhook.guardrails.policy import (
     prediction_skipped,
     prediction_skipped_warning,
 )
-from webhook.guardrails.report import PREDICTION_ANNOTATION, fit_warnings, prediction_annotation
+from webhook.guardrails.report import fit_warnings, prediction_annotation
 
 __all__ = [
-    "MODE_LABEL",
-    "PREDICTION_ANNOTATION",
     "RULES",
     "Audience",
     "GuardrailDecision",

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from webhook.cluster.model import Namespace
+from webhook.cluster.model import Namespace, labels_of_namespace
 from webhook.config import DisclosureMode, UnverifiedDisclosure
 from webhook.preemption.preview import summarize
 from webhook.preemption.results import PreemptionResult, VictimInfo
@@ -37,8 +37,7 @@ class Tenant:
 
 def tenant_of(namespace: str, namespaces: Mapping[str, Namespace], tenant_label: str | None) -> Tenant:
     if tenant_label:
-        found = namespaces.get(namespace)
-        value = found.labels.get(tenant_label) if found is not None else None
+        value = labels_of_namespace(namespaces, namespace).get(tenant_label)
         if value:
             return Tenant(True, value)
     return Tenant(False, namespace)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from webhook.cluster.model import Namespace
+from webhook.cluster.model import Namespace, labels_of_namespace
 from webhook.config import GUARDRAIL_MODES, Exemptions, GuardrailMode, GuardrailsConfig
 from webhook.guardrails.disclosure import (
     FULL_DETAIL,
@@ -40,8 +40,7 @@ from webhook.guardrails.report import (
 )
 from webhook.identity import UserInfo
 from webhook.preemption.results import Outcome, PreemptionResult
-
-MODE_LABEL = "preemptguard.io/mode"
+from webhook.routes import MODE_LABEL
 
 RULE_CROSS_TENANT = "denyCrossTenantPreemption"
 RULE_MAX_PDB_VIOLATIONS = "maxPdbViolations"
@@ -93,11 +92,6 @@ class GuardrailDecision:
 
 
 # --- mode, exemptions, tenants ----------------------------------------------------------------------
-
-def _labels_of(namespace: str, namespaces: Mapping[str, Namespace]) -> Mapping[str, str]:
-    found = namespaces.get(namespace)
-    return found.labels if found is not None else {}
-
 
 def mode_override(namespace_labels: Mapping[str, str]) -> GuardrailMode | None:
     """The namespace's ``preemptguard.io/mode`` label when it names a valid mode."""
@@ -265,7 +259,7 @@ def evaluate_guardrails(
     condition for naming the tenant's victims and for ``auditDetail: full``; otherwise the namespace is only a
     claim, and ``unverifiedDisclosure`` says what may be named.
     """
-    labels = _labels_of(namespace, namespaces)
+    labels = labels_of_namespace(namespaces, namespace)
     mode = effective_mode(policy, labels)
     audience = audience_of(namespace, namespaces, policy.tenant_label, policy.disclosure,
                            unverified=None if callers_authenticated else policy.unverified_disclosure)
@@ -317,7 +311,7 @@ def prediction_skipped(policy: GuardrailsConfig, *, namespace: str, namespaces: 
                        reason: SkipReason, budget_milliseconds: int) -> GuardrailDecision:
     """A prediction that was not made (or failed) never blocks a pod: allow, with a warning saying so
     (none if off)."""
-    mode = effective_mode(policy, _labels_of(namespace, namespaces))
+    mode = effective_mode(policy, labels_of_namespace(namespaces, namespace))
     audit: dict[str, str] = {AUDIT_DECISION: "skipped", AUDIT_MODE: mode, AUDIT_SKIPPED: reason}
     warnings = () if mode == "off" else (prediction_skipped_warning(reason, budget_milliseconds),)
     return GuardrailDecision(True, "skipped", mode, warnings=warnings, audit_annotations=audit)

@@ -23,7 +23,6 @@ from webhook.guardrails.disclosure import (
 from webhook.preemption.preview import build_preview
 from webhook.preemption.results import Outcome, PreemptionResult, VictimInfo
 
-PREDICTION_ANNOTATION = "preemptguard.io/prediction"
 MAX_WARNING_LENGTH = 119  # "each under 120 characters"
 # What the API server keeps of one warning when it has to cut (apiserver endpoints/filters/warning.go,
 # truncateItemRunes): why a pod would stay Pending is the scheduler's whole message, one count per filter.

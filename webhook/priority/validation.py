@@ -178,16 +178,6 @@ def invalid_message(kind: str, name: str, errs: Sequence[FieldError]) -> str:
     return f'{kind} "{name}" is invalid: {body}'
 
 
-def forbidden_message(resource: str, name: str, inner: str) -> str:
-    """apierrors.NewForbidden."""
-    return f'{resource} "{name}" is forbidden: {inner}'
-
-
-def already_exists_message(resource: str, name: str) -> str:
-    """apierrors.NewAlreadyExists."""
-    return f'{resource} "{name}" already exists'
-
-
 # ---- Priority plugin (Validate) and registry rules ----------------------------------------------
 def check_single_global_default(
     operation: str, incoming: PriorityClassObject, stored: Iterable[PriorityClass]

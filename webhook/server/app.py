@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from webhook.admission.pipeline import PodAdmission, PodStep
-from webhook.cluster.source import ClusterSource
 from webhook.config import Config, LiveConfig
 from webhook.errors import ConfigError
 from webhook.prediction.service import PredictionService
@@ -53,6 +52,7 @@ from webhook.server.metrics import AdmissionMetrics, WebhookMetrics, make_metric
 from webhook.server.observing import PredictionObserver, not_observing, observer_lifecycle
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ServingTLS, serving_tls
+from webhook.sources.source import ClusterSource
 from webhook.tasks import cancel_and_wait, running_in_background
 
 log = logging.getLogger(__name__)
@@ -125,15 +125,10 @@ async def _stop_body_decoder(app: web.Application) -> None:
     app[LIMITS_KEY].intake.decoder.shutdown()
 
 
-def is_live(source: ClusterSource) -> bool:
-    """A live cluster (``KubernetesSource``): it has an API client to call, and its state follows the cluster."""
-    return hasattr(source, "api_client")
-
-
 def default_authenticator(source: ClusterSource) -> Authenticator:
     """No authentication for a snapshot; TokenReview/SubjectAccessReview through a live source's API client."""
-    if is_live(source):
-        return KubernetesAuthenticator(lambda: getattr(source, "api_client", None))
+    if source.api is not None:
+        return KubernetesAuthenticator(source.api)
     return NoAuthentication()
 
 
@@ -145,9 +140,9 @@ async def _observer_lifecycle(app: web.Application) -> AsyncIterator[None]:
 def make_observer(source: ClusterSource, settings: ServerSettings, metrics: WebhookMetrics,
                   live: LiveConfig) -> PredictionObserver | None:
     """The live observer of docs/interfaces.md §9: with a live source and a non-zero --observe-window only."""
-    if not is_live(source) or settings.observe_window_seconds <= 0:
+    if source.api is None or settings.observe_window_seconds <= 0:
         return None
-    events = PodEvents(lambda: getattr(source, "api_client", None)) if settings.events else None
+    events = PodEvents(source.api) if settings.events else None
     return PredictionObserver(source, metrics, lambda: live.current, settings, events=events)
 
 
@@ -174,10 +169,10 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     app[METRICS_KEY] = metrics
     if config is None:
         app[CONFIG_KEY] = LiveConfig.from_path(settings.config_path, interval_seconds=settings.config_reload_interval,
-                                               on_outcome=metrics.observe_config_reload)
+                                               on_reload=metrics.record_config_reload)
     else:
         app[CONFIG_KEY] = LiveConfig(config, settings.config_path, interval_seconds=settings.config_reload_interval,
-                                     on_outcome=metrics.observe_config_reload)
+                                     on_reload=metrics.record_config_reload)
     app[PREDICTOR_KEY] = PredictionService(settings.prediction_workers,
                                            inline_seconds=settings.inline_prediction_seconds)
     app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)
@@ -211,7 +206,7 @@ class RunningServer:
     metrics_port: int | None
 
     def begin_drain(self) -> None:
-        """/readyz answers 503 from now on; requests are still served (see ``cli.serve``)."""
+        """/readyz answers 503 from now on; requests are still served (see ``webhook.server.command.serve``)."""
         self.app[LIMITS_KEY].begin_drain()
 
     async def stop(self) -> None:

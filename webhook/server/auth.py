@@ -2,9 +2,9 @@
 
 In cluster the caller presents a bearer token (``Authorization: Bearer <token>``). It is verified with a
 TokenReview (authentication.k8s.io/v1) and the caller is authorised with SubjectAccessReviews
-(authorization.k8s.io/v1), both created through the cluster source's API client (the webhook's own service
-account, which RBAC allows to create both). Serving from a snapshot file there is no cluster to ask, so no
-authentication (``NoAuthentication``).
+(authorization.k8s.io/v1), both created through the cluster source's API client (``webhook.kubeapi``: the
+webhook's own service account, which RBAC allows to create both). Serving from a snapshot file there is no
+cluster to ask, so no authentication (``NoAuthentication``).
 
 Tokens are never logged, never put in an error message and never kept after the request.
 
@@ -21,13 +21,12 @@ and at the top level ``"redactedNamespaces": ["team-b"]``. Counts in ``summary``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-import aiohttp
-
-from webhook.errors import ClusterUnavailable, Unauthorized
+from webhook.errors import ApiError, ClusterUnavailable, Unauthorized
 from webhook.identity import ANONYMOUS, UserInfo
+from webhook.kubeapi import KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -101,38 +100,21 @@ def subject_access_review(caller: UserInfo, verb: str, resource: str, namespace:
 
 
 class KubernetesAuthenticator:
-    """TokenReview + SubjectAccessReview through a kubernetes-asyncio ``ApiClient``.
+    """TokenReview + SubjectAccessReview through the live cluster source's API client (open once it started)."""
 
-    ``api_client`` is a callable returning the source's client (it exists only once the source has started).
-    """
-
-    def __init__(self, api_client: Callable[[], Any], *, timeout_seconds: float = 5.0) -> None:
-        self._api_client = api_client
+    def __init__(self, api: KubeClient, *, timeout_seconds: float = 5.0) -> None:
+        self.api = api
         self.timeout_seconds = timeout_seconds
 
     async def _create(self, path: str, body: Mapping[str, Any], what: str) -> Mapping[str, Any]:
         """POST one review object; any failure is ``ClusterUnavailable`` (503), never echoing the body."""
-        client = self._api_client()
-        if client is None:
-            raise ClusterUnavailable(f"cannot create a {what}: the cluster client is not started")
-        timeout = aiohttp.ClientTimeout(total=self.timeout_seconds)
         try:
-            response = await client.call_api(
-                path, "POST", header_params={"Accept": "application/json", "Content-Type": "application/json"},
-                body=dict(body), auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
-            )
-            try:
-                status = response.status
-                answer = await response.json(content_type=None)
-            finally:
-                response.release()
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
-            raise ClusterUnavailable(f"cannot create a {what}: {type(exc).__name__}") from None
-        if not 200 <= status < 300 or not isinstance(answer, Mapping):
-            message = answer.get("message", "") if isinstance(answer, Mapping) else ""
-            log.warning("the API server refused a %s: HTTP %s %s", what, status, message)
-            raise ClusterUnavailable(f"cannot create a {what}: the API server answered HTTP {status}")
-        return answer
+            return await self.api.post(path, dict(body), timeout=self.timeout_seconds)
+        except ApiError as exc:
+            log.warning("the API server refused a %s: HTTP %s %s", what, exc.code, exc.message)
+            raise ClusterUnavailable(f"cannot create a {what}: the API server answered HTTP {exc.code}") from None
+        except ClusterUnavailable as exc:
+            raise ClusterUnavailable(f"cannot create a {what}: {exc}") from None
 
     async def authenticate(self, headers: Mapping[str, str]) -> UserInfo:
         token = bearer_token(headers)

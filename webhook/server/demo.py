@@ -20,15 +20,15 @@ from typing import Any, TextIO
 
 import yaml
 
-from webhook.cluster.source import SnapshotSource
 from webhook.config import DEFAULT_CONFIG, Config, load_config
 from webhook.errors import InvalidInput
-from webhook.guardrails import PREDICTION_ANNOTATION
 from webhook.preemption.results import Outcome
 from webhook.preemption.workloads import WORKLOAD_KINDS, pod_template
-from webhook.routes import MUTATE_PODS_PATH
+from webhook.routes import MUTATE_PODS_PATH, PREDICTION_ANNOTATION
+from webhook.server.logs import configure_logging
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
+from webhook.sources.source import SnapshotSource
 
 DEMO_USER = {"username": "demo-user@example.com", "uid": "demo-user", "groups": ["system:authenticated"]}
 
@@ -169,9 +169,13 @@ def bundled_example_cluster() -> Path:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    configure_logging("warning")
     snapshot = Path(args.cluster_snapshot) if args.cluster_snapshot else bundled_example_cluster()
     config = load_config(args.config) if args.config else DEFAULT_CONFIG
     files = [Path(p) for p in args.pods] or default_pod_files(snapshot)
     if not files:
         raise InvalidInput(f"no pod manifests given and none found in {snapshot.parent / 'pods'}")
-    return asyncio.run(run_demo_async(snapshot, config, files, out or sys.stdout))
+    out = out or sys.stdout
+    code = asyncio.run(run_demo_async(snapshot, config, files, out))
+    out.flush()  # here, where the program's entry can still handle a closed pipe (`preempt-guard demo | head -1`)
+    return code

@@ -1,7 +1,7 @@
 """Kubernetes Events on pods (``serve --events``): a prediction the scheduler did not bear out, told where
 ``kubectl describe pod`` shows it.
 
-Created through the cluster source's API client (its config, auth and TLS) as ``core/v1`` Events of type
+Created through the cluster source's API client (``webhook.kubeapi``) as ``core/v1`` Events of type
 ``Warning`` (the RBAC: ``create`` on ``events``, webhook/rbac.py ``EVENTS_PERMISSIONS``, granted only by the
 overlay and the chart value that turn ``--events`` on). Posting never blocks the informers and never raises:
 a failure is logged (at most one warning a minute) and the Event is dropped, as client-go's recorder drops
@@ -15,11 +15,10 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
+from webhook.kubeapi import KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +50,8 @@ def pod_event(namespace: str, pod: str, uid: str, reason: str, message: str, *, 
 class PodEvents:
     """Posts Events in the background; ``close`` waits a moment for the ones still on their way."""
 
-    def __init__(self, api_client: Callable[[], Any], *, timeout_seconds: float = 5.0,
-                 instance: str | None = None) -> None:
-        self._api_client = api_client
+    def __init__(self, api: KubeClient, *, timeout_seconds: float = 5.0, instance: str | None = None) -> None:
+        self.api = api
         self.timeout_seconds = timeout_seconds
         self.instance = instance or socket.gethostname()
         self.posted = 0
@@ -69,22 +67,8 @@ class PodEvents:
         task.add_done_callback(self._tasks.discard)
 
     async def _create(self, namespace: str, body: dict[str, Any]) -> None:
-        client = self._api_client()
         try:
-            if client is None:
-                raise ConnectionError("the cluster client is not started")
-            response = await client.call_api(
-                events_path(namespace), "POST",
-                header_params={"Accept": "application/json", "Content-Type": "application/json"},
-                body=body, auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=self.timeout_seconds))
-            try:
-                status = response.status
-                answer = await response.read()
-            finally:
-                response.release()
-            if not 200 <= status < 300:
-                raise ConnectionError(f"HTTP {status}: {answer[:200].decode('utf-8', 'replace')}")
+            await self.api.post(events_path(namespace), body, timeout=self.timeout_seconds)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # an Event is a courtesy: never let it fail anything else

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import orjson
 from aiohttp import web
 
-from webhook.admission.outcome import AdmissionOutcome
+from webhook.admission.decision import AdmissionDecision
 from webhook.admission.pipeline import PodAdmission, UnreadReason
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
 from webhook.admission.priorityclasses import admit_priority_class
@@ -25,12 +25,10 @@ from webhook.admission.review import (
     AdmissionRequest,
     build_admission_response,
     decode_json,
-    optional_str,
     parse_admission_review,
     peek_admission_request,
-    require_object,
 )
-from webhook.cluster.source import ClusterSource
+from webhook.cluster.jsonfields import json_required_object, json_str
 from webhook.config import LiveConfig
 from webhook.errors import (
     BodyTooLarge,
@@ -48,6 +46,7 @@ from webhook.server.limits import BODY, LIMITS_KEY, UNREAD, RequestLimits
 from webhook.server.logs import log_decision
 from webhook.server.metrics import MUTATE_PODS, PREVIEW, WebhookMetrics
 from webhook.server.settings import ServerSettings
+from webhook.sources.source import ClusterSource
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +87,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPRequestEntityTooLarge:
         response = error_response(413, f"request body exceeds {request.app[SETTINGS_KEY].max_body_bytes} bytes")
     except web.HTTPException as exc:
-        metrics.observe_request(endpoint, exc.status)
+        metrics.record_request(endpoint, exc.status)
         raise
     except asyncio.CancelledError:
         raise
     except Exception:  # a bug: logged loudly, never a hang or a dropped connection
         log.exception("unexpected error handling %s %s", request.method, request.path)
         response = error_response(500, "internal error")
-    metrics.observe_request(endpoint, response.status)
+    metrics.record_request(endpoint, response.status)
     return response
 
 
@@ -144,23 +143,23 @@ async def read_admission_review(request: web.Request) -> AdmissionRequest:
     return await decoded(request, body, lambda: parse_admission_review(decode_json(body)))
 
 
-def admission_response(uid: str, outcome: AdmissionOutcome) -> web.Response:
-    return json_response(build_admission_response(uid, outcome))
+def admission_response(uid: str, decision: AdmissionDecision) -> web.Response:
+    return json_response(build_admission_response(uid, decision))
 
 
 async def mutate_pods(request: web.Request) -> web.Response:
     started = time.perf_counter()
     unread = request.get(UNREAD)
     if unread is not None:
-        review, outcome = judge_unread(request, *unread)
+        review, decision = judge_unread(request, *unread)
     else:
-        review, outcome = await admit_pod_within_deadline(request, await read_body(request))
-    _observe(request, review, MUTATE_PODS, outcome, started)
-    return admission_response(review.uid, outcome)
+        review, decision = await admit_pod_within_deadline(request, await read_body(request))
+    _record(request, review, MUTATE_PODS, decision, started)
+    return admission_response(review.uid, decision)
 
 
 def judge_unread(request: web.Request, head: bytes, problem: PreemptGuardError) -> tuple[AdmissionRequest,
-                                                                                          AdmissionOutcome]:
+                                                                                          AdmissionDecision]:
     """A pod review whose body was not read whole (over the size limit, or no memory for it now), judged by the
     fields before its object; a body without them keeps its 413/503."""
     review = peek_admission_request(head)
@@ -172,7 +171,7 @@ def judge_unread(request: web.Request, head: bytes, problem: PreemptGuardError) 
     return review, request.app[PIPELINE_KEY].admit_unread(review, reason)
 
 
-async def admit_pod_within_deadline(request: web.Request, body: bytes) -> tuple[AdmissionRequest, AdmissionOutcome]:
+async def admit_pod_within_deadline(request: web.Request, body: bytes) -> tuple[AdmissionRequest, AdmissionDecision]:
     """The review and the pipeline's outcome, or allowed-with-warning once the admission deadline (limits.py) has
     passed: the deadline covers decoding too, which runs off the event loop for a large body so it can fire."""
     pipeline = request.app[PIPELINE_KEY]
@@ -192,7 +191,8 @@ async def admit_pod_within_deadline(request: web.Request, body: bytes) -> tuple[
         if found is None:  # still unread, and no review head to answer with: not from an API server
             raise InvalidInput("request is not an AdmissionReview with its request.uid first") from None
         log.warning("pod review %s not decided within the admission deadline: allowed without checks", found.uid)
-        return found, limits.deadline_outcome()
+        limits.metrics.deadline_exceeded.inc()
+        return found, pipeline.undecided(found, limits.settings.admission_deadline_seconds)
 
 
 @contextlib.asynccontextmanager
@@ -210,19 +210,19 @@ async def _large_review_slot(limits: RequestLimits, body: bytes) -> AsyncIterato
 async def validate_priority_classes(request: web.Request) -> web.Response:
     review = await read_admission_review(request)
     started = time.perf_counter()
-    outcome = admit_priority_class(review, request.app[SOURCE_KEY].state.priority_classes)
-    _observe(request, review, "validate_priorityclasses", outcome, started)
-    return admission_response(review.uid, outcome)
+    decision = admit_priority_class(review, request.app[SOURCE_KEY].state.priority_classes)
+    _record(request, review, "validate_priorityclasses", decision, started)
+    return admission_response(review.uid, decision)
 
 
-def _observe(request: web.Request, review: AdmissionRequest, endpoint: str, outcome: AdmissionOutcome,
+def _record(request: web.Request, review: AdmissionRequest, endpoint: str, decision: AdmissionDecision,
              started: float) -> None:
     seconds = time.perf_counter() - started
-    rules = outcome.denied_by or (("priority",) if not outcome.allowed else ())
-    request.app[METRICS_KEY].observe_admission(
-        endpoint, "allowed" if outcome.allowed else "denied", seconds, outcome.denial_reason, rules)
+    rules = decision.denied_by or (("priority",) if not decision.allowed else ())
+    request.app[METRICS_KEY].record_admission(
+        endpoint, "allowed" if decision.allowed else "denied", seconds, decision.denial_reason, rules)
     if request.app[SETTINGS_KEY].log_denials:
-        log_decision(review, outcome, seconds)
+        log_decision(review, decision, seconds)
 
 
 # ---- preview ------------------------------------------------------------------------------------
@@ -243,14 +243,14 @@ MAX_PREVIEW_REPLICAS = 10_000
 
 def parse_preview_request(body: object) -> PreviewRequest:
     """A ``PreviewRequest``; anything malformed is ``InvalidInput`` (HTTP 400) naming the field."""
-    raw = require_object(body, "PreviewRequest")
+    raw = json_required_object(body, "PreviewRequest")
     unknown = sorted(str(key) for key in raw if key not in PREVIEW_REQUEST_FIELDS)
     if unknown:
         expected = ", ".join(PREVIEW_REQUEST_FIELDS)
         raise InvalidInput(f"unknown field {unknown[0]!r} in PreviewRequest (expected {expected})")
     if raw.get("pod") is None:
         raise InvalidInput("pod is required: a Pod or a workload with a pod template")
-    obj = dict(require_object(raw.get("pod"), "pod"))
+    obj = dict(json_required_object(raw.get("pod"), "pod"))
     replicas = raw.get("replicas")
     if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0):
         raise InvalidInput("replicas must be a non-negative integer")
@@ -258,9 +258,9 @@ def parse_preview_request(body: object) -> PreviewRequest:
         raise InvalidInput(f"replicas must be at most {MAX_PREVIEW_REPLICAS}")
     meta = obj.get("metadata")
     own_namespace = meta.get("namespace") if isinstance(meta, dict) else None
-    namespace = (optional_str(raw.get("namespace"), "namespace")
+    namespace = (json_str(raw.get("namespace"), "namespace")
                  or (own_namespace if isinstance(own_namespace, str) else "") or "default")
-    priority_class = optional_str(raw.get("priorityClassName"), "priorityClassName") or None
+    priority_class = json_str(raw.get("priorityClassName"), "priorityClassName") or None
     return PreviewRequest(obj, namespace, replicas, priority_class)
 
 
@@ -283,9 +283,9 @@ async def preview(request: web.Request) -> web.Response:
             priority_class=wanted.priority_class, scheduler=app[CONFIG_KEY].current.scheduler,
             budget_seconds=app[SETTINGS_KEY].preview_budget_seconds)
     except PredictionTimeout:
-        metrics.observe_skipped_prediction(PREVIEW, "budget-exceeded")
+        metrics.record_skipped_prediction(PREVIEW, "budget-exceeded")
         raise
-    metrics.observe_prediction(PREVIEW, [r.outcome for r in results], time.perf_counter() - started)
+    metrics.record_prediction(PREVIEW, [r.outcome for r in results], time.perf_counter() - started)
     document = build_preview(results)
     visibility = NamespaceVisibility(authenticator, caller)
     hidden = await visibility.hidden_namespaces(victim_namespaces(document))

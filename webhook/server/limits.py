@@ -8,9 +8,9 @@
   ``failurePolicy`` at once (``Ignore``: the pod is admitted without PreemptGuard). ``/preview`` callers are
   people and tools, so their 429 says ``Retry-After: 1``. Health checks are never limited.
 * **Admission deadline.** A pod review not answered within ``admission_deadline_seconds`` of its arrival
-  (default 2.5 s, below the ``timeoutSeconds: 3`` of manifests/base/webhooks.yaml) is answered *allowed, with
-  a warning*: the same fail-open result the API server would produce with ``failurePolicy: Ignore``, but
-  visible to the user, audited and counted here, and never the API server's timeout firing first.
+  (default 2.5 s, below the ``timeoutSeconds: 3`` of manifests/base/webhooks.yaml) gets the pipeline's answer
+  for an undecided review (``PodAdmission.undecided``), counted here, and never the API server's timeout firing
+  first. The clock starts here, at arrival; what the answer is, the pipeline says.
 * **Slots only for whole requests.** A request's body is received (``webhook.server.bodies``: its timeout, the
   memory budget for bodies) before it takes a slot, so clients that trickle their bodies hold none.
 * **Slow clients and connections** (``webhook.server.connections``): TLS handshakes must finish within
@@ -24,7 +24,7 @@
   ``metrics_keepalive_timeout``. Nothing sent to ``--metrics-port`` counts against the admission port's
   connections, slots or timers, and the reverse.
 * **Draining.** ``begin_drain()`` makes ``/readyz`` answer 503 and closes each keep-alive connection after
-  its next response, while requests keep being served (see ``cli.serve``).
+  its next response, while requests keep being served (see ``webhook.server.command.serve``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from typing import Any, Literal
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from webhook.admission.outcome import AdmissionOutcome
 from webhook.errors import BodyTooLarge
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.bodies import (
@@ -67,11 +66,6 @@ BODY = web.RequestKey("preemptguard_body", bytes)
 # A gated request whose body was not read whole (too large, or no memory for it now): its first bytes, and why.
 UNREAD = web.RequestKey("preemptguard_unread", tuple)
 
-DEADLINE_WARNING = (
-    "PreemptGuard did not finish its checks within {seconds:g}s and admitted the pod without them "
-    "(the API server's Priority admission plugin still applied)"
-)
-AUDIT_DEADLINE = "deadline-exceeded"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -172,11 +166,6 @@ class RequestLimits:
     def is_large(self, body: bytes) -> bool:
         return len(body) > self.settings.inline_body_bytes
 
-    def deadline_outcome(self) -> AdmissionOutcome:
-        self.metrics.deadline_exceeded.inc()
-        seconds = self.settings.admission_deadline_seconds
-        return AdmissionOutcome.allow(warnings=[DEADLINE_WARNING.format(seconds=seconds)],
-                                      audit_annotations={AUDIT_DEADLINE: f"{seconds:g}s"})
 
 
 def metrics_gate_middleware(gate: ConcurrencyGate) -> Any:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import orjson
 
-from webhook.admission.outcome import AdmissionOutcome
+from webhook.admission.decision import AdmissionDecision
 from webhook.admission.review import AdmissionRequest
 
 LogFormat = Literal["text", "json"]
@@ -84,7 +84,7 @@ def _pod_of(request: AdmissionRequest) -> str:
     return ""
 
 
-def log_decision(request: AdmissionRequest, outcome: AdmissionOutcome, seconds: float) -> None:
+def log_decision(request: AdmissionRequest, outcome: AdmissionDecision, seconds: float) -> None:
     """An info line for a denial or for an answer carrying guardrail warnings (nothing for a plain allow)."""
     decision = outcome.audit_annotations.get("guardrail-decision", "")
     if outcome.allowed and decision not in ("warned", "exempt"):

@@ -44,7 +44,7 @@ from prometheus_client import (
 )
 
 from webhook.admission.pod import PodReview
-from webhook.config import ReloadOutcome
+from webhook.config import ReloadResult
 from webhook.errors import InvalidInput
 from webhook.guardrails import GuardrailDecision, SkipReason
 from webhook.observe.compare import Verdict
@@ -198,7 +198,7 @@ class WebhookMetrics:
         self._guardrail_decisions = LabelledChildren(self.guardrail_decisions)
         self._requests = LabelledChildren(self.requests)
 
-    def observe_admission(self, endpoint: str, outcome: str, seconds: float, denial_reason: str = "",
+    def record_admission(self, endpoint: str, outcome: str, seconds: float, denial_reason: str = "",
                           rules: Iterable[str] = ()) -> None:
         self._admission_duration[endpoint, outcome].observe(seconds)
         self._admission_requests[endpoint, outcome].inc()
@@ -207,30 +207,30 @@ class WebhookMetrics:
         for rule in rules:
             self._denials_by_rule[endpoint, rule].inc()
 
-    def observe_prediction(self, endpoint: str, outcomes: Iterable[str], seconds: float) -> None:
+    def record_prediction(self, endpoint: str, outcomes: Iterable[str], seconds: float) -> None:
         for outcome in outcomes:
             self._predictions[endpoint, outcome].inc()
         self._prediction_duration[(endpoint,)].observe(seconds)
 
-    def observe_skipped_prediction(self, endpoint: str, reason: str) -> None:
+    def record_skipped_prediction(self, endpoint: str, reason: str) -> None:
         self._predictions[endpoint, "skipped"].inc()
         self._predictions_skipped[endpoint, reason].inc()
 
-    def observe_victims(self, result: PreemptionResult) -> None:
+    def record_victims(self, result: PreemptionResult) -> None:
         for victim in result.victims:
             self._predicted_victims[(victim.namespace,)].inc()
 
-    def observe_prediction_verdict(self, verdict: Verdict) -> None:
+    def record_prediction_verdict(self, verdict: Verdict) -> None:
         self._prediction_observed[verdict].inc()
 
-    def observe_guardrail(self, decision: str, mode: str) -> None:
+    def record_guardrail(self, decision: str, mode: str) -> None:
         self._guardrail_decisions[decision, mode].inc()
 
-    def observe_config_reload(self, outcome: ReloadOutcome) -> None:
-        """The ``on_outcome`` callback of the live configuration: count applied and rejected changes."""
-        if outcome is ReloadOutcome.RELOADED:
+    def record_config_reload(self, result: ReloadResult) -> None:
+        """The ``on_reload`` callback of the live configuration: count applied and rejected changes."""
+        if result is ReloadResult.RELOADED:
             self.config_reloads.inc()
-        elif outcome is ReloadOutcome.FAILED:
+        elif result is ReloadResult.FAILED:
             self.config_reload_failures.inc()
 
     def track_staleness(self, staleness_seconds: Callable[[], float]) -> None:
@@ -248,7 +248,7 @@ class WebhookMetrics:
         """Read the served certificate's ``notAfter`` at every scrape (it follows reloads on its own)."""
         self.serving_certificate_expiry.set_function(lambda: not_after().timestamp())
 
-    def observe_request(self, endpoint: str, code: int) -> None:
+    def record_request(self, endpoint: str, code: int) -> None:
         self._requests[endpoint, str(code)].inc()
 
     def render(self) -> bytes:
@@ -263,13 +263,13 @@ def _kubernetes_client_version() -> str:
 
 
 class AdmissionMetrics:
-    """The pod pipeline's ``AdmissionObserver``: its events counted in ``metrics`` and logged."""
+    """The pod pipeline's ``AdmissionRecorder``: its events counted in ``metrics`` and logged."""
 
     def __init__(self, metrics: WebhookMetrics) -> None:
         self.metrics = metrics
 
     def prediction_made(self, result: PreemptionResult, seconds: float) -> None:
-        self.metrics.observe_prediction(MUTATE_PODS, (result.outcome,), seconds)
+        self.metrics.record_prediction(MUTATE_PODS, (result.outcome,), seconds)
 
     def prediction_failed(self, review: PodReview, error: Exception, seconds: float) -> None:
         if isinstance(error, InvalidInput):  # e.g. a quantity the API server's validation refuses after admission
@@ -277,16 +277,16 @@ class AdmissionMetrics:
         else:
             log.error("preemption prediction failed for pod %s in %s", review.name_for_messages, review.namespace,
                       exc_info=error)
-        self.metrics.observe_prediction(MUTATE_PODS, ("failed",), seconds)
+        self.metrics.record_prediction(MUTATE_PODS, ("failed",), seconds)
 
     def prediction_skipped(self, reason: SkipReason) -> None:
-        self.metrics.observe_skipped_prediction(MUTATE_PODS, reason)
+        self.metrics.record_skipped_prediction(MUTATE_PODS, reason)
 
     def guardrail_decided(self, decision: GuardrailDecision, result: PreemptionResult | None, *,
                           dry_run: bool) -> None:
-        self.metrics.observe_guardrail(decision.decision, decision.mode)
+        self.metrics.record_guardrail(decision.decision, decision.mode)
         if result is not None and decision.allowed and not dry_run:
-            self.metrics.observe_victims(result)
+            self.metrics.record_victims(result)
 
 
 def make_metrics_app(metrics: WebhookMetrics,

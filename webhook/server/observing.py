@@ -21,7 +21,6 @@ from typing import Any
 
 from webhook.admission.pod import PodReview
 from webhook.cluster.model import Pod
-from webhook.cluster.source import ClusterSource
 from webhook.config import Config
 from webhook.observe.compare import Verdict
 from webhook.observe.report import (
@@ -37,6 +36,7 @@ from webhook.server.events import MISMATCH_REASON, PodEvents
 from webhook.server.logs import FIELDS
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.settings import ServerSettings
+from webhook.sources.source import ClusterSource
 from webhook.tasks import running_in_background
 
 log = logging.getLogger("webhook.observe")
@@ -91,7 +91,7 @@ class PredictionObserver:
     # ---- reporting ------------------------------------------------------------------------------
     def decided(self, decision: Decision) -> None:
         verdict = decision.comparison.verdict
-        self.metrics.observe_prediction_verdict(verdict)
+        self.metrics.record_prediction_verdict(verdict)
         audience = audience_for(decision, self.source.state.namespaces, self.config().guardrails)
         rendered = render_decision(decision, audience)
         self.summary.add(decision, anonymous_decision(decision), datetime.now(UTC))

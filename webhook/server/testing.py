@@ -16,12 +16,12 @@ from typing import Any
 import aiohttp
 
 from webhook.certs.issuance import generate_ca, issue_client_certificate
-from webhook.cluster.source import ClusterSource
 from webhook.config import Config
 from webhook.server.app import RunningServer, make_app, start_server
 from webhook.server.auth import Authenticator
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import SelfSignedTLS
+from webhook.sources.source import ClusterSource
 
 
 def admission_review(request: Mapping[str, Any], uid: str | None = None) -> dict[str, Any]:

@@ -14,13 +14,13 @@ from typing import Any
 
 import orjson
 
-from webhook.cluster.loader import load_snapshot, parse_documents
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import DEFAULT_CONFIG, Config, SchedulerConfig, load_config
 from webhook.prediction.service import preemption_args
 from webhook.preemption.preview import result_json
 from webhook.preemption.simulate import predict_pods
 from webhook.preemption.workloads import expand_object
+from webhook.sources.loader import load_snapshot, parse_documents
 
 __all__ = [
     "DEFAULT_CONFIG",

@@ -2,7 +2,7 @@
 
 The text is decoded in bounded chunks. The top-level object's fields are read with the standard library's C
 scanner (``json.JSONDecoder.raw_decode``, which parses one value and says where it ends); the elements of its
-``items`` array are yielded one at a time (webhook/cluster/docparts.py).
+``items`` array are yielded one at a time (webhook/sources/docparts.py).
 
 Most items are parsed by orjson on a bounded slice: kubectl indents its output (``json.MarshalIndent``), so an
 item that starts on its own line at some indentation ends at the first line holding only that indentation and
@@ -26,7 +26,7 @@ from collections.abc import Iterator
 
 import orjson
 
-from webhook.cluster.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, ByteStream, Part
+from webhook.sources.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, ByteStream, Part
 
 CHUNK_BYTES = 1 << 20
 # How far past an item's start the end marker is looked for before the item goes to the standard scanner.

@@ -19,13 +19,13 @@ import orjson
 import pytest
 import yaml
 
-from webhook.cluster.loader import load_snapshot
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import SnapshotError
-from webhook.preemption import snapshot_cache
 from webhook.preemption.index import index_sync_is_cheap
 from webhook.preemption.preview import preview_objects
-from webhook.preemption.snapshot_cache import MAGIC, SnapshotCache, cache_path
+from webhook.sources import snapshot_cache
+from webhook.sources.loader import load_snapshot
+from webhook.sources.snapshot_cache import MAGIC, SnapshotCache, cache_path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -9,9 +9,9 @@ import pytest
 from aiohttp import web
 from fake_apiserver import FakeApiServer, priority_class, wait_until_consistent
 
-from webhook.cluster.informer import NODES
-from webhook.cluster.kube_source import KubernetesSource
 from webhook.errors import ClusterUnavailable, ConfigError
+from webhook.sources.informer import NODES
+from webhook.sources.kube_source import KubernetesSource
 
 
 async def test_miss_then_hit(fake_api: FakeApiServer, synced_source: KubernetesSource) -> None:

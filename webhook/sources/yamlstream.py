@@ -1,5 +1,5 @@
 """Stream a YAML snapshot (``kubectl get -o yaml``, or a multi-document stream) document by document, and the
-``items`` of a top-level mapping item by item (webhook/cluster/docparts.py).
+``items`` of a top-level mapping item by item (webhook/sources/docparts.py).
 
 libyaml (pyyaml's C parser, when installed) turns the text into events; the nodes are composed from those
 events by pyyaml's own composer (yaml/composer.py (Composer.compose_node)), one item at a time instead of one
@@ -25,7 +25,7 @@ from yaml.events import (
 )
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from webhook.cluster.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, Part, TextStream
+from webhook.sources.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, Part, TextStream
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAP_TAGS = (None, "!", "tag:yaml.org,2002:map")

@@ -1,7 +1,5 @@
-"""``preempt-guard``: ``serve`` the admission webhook, manage its ``certs``, run the ``demo``, or ``verify``.
-
-Errors end the process with one line on stderr and the exit code of the ``PreemptGuardError`` tree.
-"""
+"""``preempt-guard serve``: its flags, their checks, the cluster source they choose, and the server's run until
+SIGTERM (dispatched by ``webhook.cli``)."""
 
 from __future__ import annotations
 
@@ -11,15 +9,10 @@ import contextlib
 import logging
 import os
 import signal
-import sys
-from collections.abc import Sequence
 from typing import cast
 
-from webhook.certs import command as certs_command
-from webhook.cluster.source import ClusterSource, SnapshotSource
 from webhook.config import Config, load_config_or_defaults
-from webhook.errors import ConfigError, PreemptGuardError
-from webhook.server import demo
+from webhook.errors import ConfigError
 from webhook.server.app import make_app, start_server
 from webhook.server.eventloop import EVENT_LOOPS, run_on_event_loop
 from webhook.server.logs import LOG_FORMATS, LogFormat, configure_logging
@@ -34,11 +27,8 @@ from webhook.server.settings import (
     ServerSettings,
     settings_from_args,
 )
-from webhook.verify import command as verify_command
-from webhook.version import package_version
+from webhook.sources.source import ClusterSource, SnapshotSource
 
-PROG = "preempt-guard"
-EXIT_BROKEN_PIPE = 141  # what a shell reports for a command ended by SIGPIPE, as `yes | head` does
 log = logging.getLogger("webhook.server")
 
 
@@ -100,21 +90,6 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                               "prediction the scheduler did not bear out (needs create on events)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="Priority admission webhook and preemption predictor.")
-    parser.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_serve_arguments(commands.add_parser("serve", help="serve the admission webhook over HTTPS"))
-    demo_parser = commands.add_parser(
-        "demo", help="serve a snapshot on 127.0.0.1 and send it pod manifests as the kube-apiserver would")
-    demo.add_demo_arguments(demo_parser)
-    certs_command.add_arguments(
-        commands.add_parser("certs", help="create or rotate the webhook's TLS certificates"))
-    verify_command.add_arguments(
-        commands.add_parser("verify", help="hold the prediction against a real kube-scheduler on a snapshot"))
-    return parser
-
-
 def validate_serve_settings(settings: ServerSettings) -> None:
     if settings.tls_self_signed and (settings.tls_cert or settings.tls_key):
         raise ConfigError("--tls-self-signed cannot be combined with --tls-cert/--tls-key")
@@ -147,7 +122,7 @@ def make_source(settings: ServerSettings) -> ClusterSource:
     """The snapshot file, or a live cluster (imported lazily: offline use needs no Kubernetes client)."""
     if settings.cluster_snapshot is not None:
         return SnapshotSource(settings.cluster_snapshot, require_cluster=True)
-    from webhook.cluster.kube_source import KubernetesSource
+    from webhook.sources.kube_source import KubernetesSource
 
     in_cluster = settings.in_cluster or (settings.kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ)
     kubeconfig = str(settings.kubeconfig) if settings.kubeconfig is not None else None
@@ -181,10 +156,6 @@ async def serve(settings: ServerSettings, config: Config | None = None) -> None:
         await server.stop()
 
 
-def one_line(message: object) -> str:
-    return " ".join(str(message).split())
-
-
 def run_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     validate_serve_settings(settings)
@@ -192,34 +163,3 @@ def run_serve(args: argparse.Namespace) -> int:
     config = load_config_or_defaults(settings.config_path)  # a bad file: exit 2 with one line
     run_on_event_loop(serve(settings, config), settings.event_loop)
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = build_parser().parse_args(argv)
-        if args.command == "certs":
-            return certs_command.run(args)
-        if args.command == "verify":
-            return verify_command.run(args)
-        if args.command == "demo":
-            configure_logging("warning")
-            code = demo.run(args)
-            sys.stdout.flush()  # here, where a closed pipe can still be handled below
-            return code
-        return run_serve(args)
-    except BrokenPipeError:  # e.g. `preempt-guard demo | head -1`: the reader left, nothing more to say
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
-    except PreemptGuardError as exc:
-        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
-        return exc.exit_code
-    except OSError as exc:
-        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

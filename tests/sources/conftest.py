@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_apiserver import FakeApiServer, seed_cluster
 
-from webhook.cluster.informer import InformerSettings
-from webhook.cluster.kube_source import KubernetesSource
+from webhook.sources.informer import InformerSettings
+from webhook.sources.kube_source import KubernetesSource
 
 TOKEN = "s3cr3t-token-for-the-fake-apiserver"
 

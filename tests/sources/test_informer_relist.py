@@ -14,11 +14,12 @@ from fake_apiserver import (
     wait_for,
     wait_until_consistent,
 )
-from kubernetes_asyncio.config import new_client_from_config
 
-from webhook.cluster.informer import PODS, ApiStatusError, Informer, InformerSettings
-from webhook.cluster.kube_source import KubernetesSource
 from webhook.cluster.snapshot import ClusterState
+from webhook.errors import ApiError
+from webhook.kubeapi import KubeClient
+from webhook.sources.informer import PODS, Informer, InformerSettings
+from webhook.sources.kube_source import KubernetesSource
 
 
 def _relists(source: KubernetesSource) -> dict[str, int]:
@@ -98,7 +99,7 @@ async def test_expired_continue_token_falls_back_to_a_full_list(
         return response
 
     monkeypatch.setattr(fake_api, "_list", compact_after_first_page)
-    api_client = await new_client_from_config(config_file=str(kubeconfig))
+    api_client = await KubeClient.connect(kubeconfig=str(kubeconfig))
     try:
         informer = Informer(api_client, PODS, ClusterState(), InformerSettings(page_size=2))
         objects, version = await informer.list_all()
@@ -111,10 +112,10 @@ async def test_expired_continue_token_falls_back_to_a_full_list(
 
 
 def test_watch_error_event_other_than_410_raises_the_status() -> None:
-    informer = Informer(None, PODS, ClusterState())
+    informer = Informer(KubeClient(), PODS, ClusterState())
     event = {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                                          "code": 500, "reason": "InternalError", "message": "boom"}}
-    with pytest.raises(ApiStatusError) as raised:
+    with pytest.raises(ApiError) as raised:
         informer.apply_event(event)
     assert (raised.value.code, raised.value.reason, raised.value.message, raised.value.expired) == (
         500, "InternalError", "boom", False)

@@ -1,4 +1,5 @@
-"""``KubernetesSource``: the live cluster as a ``ClusterSource``, kept current by one informer per kind."""
+"""``KubernetesSource``: the live cluster as a ``ClusterSource``, kept current by one informer per kind, all
+through one ``KubeClient`` (``webhook.kubeapi``)."""
 
 from __future__ import annotations
 
@@ -6,27 +7,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
 
-import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
-
-from webhook.cluster.informer import (
+from webhook.cluster.model import PriorityClass
+from webhook.cluster.snapshot import ClusterState
+from webhook.errors import ApiError, ClusterUnavailable, InvalidInput
+from webhook.kubeapi import KubeClient
+from webhook.sources.informer import (
     PRIORITY_CLASSES,
     RESOURCE_KINDS,
-    ApiStatusError,
     Informer,
     InformerSettings,
     ResourceKind,
-    api_get,
-    read_json,
     resource_version_newer,
 )
-from webhook.cluster.model import PriorityClass
-from webhook.cluster.snapshot import ClusterState
-from webhook.errors import ClusterUnavailable, ConfigError, InvalidInput
-from webhook.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -38,32 +31,27 @@ class KubernetesSource:
     unreachable (the state is the last known one) and ``staleness_seconds`` says how old it is.
     """
 
-    def __init__(self, *, kubeconfig: str | None = None, context: str | None = None, in_cluster: bool = False,
-                 api_client: Any = None, settings: InformerSettings | None = None,
+    def __init__(self, *, kubeconfig: str | None = None, context: str | None = None, in_cluster: bool | None = None,
+                 api: KubeClient | None = None, settings: InformerSettings | None = None,
                  kinds: Sequence[ResourceKind] = RESOURCE_KINDS, lookup_timeout_seconds: float = 5.0) -> None:
-        self.kubeconfig = kubeconfig
-        self.context = context
-        self.in_cluster = in_cluster
-        self.api_client = api_client
+        # The API it follows: built from kubeconfig, context and in_cluster unless given (a given one stays open).
+        self.api = api if api is not None else KubeClient(kubeconfig=kubeconfig, context=context, in_cluster=in_cluster)
+        self._owns_api = api is None
         self.settings = settings or InformerSettings()
         self.kinds = tuple(kinds)
         self.lookup_timeout_seconds = lookup_timeout_seconds
         self.state = ClusterState()
         self.informers: list[Informer] = []
-        self._owns_client = api_client is None
         self._started_at: float | None = None
-        self._token_refresh: asyncio.Task[None] | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Load the client configuration and start the informers (returns before they have synced)."""
+        """Open the API client and start the informers (returns before they have synced)."""
         if self.informers:
             return
-        if self.api_client is None:
-            self.api_client = await self._new_api_client()
-            self._owns_client = True
+        await self.api.open()
         self._started_at = time.monotonic()
-        self.informers = [Informer(self.api_client, kind, self.state, self.settings) for kind in self.kinds]
+        self.informers = [Informer(self.api, kind, self.state, self.settings) for kind in self.kinds]
         for informer in self.informers:
             informer.start()
 
@@ -78,30 +66,10 @@ class KubernetesSource:
         return not pending
 
     async def stop(self) -> None:
-        """Cancel the informers and close the HTTP client this source created (a passed-in one stays open)."""
+        """Cancel the informers and close the API client this source opened (a passed-in one stays open)."""
         await asyncio.gather(*(informer.stop() for informer in self.informers))
-        refresh, self._token_refresh = self._token_refresh, None
-        await cancel_and_wait(refresh)
-        if self._owns_client and self.api_client is not None:
-            await self.api_client.close()
-            self.api_client = None
-
-    async def _new_api_client(self) -> Any:
-        configuration = k8s_client.Configuration()
-        try:
-            if self.in_cluster:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            else:
-                loader = await k8s_config.load_kube_config(
-                    config_file=self.kubeconfig, context=self.context,
-                    client_configuration=configuration, persist_config=False)
-                # Exec and GCP credentials expire; the library refreshes them in the background.
-                self._token_refresh = asyncio.create_task(
-                    k8s_config.kube_config.refresh_token(loader, configuration), name="kube-token-refresh")
-        except (k8s_config.ConfigException, OSError, ValueError) as exc:
-            where = "in-cluster config" if self.in_cluster else f"kubeconfig {self.kubeconfig or '(default)'}"
-            raise ConfigError(f"cannot load {where}: {exc}") from exc
-        return k8s_client.ApiClient(configuration=configuration)
+        if self._owns_api:
+            await self.api.close()
 
     # ---- ClusterSource --------------------------------------------------------------------------
     def is_ready(self) -> bool:
@@ -144,22 +112,13 @@ class KubernetesSource:
         (then the watch's view, possibly a deletion, wins). Raises ``ClusterUnavailable`` when the
         API server cannot answer.
         """
-        if self.api_client is None:
-            raise ClusterUnavailable("cluster source not started")
-        timeout = aiohttp.ClientTimeout(total=self.lookup_timeout_seconds)
         path = f"{PRIORITY_CLASSES.list_path}/{name}"
         try:
-            response = await api_get(self.api_client, path, (), timeout)
-            try:
-                raw = await read_json(response)
-            finally:
-                response.release()
-        except ApiStatusError as exc:
-            if exc.code == 404:
+            raw = await self.api.get(path, timeout=self.lookup_timeout_seconds)
+        except (ApiError, ClusterUnavailable) as exc:
+            if isinstance(exc, ApiError) and exc.code == 404:
                 return None
             raise ClusterUnavailable(f"GET priorityclass {name}: {exc}") from exc
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
-            raise ClusterUnavailable(f"GET priorityclass {name}: {type(exc).__name__}: {exc}") from exc
         try:
             priority_class = PRIORITY_CLASSES.convert(raw)
         except InvalidInput as exc:

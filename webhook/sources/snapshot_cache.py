@@ -49,14 +49,6 @@ from typing import Any, cast
 import orjson
 
 from webhook.cluster import model
-from webhook.cluster.loader import (
-    READ_ERRORS,
-    ProgressFn,
-    SnapshotFile,
-    check_cluster_snapshot,
-    collections_paused,
-    read_snapshot,
-)
 from webhook.cluster.model import FrozenMap
 from webhook.cluster.quantity import Quantity
 from webhook.cluster.snapshot import ClusterState, NodeUsage
@@ -64,6 +56,14 @@ from webhook.errors import SnapshotError
 from webhook.preemption.index import OrderKey, SortedNames, StateIndex, adopt_index, state_index
 from webhook.preemption.nodeaffinity import NodeLabelIndex
 from webhook.preemption.summary import NodeSummary
+from webhook.sources.loader import (
+    READ_ERRORS,
+    ProgressFn,
+    SnapshotFile,
+    check_cluster_snapshot,
+    collections_paused,
+    read_snapshot,
+)
 
 log = logging.getLogger(__name__)
 

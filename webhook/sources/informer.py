@@ -4,8 +4,8 @@ Each informer follows client-go's reflector: a paginated LIST records ``metadata
 a WATCH from it (``allowWatchBookmarks``, server-side ``timeoutSeconds``) applies events in order and
 is renewed when the server ends it; ``410 Gone`` means the history is compacted, so the informer
 relists and reconciles the kind with ``ClusterState.replace_kind``. Errors back off exponentially with
-jitter. The wire format is read as raw JSON through the kubernetes-asyncio ``ApiClient`` (its config,
-auth and TLS), skipping the slow model deserialisation, and converted straight into the slim model.
+jitter. The wire format is read as raw JSON through the one door to the API (``webhook.kubeapi``), skipping
+kubernetes-asyncio's slow model deserialisation, and converted straight into the slim model.
 """
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import aiohttp
-import orjson
 
 from webhook.cluster.model import ClusterObject
 from webhook.cluster.reader import (
@@ -31,7 +28,8 @@ from webhook.cluster.reader import (
     state_pod_from_dict,
 )
 from webhook.cluster.snapshot import ClusterState
-from webhook.errors import InvalidInput
+from webhook.errors import ApiError, ClusterUnavailable, InvalidInput
+from webhook.kubeapi import KubeClient, Timeout, api_error
 from webhook.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -96,64 +94,20 @@ class InformerSettings:
         return random.uniform(ceiling / 2, ceiling)
 
 
-class ApiStatusError(Exception):
-    """A non-success answer from the API server, carrying the ``Status`` code, reason and message."""
-
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(f"{code} {reason}: {message}" if message else f"{code} {reason}")
-        self.code = code
-        self.reason = reason
-        self.message = message
-
-    @classmethod
-    def from_status(cls, status: object, default_code: int) -> ApiStatusError:
-        if not isinstance(status, Mapping):
-            return cls(default_code, "", str(status)[:200])
-        code = status.get("code")
-        return cls(code if isinstance(code, int) else default_code, str(status.get("reason") or ""),
-                   str(status.get("message") or ""))
-
-    @property
-    def expired(self) -> bool:
-        """``410 Gone``: the requested resourceVersion is older than the server's history."""
-        return self.code == 410
-
-
 class WatchEndedTooSoon(Exception):
     """The server ended a watch at once without any event (see ``_VERY_SHORT_WATCH_SECONDS``)."""
 
 
-_RETRYABLE = (aiohttp.ClientError, TimeoutError, OSError, ValueError, ApiStatusError, WatchEndedTooSoon)
-
-
-async def api_get(api_client: Any, path: str, query: Sequence[tuple[str, str]],
-                  timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
-    """A raw GET through the ApiClient (auth, TLS, token refresh); the caller reads and releases the body."""
-    response: aiohttp.ClientResponse = await api_client.call_api(
-        path, "GET", query_params=list(query), header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
-    )
-    return response
-
-
-async def read_json(response: aiohttp.ClientResponse) -> Any:
-    """The JSON body of a finished response; a non-2xx status raises ``ApiStatusError``."""
-    body = await response.read()
-    if not 200 <= response.status < 300:
-        try:
-            status = orjson.loads(body)
-        except ValueError:
-            status = body[:200].decode("utf-8", "replace")
-        raise ApiStatusError.from_status(status, response.status)
-    return orjson.loads(body)
+# Whatever the API server or the network does, the informer backs off and tries again.
+_RETRYABLE = (ClusterUnavailable, ApiError, ValueError, WatchEndedTooSoon)
 
 
 class Informer:
     """Keeps one kind of ``state`` equal to the API server's view, for as long as ``run`` runs."""
 
-    def __init__(self, api_client: Any, resource: ResourceKind, state: ClusterState,
+    def __init__(self, api: KubeClient, resource: ResourceKind, state: ClusterState,
                  settings: InformerSettings | None = None) -> None:
-        self.api_client = api_client
+        self.api = api
         self.resource = resource
         self.state = state
         self.settings = settings or InformerSettings()
@@ -190,7 +144,7 @@ class Informer:
                 if self.resource_version is None:
                     await self.list_and_replace()
                 await self.watch_once()
-            except ApiStatusError as exc:
+            except ApiError as exc:
                 if exc.expired and self.resource_version is not None:
                     log.info("%s watch expired (%s); relisting", self.kind, exc.message or exc.reason)
                     self.resource_version = None
@@ -229,7 +183,7 @@ class Informer:
     async def list_all(self) -> tuple[list[ClusterObject], str]:
         try:
             return await self._list_pages(self.settings.page_size)
-        except ApiStatusError as exc:
+        except ApiError as exc:
             if not exc.expired:
                 raise
             # The continue token expired mid-list: fall back to one unpaginated list (client-go pager).
@@ -256,19 +210,11 @@ class Informer:
 
     async def _fetch_page(self, page_size: int, token: str) -> JsonObject:
         settings = self.settings
-        timeout = aiohttp.ClientTimeout(total=settings.request_timeout_seconds,
-                                        sock_connect=settings.connect_timeout_seconds)
+        timeout = Timeout(total=settings.request_timeout_seconds, connect=settings.connect_timeout_seconds)
         query = [("limit", str(page_size))] if page_size else []
         if token:
             query.append(("continue", token))
-        response = await api_get(self.api_client, self.resource.list_path, query, timeout)
-        try:
-            page = await read_json(response)
-        finally:
-            response.release()
-        if not isinstance(page, Mapping):
-            raise ValueError(f"{self.resource.list_path}: expected a List object")
-        return page
+        return await self.api.get(self.resource.list_path, query=query, timeout=timeout)
 
     async def _convert_items(self, items: list[JsonObject], into: list[ClusterObject]) -> None:
         """Convert list items, yielding now and then so a large list never blocks the event loop for long."""
@@ -291,39 +237,18 @@ class Informer:
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(server_timeout)),
         ]
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_seconds,
-                                        sock_read=server_timeout + settings.watch_read_slack_seconds)
+        timeout = Timeout(connect=settings.connect_timeout_seconds,
+                          read=server_timeout + settings.watch_read_slack_seconds)
         started = time.monotonic()
-        response = await api_get(self.api_client, self.resource.list_path, query, timeout)
-        try:
-            if response.status != 200:
-                await read_json(response)  # raises ApiStatusError with the server's Status
+        events = 0
+        async with self.api.watch(self.resource.list_path, query=query, timeout=timeout) as stream:
             self._touch()
-            events = await self._consume_stream(response)
-        finally:
-            response.release()
+            async for event in stream:
+                self.apply_event(event)
+                events += 1
         if events == 0 and time.monotonic() - started < _VERY_SHORT_WATCH_SECONDS:
             raise WatchEndedTooSoon(f"very short watch: {self.resource.list_path}: unexpected watch close")
         self._touch()  # a watch the server closed at its timeout means we were current until now
-
-    async def _consume_stream(self, response: aiohttp.ClientResponse) -> int:
-        """Apply every newline-delimited event of a chunked watch body; returns how many there were."""
-        count = 0
-        pending = b""
-        async for chunk in response.content.iter_any():
-            if b"\n" not in chunk:
-                pending += chunk
-                continue
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                if line.strip():
-                    self.apply_event(orjson.loads(line))
-                    count += 1
-        if pending.strip():
-            self.apply_event(orjson.loads(pending))
-            count += 1
-        return count
 
     def apply_event(self, event: JsonObject) -> None:
         """Apply one watch event to the state and advance the resourceVersion."""
@@ -332,7 +257,7 @@ class Informer:
         if not isinstance(raw, Mapping):
             raise ValueError(f"{self.kind} watch event {event_type!r} without an object")
         if event_type == "ERROR":
-            raise ApiStatusError.from_status(raw, 500)
+            raise api_error("WATCH", self.resource.list_path, 500, raw)
         if event_type in ("ADDED", "MODIFIED"):
             obj = self._convert(raw)
             if obj is not None:

@@ -26,13 +26,13 @@ from typing import Any
 
 import yaml
 
-from webhook.cluster.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, ByteStream, Part, TextStream
-from webhook.cluster.jsonstream import JsonSyntaxError, json_parts
 from webhook.cluster.model import ClusterObject
 from webhook.cluster.reader import object_from_dict
 from webhook.cluster.snapshot import ClusterState
-from webhook.cluster.yamlstream import yaml_parts
 from webhook.errors import InvalidInput, SnapshotError
+from webhook.sources.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, ByteStream, Part, TextStream
+from webhook.sources.jsonstream import JsonSyntaxError, json_parts
+from webhook.sources.yamlstream import yaml_parts
 
 log = logging.getLogger(__name__)
 

@@ -1,22 +1,28 @@
 """Where cluster state comes from: a snapshot file or a live cluster (informers).
 
 The server depends only on the ``ClusterSource`` protocol: a ``ClusterState`` to read, readiness,
-staleness, and a direct lookup of one PriorityClass for cache misses.
+staleness, a direct lookup of one PriorityClass for cache misses, and ``api``: the live cluster's API client, or
+None for a file (what the server may ask of the cluster, and whether to follow what the scheduler does).
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Protocol
 
-from webhook.cluster.loader import load_snapshot
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
+from webhook.kubeapi import KubeClient
+from webhook.sources.loader import load_snapshot
 
 
 class ClusterSource(Protocol):
     state: ClusterState
+
+    @property
+    def api(self) -> KubeClient | None:
+        """A live cluster's API (TokenReviews, SubjectAccessReviews, Events); None: the state is a file's."""
+        ...
 
     async def start(self) -> None: ...
 
@@ -39,6 +45,8 @@ class ClusterSource(Protocol):
 
 class MemorySource:
     """An in-memory ``ClusterState`` as a source (tests, the demo, embedding): ready unless told otherwise."""
+
+    api: KubeClient | None = None
 
     def __init__(self, state: ClusterState | None = None, *, ready: bool = True,
                  not_ready_reason: str = "waiting for the initial list of: Pod", staleness: float = 0.0) -> None:
@@ -72,4 +80,3 @@ class SnapshotSource(MemorySource):
     def __init__(self, path: str | Path, *, require_cluster: bool = False) -> None:
         super().__init__(load_snapshot(path, require_cluster=require_cluster))
         self.path = Path(path)
-        self.loaded_at = time.monotonic()

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.cluster.loader import load_snapshot, parse_documents
 from webhook.cluster.model import Namespace, Node, Pod, PriorityClass
 from webhook.errors import InvalidInput, SnapshotError
+from webhook.sources.loader import load_snapshot, parse_documents
 
 
 def _pc(name: str, value: int) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def test_json_file(tmp_path: Path) -> None:
 def test_unknown_kinds_are_ignored_with_a_debug_log(caplog: pytest.LogCaptureFixture) -> None:
     text = yaml.safe_dump_all([{"kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": "b"}},
                                {"kind": "Deployment", "metadata": {"name": "d"}}, NODE])
-    with caplog.at_level(logging.DEBUG, logger="webhook.cluster.loader"):
+    with caplog.at_level(logging.DEBUG, logger="webhook.sources.loader"):
         objects = parse_documents(text, "mixed.yaml")
     assert [type(o) for o in objects] == [Node]
     assert "ConfigMap" in caplog.text and "Deployment" in caplog.text

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 from fake_apiserver import FakeApiServer, namespace, node, pod, seed_cluster, wait_for, wait_until_consistent
 
-from webhook.cluster.informer import InformerSettings
-from webhook.cluster.kube_source import KubernetesSource
+from webhook.sources.informer import InformerSettings
+from webhook.sources.kube_source import KubernetesSource
 
 
 async def test_dropped_connection_mid_stream_resumes_without_relist(
@@ -86,9 +86,7 @@ def test_backoff_is_exponential_jittered_and_capped(failures: int) -> None:
 async def test_stop_cancels_informers_and_closes_connections(
         fake_api: FakeApiServer, synced_source: KubernetesSource) -> None:
     await wait_for(lambda: len(fake_api.watches) == 6, what="six open watches")
-    client = synced_source.api_client
     await synced_source.stop()
-    assert synced_source.api_client is None
-    assert client.rest_client.pool_manager.closed
+    assert not synced_source.api.is_open
     assert all(i._task is None for i in synced_source.informers)
     await wait_for(lambda: not fake_api.watches, what="server-side watches to end")

@@ -13,13 +13,13 @@ import orjson
 import pytest
 import yaml
 
-from webhook.cluster import jsonstream
-from webhook.cluster.docparts import DOCUMENT, ITEM, ITEMS, Part
-from webhook.cluster.jsonstream import JsonSyntaxError, json_parts
-from webhook.cluster.loader import load_snapshot, parse_documents
 from webhook.cluster.model import Pod
-from webhook.cluster.yamlstream import SnapshotLoader, yaml_parts
 from webhook.errors import SnapshotError
+from webhook.sources import jsonstream
+from webhook.sources.docparts import DOCUMENT, ITEM, ITEMS, Part
+from webhook.sources.jsonstream import JsonSyntaxError, json_parts
+from webhook.sources.loader import load_snapshot, parse_documents
+from webhook.sources.yamlstream import SnapshotLoader, yaml_parts
 
 
 def _pod(name: str, node: str = "n1", cpu: str = "250m") -> dict[str, Any]:

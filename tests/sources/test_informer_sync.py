@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import aiohttp
 import pytest
 from fake_apiserver import (
     FakeApiServer,
@@ -20,9 +19,8 @@ from fake_apiserver import (
     wait_until_consistent,
 )
 
-from webhook.cluster.informer import api_get, read_json
-from webhook.cluster.kube_source import KubernetesSource
 from webhook.cluster.model import Pod
+from webhook.sources.kube_source import KubernetesSource
 
 
 async def test_not_ready_until_every_kind_has_synced(
@@ -122,9 +120,7 @@ async def test_incremental_add_modify_delete_of_every_kind(
 
 async def test_namespaced_watch_paths_are_served(fake_api: FakeApiServer, synced_source: KubernetesSource) -> None:
     # The informers watch cluster-wide; the fake must also answer the namespaced path like the real server.
-    response = await api_get(synced_source.api_client, "/api/v1/namespaces/team-a/pods", (),
-                             aiohttp.ClientTimeout(total=5))
-    body = await read_json(response)
+    body = await synced_source.api.get("/api/v1/namespaces/team-a/pods", timeout=5)
     assert body["kind"] == "PodList"
     assert sorted(item["metadata"]["name"] for item in body["items"]) == ["web-0", "web-1"]
     assert all("kind" not in item for item in body["items"])

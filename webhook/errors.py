@@ -84,3 +84,28 @@ class PredictionTimeout(PreemptGuardError):
 
     http_status = 503
     exit_code = 3
+
+
+class PredictionCancelled(PredictionTimeout):
+    """A prediction stopped before its deadline because its caller cancelled it (the request went away, or the
+    server is shutting down): nothing is returned."""
+
+
+class TooManyPods(InvalidInput):
+    """A request that asks for more pods than one prediction simulates (``MAX_PODS_PER_REQUEST``); raised before
+    any pod is built."""
+
+
+class PodTooComplex(InvalidInput):
+    """A pod beyond a documented limit on the scheduling constraints the predictor evaluates (terms, containers,
+    constraints that no real workload needs); the message names the field and the limit."""
+
+
+class RateLimited(PreemptGuardError):
+    """A caller over its rate of dry-run previews (HTTP 429); ``retry_after`` seconds until the next one."""
+
+    http_status = 429
+
+    def __init__(self, message: str, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -231,8 +231,9 @@ def test_preview_authenticates_through_the_real_token_review(small_cluster: Regi
     assert status == 200, preview
     (result,) = preview["results"]
     assert result["outcome"] == "Preempts" and result["node"] == "conf-node"
-    # bob may not list pods in team-b: the victim there is redacted to a count
-    assert result["victims"] == [] and result["redactedVictims"][0]["count"] == 1
+    # the victim is in team-b, another tenant than team-a's: a count, its namespace never named
+    assert result["victims"] == [] and result["otherTenantVictims"] == {"count": 1, "pdbViolations": 0}
+    assert "team-b" not in json.dumps(preview)
 
 
 def test_kubectl_preempt_preview_through_the_real_api_server(small_cluster: Registered, tmp_path: Path) -> None:

@@ -133,12 +133,19 @@ def test_an_admitted_prediction_is_followed_under_the_id_the_patch_writes() -> N
     assert len(follower.followed) == 1
 
 
+NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}}}
+LOW_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "v", "namespace": "team-b"},
+           "spec": {"nodeName": "n1", "priority": 1, "containers": [{"name": "c"}]}, "status": {"phase": "Running"}}
+
+
 def test_guardrail_denials_and_skips() -> None:
     enforce = config(guardrails={"mode": "enforce", "maxVictims": 0}, prediction={"budgetMilliseconds": 80})
     denied = admit(pipeline(state_of(HIGH), config=enforce, predictor=FixedPredictor(RESULT)), request())
     assert not denied.allowed and denied.status is not None and denied.status.code == 403
     assert denied.denied_by == ("maxVictims",) and denied.audit_annotations["guardrail-decision"] == "denied"
     assert denied.patch == ()
+    # Nobody of lower priority is bound anywhere: the pod cannot preempt, so a late prediction allows it.
     late = pipeline(state_of(HIGH), config=enforce, predictor=FixedPredictor(error=PredictionTimeout("late")))
     skipped = admit(late, request())
     assert skipped.allowed and [op["path"] for op in skipped.patch] == ["/spec/priority", "/spec/preemptionPolicy"]
@@ -151,6 +158,61 @@ def test_guardrail_denials_and_skips() -> None:
     assert failed.allowed and "the prediction failed" in failed.warnings[0]
     assert failed.audit_annotations["prediction-skipped"] == "error"
     assert isinstance(broken.recorder, ListRecorder) and broken.recorder.events[0] == ("failed", "InvalidInput")
+
+
+def test_enforce_denies_a_pod_it_cannot_predict_when_it_might_preempt() -> None:
+    """guardrails.onUnpredictable: deny under enforce (default), allow under warn or when set to allow."""
+    cluster = (HIGH, NODE, LOW_POD)
+    enforce = config(guardrails={"mode": "enforce"}, prediction={"budgetMilliseconds": 80})
+    for error, reason in ((PredictionTimeout("late"), "budget-exceeded"), (InvalidInput("odd"), "error")):
+        late = pipeline(state_of(*cluster), config=enforce, predictor=FixedPredictor(error=error))
+        denied = admit(late, request())
+        assert not denied.allowed and denied.status is not None
+        assert (denied.status.code, denied.status.reason) == (403, "Forbidden")
+        assert denied.denied_by == ("onUnpredictable",) and denied.patch == ()
+        assert denied.audit_annotations["prediction-skipped"] == reason
+        assert denied.audit_annotations["guardrail-violations"] == "onUnpredictable"
+        assert denied.status.message.startswith('pods "web" is forbidden: PreemptGuard could not predict whether')
+        assert "To get it through" in denied.status.message and "preemptionPolicy: Never" in denied.status.message
+    late = FixedPredictor(error=PredictionTimeout("late"))
+    for allowing in (config(guardrails={"mode": "warn"}),
+                     config(guardrails={"mode": "enforce", "onUnpredictable": "allow"}),
+                     config(guardrails={"mode": "enforce", "exempt": {"groups": ["devs"]}})):
+        outcome = admit(pipeline(state_of(*cluster), config=allowing, predictor=late), request())
+        assert outcome.allowed and "did not finish within" in outcome.warnings[0]
+    warn_but_deny = config(guardrails={"mode": "warn", "onUnpredictable": "deny"})
+    assert not admit(pipeline(state_of(*cluster), config=warn_but_deny, predictor=late), request()).allowed
+    never = request(spec={"priorityClassName": "high-never", "containers": [{"name": "c"}]})
+    assert admit(pipeline(state_of(*cluster, PriorityClass("high-never", 1000, preemption_policy="Never")),
+                          config=enforce, predictor=late), never).allowed
+    disabled = config(guardrails={"mode": "enforce"}, scheduler={"preemption": "disabled"})
+    assert admit(pipeline(state_of(*cluster), config=disabled, predictor=late), request()).allowed
+    equal = {**LOW_POD, "spec": {**LOW_POD["spec"], "priority": 1000}}
+    assert admit(pipeline(state_of(HIGH, NODE, equal), config=enforce, predictor=late), request()).allowed
+
+
+def test_too_complex_pod_is_not_predicted_and_enforce_denies_it_naming_the_limit() -> None:
+    terms = [{"labelSelector": {"matchLabels": {"nothing": f"x{i}"}}, "topologyKey": "kubernetes.io/hostname"}
+             for i in range(40)]
+    spec = {"priorityClassName": "high", "containers": [{"name": "c"}],
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}}
+    predictor = FixedPredictor(RESULT)
+    enforce = config(guardrails={"mode": "enforce"})
+    denied = admit(pipeline(state_of(HIGH, NODE, LOW_POD), config=enforce, predictor=predictor), request(spec=spec))
+    assert predictor.pods == []  # never simulated
+    assert not denied.allowed and denied.status is not None
+    assert (denied.status.code, denied.status.reason) == (400, "BadRequest")
+    assert ("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution: 40 distinct terms, "
+            "more than the 32 PreemptGuard predicts for one pod") in denied.status.message
+    assert denied.audit_annotations["prediction-skipped"] == "too-complex"
+    # The same 40 terms repeated are one term: predicted as usual.
+    repeated = {**spec, "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                                         terms[:1] * 6000}}}
+    admit(pipeline(state_of(HIGH, NODE, LOW_POD), config=enforce, predictor=predictor), request(spec=repeated))
+    assert len(predictor.pods) == 1 and len(predictor.pods[0].pod_anti_affinity) == 1
+    warned = admit(pipeline(state_of(HIGH, NODE, LOW_POD), config=config(guardrails={"mode": "warn"}),
+                            predictor=predictor), request(spec=spec))
+    assert warned.allowed and "too complex to predict" in warned.warnings[0]
 
 
 def test_cache_not_ready_skips_the_prediction() -> None:
@@ -178,3 +240,27 @@ def test_extra_steps_run_after_the_quota_and_see_the_mutated_pod() -> None:
     denied = admit(pipeline(state_of(HIGH), config=off, steps=[warn_step, deny_step]), request())
     assert not denied.allowed and denied.patch == () and denied.warnings == ("preemption predicted",)
     assert denied.status is not None and denied.status.message == 'pods "web" is forbidden: quota says no'
+
+
+def test_dry_runs_over_the_users_rate_get_429_and_real_creates_are_not_limited() -> None:
+    """Each dry-run CREATE answers with a full preview: at most prediction.previewsPerMinute per user."""
+    from webhook.server.ratelimit import CallerRateLimit
+
+    limit = CallerRateLimit(lambda: 2, clock=lambda: 0.0)
+    rated = config(guardrails={"mode": "warn"}, prediction={"previewsPerMinute": 2})
+    admission = pipeline(state_of(HIGH), config=rated, predictor=FixedPredictor(RESULT))
+    admission.probe_limit = limit
+    probes = [{"priorityClassName": "high", "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{c}"}}}]}
+              for c in (1, 2, 3)]
+    answers = [admit(admission, request(dry_run=True, spec=spec)) for spec in probes]
+    assert [a.allowed for a in answers] == [True, True, False]
+    denied = answers[2]
+    assert denied.status is not None and (denied.status.code, denied.status.reason) == (429, "TooManyRequests")
+    assert denied.denied_by == ("previewsPerMinute",)
+    assert denied.status.message == ('pods "web" is forbidden: too many dry-run previews from dev: PreemptGuard '
+                                     "answers at most 2 per minute per user (prediction.previewsPerMinute); "
+                                     "retry in 30 s")
+    assert all(admit(admission, request()).allowed for _ in range(5))  # real creates: not probes
+    # The same pod again under another name (a workload's replicas) is no new probe.
+    assert all(admit(admission, request(dry_run=True, spec=probes[0], meta={"name": f"web-{i}", "namespace":
+                                                                              "team-a"})).allowed for i in range(5))

@@ -122,6 +122,19 @@ def test_extensions_and_selectors_parse() -> None:
     assert config.guardrails.exempt.service_accounts == ("ci/deployer", "kube-system/*")
 
 
+def test_on_unpredictable_follows_the_mode_unless_set() -> None:
+    """guardrails.onUnpredictable: unset, deny under enforce and allow under warn; set, it holds (never under
+    off, which denies nothing); prediction.previewsPerMinute defaults to 60, 0 turns the limit off."""
+    unset = parse_config({}, "x")
+    assert unset.guardrails.on_unpredictable is None and unset.prediction.previews_per_minute == 60
+    assert [unset.guardrails.unpredictable_action(m) for m in ("off", "warn", "enforce")] == ["allow", "allow", "deny"]
+    allow = parse_config({"guardrails": {"onUnpredictable": "allow"}}, "x").guardrails
+    assert [allow.unpredictable_action(m) for m in ("off", "warn", "enforce")] == ["allow", "allow", "allow"]
+    deny = parse_config({"guardrails": {"onUnpredictable": "deny"}}, "x").guardrails
+    assert [deny.unpredictable_action(m) for m in ("off", "warn", "enforce")] == ["allow", "deny", "deny"]
+    assert parse_config({"prediction": {"previewsPerMinute": 0}}, "x").prediction.previews_per_minute == 0
+
+
 def test_bare_yaml_off_is_mode_off(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("guardrails:\n  mode: off\n")
@@ -169,6 +182,8 @@ def test_wrong_types_are_named(data: Any, message: str) -> None:
     ({"guardrails": {"exempt": {"serviceAccounts": ["deployer"]}}},
      "guardrails.exempt.serviceAccounts[0]: expected <namespace>/<name>"),
     ({"prediction": {"budgetMilliseconds": 0}}, "prediction.budgetMilliseconds: must be at least 1"),
+    ({"prediction": {"previewsPerMinute": -1}}, "prediction.previewsPerMinute: must be at least 0"),
+    ({"guardrails": {"onUnpredictable": "fail"}}, "guardrails.onUnpredictable: must be one of deny, allow"),
     ({"scheduler": {"preemption": "sometimes"}}, "scheduler.preemption: must be one of enabled, disabled"),
     ({"scheduler": {"minCandidateNodesPercentage": 101}}, "scheduler.minCandidateNodesPercentage: must be between 0"),
     ({"scheduler": {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}}, "cannot both be zero"),

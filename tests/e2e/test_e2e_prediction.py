@@ -78,37 +78,48 @@ async def test_dry_run_annotation_holds_the_full_preview_and_a_real_create_the_c
     assert "warnings" not in off_dry
 
 
-async def test_a_prediction_over_budget_allows_with_a_warning(large_cluster: list[dict[str, Any]]) -> None:
-    source = MemorySource(state_of(large_cluster))
-    policy = config({"prediction": {"budgetMilliseconds": 1}, "guardrails": {"mode": "enforce", "maxVictims": 0}})
-    async with LoopbackWebhook(source, settings(), config=policy) as hook:
-        started = time.monotonic()
-        response = await admit(hook, create_review(large_pod()))
-        elapsed = time.monotonic() - started
-        metrics = hook.server.app[METRICS_KEY].render().decode() if hook.server else ""
-    assert response["allowed"] is True
-    assert response["warnings"] == [
+async def test_a_prediction_over_budget_is_denied_under_enforce_and_allowed_with_a_warning_under_warn(
+        large_cluster: list[dict[str, Any]]) -> None:
+    answers = {}
+    for mode in ("enforce", "warn"):
+        source = MemorySource(state_of(large_cluster))  # each mode on a state of its own, as the first test of it
+        policy = config({"prediction": {"budgetMilliseconds": 1}, "guardrails": {"mode": mode, "maxVictims": 0}})
+        async with LoopbackWebhook(source, settings(), config=policy) as hook:
+            started = time.monotonic()
+            answers[mode] = await admit(hook, create_review(large_pod()))
+            elapsed = time.monotonic() - started
+            metrics = hook.server.app[METRICS_KEY].render().decode() if hook.server else ""
+        assert elapsed < 2.0
+        assert 'preemptguard_predictions_skipped_total{endpoint="mutate_pods",reason="budget-exceeded"} 1.0' in metrics
+    denied, warned = answers["enforce"], answers["warn"]
+    assert denied["allowed"] is False and denied["status"]["code"] == 403
+    assert "other pods: it did not finish within the 1 ms budget. Under" in denied["status"]["message"]
+    assert denied["auditAnnotations"]["prediction-skipped"] == "budget-exceeded"
+    assert warned["allowed"] is True
+    assert warned["warnings"] == [
         "PreemptGuard made no preemption prediction for this pod: it did not finish within the 1 ms budget"]
-    assert response["auditAnnotations"]["prediction-skipped"] == "budget-exceeded"
-    assert prediction_annotation(response) is None
-    ops = {op["path"]: op.get("value") for op in patch_operations(response)}
+    assert warned["auditAnnotations"]["prediction-skipped"] == "budget-exceeded"
+    assert prediction_annotation(warned) is None
+    ops = {op["path"]: op.get("value") for op in patch_operations(warned)}
     assert ops["/spec/priority"] == 1_000_000  # the Priority plugin's mutation still applies
-    assert elapsed < 2.0
-    assert 'preemptguard_predictions_skipped_total{endpoint="mutate_pods",reason="budget-exceeded"} 1.0' in metrics
 
 
-async def test_cache_not_ready_allows_with_a_warning() -> None:
+async def test_cache_not_ready_denies_under_enforce_and_warns_otherwise() -> None:
     source = MemorySource(state_of(guardrail_cluster()), ready=False)
     async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": "enforce",
                                                                                   "maxVictims": 0}})) as hook:
         response = await admit(hook, create_review(preemptor()))
         dry = await admit(hook, create_review(preemptor(), dry_run=True))
     for answer in (response, dry):
-        assert answer["allowed"] is True
-        assert answer["warnings"] == [
-            "PreemptGuard made no preemption prediction for this pod: the cluster cache is not ready yet"]
+        assert answer["allowed"] is False
+        assert "other pods: the cluster cache is not ready yet. Under" in answer["status"]["message"]
         assert answer["auditAnnotations"]["prediction-skipped"] == "cache-not-ready"
-        assert prediction_annotation(answer) is None
+    async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": "warn"}})) as hook:
+        warned = await admit(hook, create_review(preemptor()))
+    assert warned["allowed"] is True
+    assert warned["warnings"] == [
+        "PreemptGuard made no preemption prediction for this pod: the cluster cache is not ready yet"]
+    assert prediction_annotation(warned) is None
 
 
 def crowded_cluster(victims: int) -> list[dict[str, Any]]:
@@ -198,18 +209,22 @@ class FailingPredictor:
         raise RuntimeError("predictor bug")
 
 
-async def test_a_failing_prediction_is_allowed_with_a_warning() -> None:
+async def test_a_failing_prediction_is_denied_under_enforce_and_allowed_with_a_warning_under_warn() -> None:
     source = MemorySource(state_of(guardrail_cluster()))
-    async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": "enforce"}})) as hook:
-        assert hook.server is not None
-        hook.server.app[PIPELINE_KEY].predictor = FailingPredictor()
-        response = await admit(hook, create_review(pod("odd", "team-a", priority_class_name="high")))
-        metrics = hook.server.app[METRICS_KEY].render().decode()
-    assert response["allowed"] is True
-    assert response["warnings"] == [
+    answers = {}
+    for mode in ("enforce", "warn"):
+        async with LoopbackWebhook(source, settings(), config=config({"guardrails": {"mode": mode}})) as hook:
+            assert hook.server is not None
+            hook.server.app[PIPELINE_KEY].predictor = FailingPredictor()
+            answers[mode] = await admit(hook, create_review(pod("odd", "team-a", priority_class_name="high")))
+            metrics = hook.server.app[METRICS_KEY].render().decode()
+        assert answers[mode]["auditAnnotations"]["prediction-skipped"] == "error"
+        assert 'preemptguard_predictions_total{endpoint="mutate_pods",outcome="failed"} 1.0' in metrics
+    assert answers["enforce"]["allowed"] is False and answers["enforce"]["status"]["code"] == 403
+    assert "other pods: the prediction failed (see the webhook log). Under" in answers["enforce"]["status"]["message"]
+    assert answers["warn"]["allowed"] is True
+    assert answers["warn"]["warnings"] == [
         "PreemptGuard made no preemption prediction for this pod: the prediction failed (see the webhook log)"]
-    assert response["auditAnnotations"]["prediction-skipped"] == "error"
-    assert 'preemptguard_predictions_total{endpoint="mutate_pods",outcome="failed"} 1.0' in metrics
 
 
 async def test_a_pod_whose_quantities_cannot_be_read_is_400_naming_the_field() -> None:

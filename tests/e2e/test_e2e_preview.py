@@ -4,6 +4,7 @@ server, including the redaction of victims in namespaces the caller may not list
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_support import namespace, node, pod, priority_class, settings, state_of
+from e2e_support import config, namespace, node, pod, priority_class, settings, state_of
 from fake_apiserver import FakeApiServer
 
 from bench.clustergen import generate_cluster
@@ -35,7 +36,8 @@ def examples_source() -> SnapshotSource:
 
 
 async def test_preview_of_a_pod_and_of_a_deployment_in_snapshot_mode(examples_source: SnapshotSource) -> None:
-    async with LoopbackWebhook(examples_source, settings()) as hook:
+    async with LoopbackWebhook(examples_source, settings(), config=config({"guardrails": {"disclosure": "cluster"}})
+                               ) as hook:
         status, single = await hook.post_json(PREVIEW_PATH, {"pod": example("09-preempts-batch.yaml")})
         status2, two = await hook.post_json(PREVIEW_PATH, {"pod": example("14-deployment-high.yaml"), "replicas": 2})
         status3, default = await hook.post_json(PREVIEW_PATH, {"pod": example("14-deployment-high.yaml"),
@@ -50,6 +52,21 @@ async def test_preview_of_a_pod_and_of_a_deployment_in_snapshot_mode(examples_so
     assert [r["pod"] for r in two["results"]] == ["team-a/recommendations-0", "team-a/recommendations-1"]
     assert [r["pod"] for r in default["results"]] == [f"team-c/recommendations-{i}" for i in range(4)]
     assert fits["results"][0]["outcome"] == "Fits" and fits["results"][0]["victims"] == []
+
+
+async def test_preview_names_no_other_tenant_without_disclosure_cluster(examples_source: SnapshotSource) -> None:
+    """The default disclosure (tenant) holds for /preview too, snapshot mode included: the batch victim of a
+    team-a pod is a count, and no namespace of another tenant appears anywhere in the answer."""
+    async with LoopbackWebhook(examples_source, settings()) as hook:
+        status, single = await hook.post_json(PREVIEW_PATH, {"pod": example("09-preempts-batch.yaml")})
+    assert status == 200
+    (result,) = single["results"]
+    assert result["outcome"] == "Preempts" and result["node"] == "pool-batch-04"
+    assert result["victims"] == [] and result["otherTenantVictims"] == {"count": 1, "pdbViolations": 0}
+    assert single["summary"]["victims"] == 1 and single["summary"]["otherTenantVictims"] == 1
+    assert single["summary"]["namespacesAffected"] == []
+    text = json.dumps(single)  # (the node pool-batch-04 is a node, not a namespace)
+    assert '"batch"' not in text and "batch/" not in text and "report-daily" not in text
 
 
 @pytest.mark.parametrize(("body", "message"), [
@@ -96,17 +113,25 @@ FAST = InformerSettings(watch_timeout_seconds=30, backoff_base_seconds=0.01, bac
 
 
 def contested_cluster() -> list[dict[str, Any]]:
-    """node-1 (4 CPUs) holds a team-b and a team-c pod; a 3.5-CPU team-a pod must evict both."""
+    """node-1 (4 CPUs) holds a team-b and a team-c pod; a 3.5-CPU team-a pod must evict both. The three
+    namespaces are one tenant by the label ``tenant`` (with ``tenantLabel: tenant``), else three tenants."""
     return [
         priority_class("low", 10), priority_class("high", 1_000_000),
-        namespace("team-a"), namespace("team-b"), namespace("team-c"), node("node-1", cpu="4"),
+        namespace("team-a", tenant="shop"), namespace("team-b", tenant="shop"), namespace("team-c", tenant="shop"),
+        node("node-1", cpu="4"),
         pod("ledger-0", "team-b", cpu="2", node_name="node-1", priority_class_name="low", priority=10),
         pod("etl-0", "team-c", cpu="1500m", node_name="node-1", priority_class_name="low", priority=10),
     ]
 
 
-@pytest.fixture
-async def live_hook(tmp_path: Path) -> AsyncIterator[tuple[LoopbackWebhook, FakeApiServer]]:
+ONE_TENANT = config({"guardrails": {"tenantLabel": "tenant"}})
+
+
+@pytest.fixture(params=[ONE_TENANT])
+async def live_hook(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[tuple[LoopbackWebhook,
+                                                                                          FakeApiServer]]:
+    """The webhook on a fake API server with users alice (creates in team-a, lists team-a and team-c), bob
+    (lists everywhere, creates nowhere) and carol (everything); the configuration is the fixture's parameter."""
     async with FakeApiServer(token=WEBHOOK_TOKEN) as fake:
         fake.load(contested_cluster())
         fake.add_user(ALICE, "alice", ["system:authenticated", "team-a-devs"])
@@ -119,7 +144,7 @@ async def live_hook(tmp_path: Path) -> AsyncIterator[tuple[LoopbackWebhook, Fake
         fake.grant("group:sre", "create", "pods", "*")
         fake.grant("group:sre", "list", "pods", "*")
         source = KubernetesSource(kubeconfig=str(fake.write_kubeconfig(tmp_path)), context="fake", settings=FAST)
-        async with LoopbackWebhook(source, settings()) as hook:
+        async with LoopbackWebhook(source, settings(), config=request.param) as hook:
             assert await source.wait_until_ready(timeout=10)
             yield hook, fake
 
@@ -178,3 +203,23 @@ async def test_victims_the_caller_may_not_list_are_counted_not_named(
     assert status == 200
     assert sorted(v["name"] for v in full["results"][0]["victims"]) == ["etl-0", "ledger-0"]
     assert "redactedVictims" not in full["results"][0] and "redactedNamespaces" not in full
+
+
+@pytest.mark.parametrize("live_hook", [config()], indirect=True)
+async def test_other_tenants_victims_are_counts_and_their_namespaces_never_named(
+        live_hook: tuple[LoopbackWebhook, FakeApiServer]) -> None:
+    """Without a tenant label each namespace is its own tenant: even carol, who may list pods everywhere, is
+    told of team-b's and team-c's victims as a count, with no namespace name (docs/interfaces.md §4, §7)."""
+    hook, fake = live_hook
+    for token in (ALICE, CAROL):
+        status, preview = await hook.post_json(PREVIEW_PATH, preview_body(), headers=bearer(token))
+        assert status == 200, preview
+        (result,) = preview["results"]
+        assert result["outcome"] == "Preempts" and result["node"] == "node-1"
+        assert result["victims"] == [] and result["otherTenantVictims"] == {"count": 2, "pdbViolations": 0}
+        assert "redactedVictims" not in result and "redactedNamespaces" not in preview
+        assert preview["summary"]["victims"] == 2 and preview["summary"]["namespacesAffected"] == []
+        text = json.dumps(preview)
+        assert all(name not in text for name in ("team-b", "team-c", "ledger-0", "etl-0"))
+    # Nothing was left to list-check: only the create SubjectAccessReviews.
+    assert {r["resourceAttributes"]["verb"] for r in fake.access_reviews} == {"create"}

@@ -31,8 +31,9 @@ sys.path.insert(0, str(REPO / "bench"))
 from clustergen import generate_cluster  # noqa: E402
 
 GRACE = 0.5
-# Seconds of work on an idle machine, well inside the server's shutdown_timeout (10 s) on a busy one.
-PREVIEW_REPLICAS = 150
+# About 2 s of work on an idle machine (outlasting the 0.5 s grace even without admissions contending for the
+# index, which previews no longer share), well inside the server's shutdown_timeout (10 s) on a busy one.
+PREVIEW_REPLICAS = 300
 
 
 async def _long_preview(base: str, client: ssl.SSLContext) -> tuple[int, dict[str, Any], float]:

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fuzz_inputs import small_cluster_state
 
+from webhook.config import parse_config
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook
 from webhook.sources.source import MemorySource
@@ -20,5 +21,7 @@ from webhook.sources.source import MemorySource
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def hook() -> AsyncIterator[LoopbackWebhook]:
     settings = ServerSettings(host="127.0.0.1", port=0, metrics_port=0, tls_self_signed=True)
-    async with LoopbackWebhook(MemorySource(small_cluster_state()), settings) as running:
+    # Every fuzzed preview must reach the predictor: no per-caller preview rate (tests/hostile covers the 429).
+    config = parse_config({"prediction": {"previewsPerMinute": 0}}, "fuzz")
+    async with LoopbackWebhook(MemorySource(small_cluster_state()), settings, config=config) as running:
         yield running

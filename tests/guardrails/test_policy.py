@@ -10,7 +10,7 @@ import pytest
 from webhook.admission.review import parse_admission_review
 from webhook.cluster.model import FrozenMap, Namespace
 from webhook.config import GuardrailsConfig, parse_config
-from webhook.guardrails import effective_mode, evaluate_guardrails, prediction_skipped
+from webhook.guardrails import Unpredictable, effective_mode, evaluate_guardrails, prediction_skipped
 from webhook.guardrails.policy import AUDIT_DECISION, AUDIT_PREDICTION, AUDIT_VIOLATIONS
 from webhook.identity import UserInfo
 from webhook.preemption.preview import build_preview
@@ -196,16 +196,40 @@ def test_user_info_from_admission_request() -> None:
 @pytest.mark.parametrize(("reason", "text"), [
     ("budget-exceeded", "did not finish within the 250 ms budget"),
     ("cache-not-ready", "the cluster cache is not ready yet"),
+    ("deadline-exceeded", "did not decide within its admission deadline"),
 ])
-def test_no_prediction_allows_with_a_warning(reason: Any, text: str) -> None:
-    decision = prediction_skipped(policy(mode="enforce", maxVictims=0), namespace="team-a", namespaces=NS,
-                                  reason=reason, budget_milliseconds=250)
-    assert decision.allowed and decision.decision == "skipped" and decision.annotation is None
-    assert len(decision.warnings) == 1 and text in decision.warnings[0]
-    assert decision.warnings[0].startswith("PreemptGuard made no preemption prediction")
-    off = prediction_skipped(policy(mode="off"), namespace="team-a", namespaces=NS, reason=reason,
-                             budget_milliseconds=250)
+def test_no_prediction_allows_with_a_warning_where_nothing_is_enforced(reason: Any, text: str) -> None:
+    for allowing in (policy(mode="warn", maxVictims=0), policy(mode="enforce", onUnpredictable="allow")):
+        decision = prediction_skipped(allowing, namespace="team-a", namespaces=NS, reason=reason,
+                                      budget_milliseconds=250)
+        assert decision.allowed and decision.decision == "skipped" and decision.annotation is None
+        assert len(decision.warnings) == 1 and text in decision.warnings[0]
+        assert decision.warnings[0].startswith("PreemptGuard made no preemption prediction")
+    never = prediction_skipped(policy(mode="enforce"), namespace="team-a", namespaces=NS, reason=reason,
+                               budget_milliseconds=250, may_preempt=False)
+    assert never.allowed and text in never.warnings[0]
+    off = prediction_skipped(policy(mode="off", onUnpredictable="deny"), namespace="team-a", namespaces=NS,
+                             reason=reason, budget_milliseconds=250)
     assert off.allowed and off.warnings == ()
+
+
+@pytest.mark.parametrize("reason", ["budget-exceeded", "cache-not-ready", "error", "too-complex", "deadline-exceeded"])
+def test_no_prediction_under_enforce_is_denied_saying_why_and_how_to_get_through(reason: Any) -> None:
+    decision = prediction_skipped(policy(mode="enforce"), namespace="team-a", namespaces=NS,
+                                  reason=Unpredictable(reason, "spec.tolerations: 200 distinct tolerations"),
+                                  budget_milliseconds=250, pod_name="web")
+    assert not decision.allowed and decision.decision == "denied" and decision.denied_rules == ("onUnpredictable",)
+    assert decision.denial_message is not None
+    assert decision.denial_message.startswith('pods "web" is forbidden: PreemptGuard could not predict whether')
+    assert "onUnpredictable: deny" in decision.denial_message and "To get it through" in decision.denial_message
+    assert "guardrails.exempt" in decision.denial_message  # how to be exempted
+    expected = (400, "BadRequest") if reason == "too-complex" else (403, "Forbidden")
+    assert (decision.status_code, decision.status_reason) == expected
+    if reason == "too-complex":
+        assert "spec.tolerations: 200 distinct tolerations" in decision.denial_message
+    exempt = prediction_skipped(policy(mode="enforce", exempt={"users": ["alice"]}), namespace="team-a",
+                                namespaces=NS, reason=reason, budget_milliseconds=250, user=UserInfo("alice"))
+    assert exempt.allowed and exempt.decision == "exempt"
 
 
 def test_a_long_pending_reason_is_kept_up_to_the_api_servers_256_characters() -> None:

@@ -182,6 +182,10 @@ class _ServerProcess:
             self.process.wait()
 
 
+# The plugin's tests send many previews and dry runs in one session: no per-caller preview rate.
+PLUGIN_SERVER_CONFIG = "prediction: {previewsPerMinute: 0}\n"
+
+
 @pytest.fixture(scope="session")
 def preemptguard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PreemptGuard]:
     yield from _preemptguard(tmp_path_factory, client_ca=False)
@@ -195,8 +199,10 @@ def preemptguard_client_ca(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 def _preemptguard(tmp_path_factory: pytest.TempPathFactory, *, client_ca: bool) -> Iterator[PreemptGuard]:
+    config = tmp_path_factory.mktemp("preemptguard-config") / "config.yaml"
+    config.write_text(PLUGIN_SERVER_CONFIG, encoding="utf-8")
     args = [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(CLUSTER),
-            "--tls-self-signed", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0"]
+            "--tls-self-signed", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0", "--config", str(config)]
     client: tuple[Path, Path] | None = None
     if client_ca:
         folder = tmp_path_factory.mktemp("client-ca")

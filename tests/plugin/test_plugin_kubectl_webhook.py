@@ -29,8 +29,14 @@ def test_webhook_url_prints_the_servers_preview(kubectl: Kubectl, preemptguard: 
     expect = expected_outcome(path)
     assert {r["outcome"] for r in preview["results"]} == {expect}
     assert run.returncode == (0 if expect == "Fits" else 1)
-    # The server simulates replicas in order, as the examples' expectations were worked out.
-    assert results_of(preview) == expected_results(path)
+    # The server simulates replicas in order, as the examples' expectations were worked out, and tells the
+    # previewing namespace's tenant (no tenantLabel: the namespace) only its own victims: the others are counts.
+    expected = expected_results(path)
+    own = [(pod, outcome, node, tuple(v for v in victims if v.split("/")[0] == pod.split("/")[0]))
+           for pod, outcome, node, victims in expected]
+    assert results_of(preview) == own
+    assert [(r.get("otherTenantVictims") or {}).get("count", 0) for r in preview["results"]] == [
+        len(full[3]) - len(mine[3]) for full, mine in zip(expected, own, strict=True)]
 
 
 def test_webhook_url_multiple_objects_and_what_if_flags(kubectl: Kubectl, preemptguard: PreemptGuard) -> None:

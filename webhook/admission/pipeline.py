@@ -11,8 +11,9 @@ with its time budget), an ``AdmissionRecorder`` (metrics and logs) and, with a l
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -20,20 +21,25 @@ from webhook.admission.decision import ALLOWED, AdmissionDecision, internal_erro
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
 from webhook.admission.priority import admit_priority
 from webhook.admission.review import AdmissionRequest
-from webhook.cluster.model import Pod, PriorityClass, labels_of_namespace
+from webhook.cluster.copying import replace_fields
+from webhook.cluster.model import PREEMPT_NEVER, Pod, PriorityClass, ResourceQuota, labels_of_namespace
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import Config, GuardrailsConfig, QuotaConfig, SchedulerConfig
 from webhook.errors import PredictionTimeout, PreemptGuardError
 from webhook.guardrails import (
     GuardrailDecision,
     SkipReason,
+    Unpredictable,
     effective_mode,
     evaluate_guardrails,
     prediction_skipped,
 )
+from webhook.preemption.complexity import too_complex
+from webhook.preemption.index import lowest_priority_level
 from webhook.preemption.results import PreemptionResult
-from webhook.priority.quota import admit_pod_quota
-from webhook.priority.resolution import effective_classes
+from webhook.preemption.simulate import PodQuotaCheck, resource_quota_only
+from webhook.priority.quota import QuotaDenial, admit_pod_quota
+from webhook.priority.resolution import PriorityRejection, effective_classes, resolve_pod_priority
 from webhook.routes import PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 from webhook.sources.source import ClusterSource
 
@@ -78,8 +84,15 @@ class PredictionFollower(Protocol):
         ...
 
 
+class ProbeRateLimit(Protocol):
+    """Per-caller rate of dry-run previews (``prediction.previewsPerMinute``): None to go on, else the wait."""
+
+    def take(self, caller: str, asked: Hashable | None = None) -> float | None: ...
+
+
 # An extra stage after the quota: an allowed decision (warnings, audit annotations) or a denial.
 PodStep = Callable[[PodReview], AdmissionDecision]
+RULE_PREVIEW_RATE = "previewsPerMinute"
 
 
 @dataclass(slots=True)
@@ -96,6 +109,8 @@ class PodAdmission:
     callers_authenticated: bool = False
     # With a live cluster source: each admitted prediction is followed (the patch writes its id on the pod).
     follower: PredictionFollower | None = None
+    # Dry-run CREATEs carry a full preview: at most prediction.previewsPerMinute per user (429 beyond).
+    probe_limit: ProbeRateLimit | None = None
 
     async def admit(self, request: AdmissionRequest, review: PodReview | None = None) -> AdmissionDecision:
         """The decision for ``request``; ``review``: its pod already read (``read_pod_review``), e.g. off the loop."""
@@ -118,11 +133,54 @@ class PodAdmission:
             decision = decision.merged(await self.guard(review, state, config))
         return decision.with_patch(review.patch.operations) if decision.allowed else decision
 
-    def undecided(self, request: AdmissionRequest, seconds: float) -> AdmissionDecision:
+    def undecided(self, request: AdmissionRequest, seconds: float,
+                  review: PodReview | None = None) -> AdmissionDecision:
         """The answer to a review not decided within the admission deadline of ``seconds`` (the server keeps the
-        clock): allowed, with a warning that says so."""
+        clock): a denial when it is a guarded CREATE that ``onUnpredictable`` denies and whose pod might preempt
+        someone, else allowed, with a warning that says so. ``review``: its pod as already read, if it was (it
+        is not read again here: past the deadline the event loop must answer at once); without it the pod is
+        judged unknown."""
+        denial = self.undecided_denial(request, review)
+        if denial is not None:
+            return denial
         return AdmissionDecision.allow(warnings=[DEADLINE_WARNING.format(seconds=seconds)],
                                        audit_annotations={AUDIT_DEADLINE: f"{seconds:g}s"})
+
+    def undecided_denial(self, request: AdmissionRequest, review: PodReview | None) -> AdmissionDecision | None:
+        """``undecided``'s denial under ``guardrails.onUnpredictable``, or None."""
+        if not is_pod_admission(request) or request.operation != "CREATE":
+            return None
+        state = self.source.state
+        config = self.config()
+        policy = config.guardrails
+        namespace = review.namespace if review is not None else (request.namespace or "default")
+        if review is not None and not prediction_planned(review, policy, state):
+            return None
+        if review is None and effective_mode(policy, labels_of_namespace(state.namespaces, namespace)) == "off" \
+                and not request.dry_run:
+            return None
+        may_preempt = True  # a pod never read may preempt anyone
+        if review is not None:
+            pod = review.pod
+            try:
+                resolved = resolve_pod_priority(pod.priority_class_name, pod.priority, pod.preemption_policy,
+                                                effective_classes(state))
+                pod = replace_fields(pod, priority=resolved.priority, preemption_policy=resolved.preemption_policy)
+            except PriorityRejection:
+                pass  # judged as it stands (it may preempt)
+            may_preempt = may_preempt_anyone(pod, state, config.scheduler, state_known=self.source.is_ready())
+        decision = prediction_skipped(policy, namespace=namespace, namespaces=state.namespaces,
+                                      reason=Unpredictable("deadline-exceeded"),
+                                      budget_milliseconds=config.prediction.budget_milliseconds,
+                                      pod_name=review.name_for_messages if review is not None else (
+                                          request.name or "Unknown"),
+                                      user=request.user_info, may_preempt=may_preempt)
+        if decision.allowed:
+            return None
+        self.recorder.guardrail_decided(decision, None, dry_run=request.dry_run)
+        return AdmissionDecision.deny(decision.status_code, decision.status_reason,
+                                      decision.denial_message or GUARDRAIL_DENIAL, warnings=decision.warnings,
+                                      audit_annotations=decision.audit_annotations, denied_by=decision.denied_rules)
 
     def admit_unread(self, request: AdmissionRequest, reason: UnreadReason) -> AdmissionDecision:
         """A pod review whose object was never read (its body over the size limit, or no memory for it now): a
@@ -157,14 +215,20 @@ class PodAdmission:
         return classes if found is None else {**classes, found.name: found}
 
     async def guard(self, review: PodReview, state: ClusterState, config: Config) -> AdmissionDecision:
-        """Predict (when planned) and decide by the guardrail policy; a slow or failed prediction allows."""
+        """Predict (when planned) and decide by the guardrail policy; a prediction that cannot be made is judged
+        by ``guardrails.onUnpredictable``."""
         policy = config.guardrails
-        predicted: PreemptionResult | SkipReason | None = None
+        predicted: PreemptionResult | Unpredictable | None = None
         if prediction_planned(review, policy, state):
+            limited = self.probe_limited(review, config)
+            if limited is not None:
+                return limited
             predicted = await self.predict(review, state, config)
         decision = decide_guardrails(review, policy, predicted, state,
                                      budget_milliseconds=config.prediction.budget_milliseconds,
-                                     callers_authenticated=self.callers_authenticated)
+                                     callers_authenticated=self.callers_authenticated,
+                                     may_preempt=(isinstance(predicted, Unpredictable) and may_preempt_anyone(
+                                         review.pod, state, config.scheduler, state_known=self.source.is_ready())))
         result = predicted if isinstance(predicted, PreemptionResult) else None
         self.recorder.guardrail_decided(decision, result, dry_run=review.request.dry_run)
         outcome = guardrail_outcome(review, decision)
@@ -173,22 +237,44 @@ class PodAdmission:
             review.patch.set(PREDICTION_ID_PATH, self.follower.follow(review, result))
         return outcome
 
-    async def predict(self, review: PodReview, state: ClusterState, config: Config) -> PreemptionResult | SkipReason:
+    async def predict(self, review: PodReview, state: ClusterState,
+                      config: Config) -> PreemptionResult | Unpredictable:
         if not self.source.is_ready():
-            self.recorder.prediction_skipped("cache-not-ready")
-            return "cache-not-ready"
+            return self._skipped(Unpredictable("cache-not-ready"))
+        complexity = too_complex(review.pod)
+        if complexity is not None:  # not simulated: its cost would be the tenant's choice (issue #24)
+            return self._skipped(Unpredictable("too-complex", complexity))
         started = time.perf_counter()
         try:
             result = await self.predictor.predict(state, review.pod, scheduler=config.scheduler,
                                                   budget_seconds=config.prediction.budget_milliseconds / 1000)
         except PredictionTimeout:
-            self.recorder.prediction_skipped("budget-exceeded")
-            return "budget-exceeded"
-        except Exception as exc:  # a predictor bug must not block pod creation
+            return self._skipped(Unpredictable("budget-exceeded"))
+        except Exception as exc:  # a predictor bug: onUnpredictable decides, and the log says what broke
             self.recorder.prediction_failed(review, exc, time.perf_counter() - started)
-            return "error"
+            return Unpredictable("error")
         self.recorder.prediction_made(result, time.perf_counter() - started)
         return result
+
+    def probe_limited(self, review: PodReview, config: Config) -> AdmissionDecision | None:
+        """A 429 denial for a dry run over its user's rate of previews, else None (dry runs only: a real
+        create is paid for by the pod it creates)."""
+        if not review.request.dry_run or self.probe_limit is None:
+            return None
+        # The same pod again (a workload's replicas differ by name only) is no new probe.
+        asked = (review.namespace, replace_fields(review.pod, name="", uid=""))
+        wait = self.probe_limit.take(review.request.user_info.username or "anonymous", asked)
+        if wait is None:
+            return None
+        per_minute = config.prediction.previews_per_minute
+        message = (f'pods "{review.name_for_messages}" is forbidden: too many dry-run previews from '
+                   f"{review.request.user_info.display_name}: PreemptGuard answers at most {per_minute} per minute "
+                   f"per user (prediction.previewsPerMinute); retry in {max(1, math.ceil(wait))} s")
+        return AdmissionDecision.deny(429, "TooManyRequests", message, denied_by=(RULE_PREVIEW_RATE,))
+
+    def _skipped(self, unpredictable: Unpredictable) -> Unpredictable:
+        self.recorder.prediction_skipped(unpredictable.reason)
+        return unpredictable
 
 
 # Why a review's pod was never read (a SkipReason of the guardrails).
@@ -202,6 +288,22 @@ def unread_warning(reason: UnreadReason) -> str:
 
 class ClassLookupFailed(Exception):
     """The direct lookup of a PriorityClass failed: upstream answers with a plain internal error."""
+
+
+def pod_quota_check(quota: QuotaConfig, state: ClusterState) -> PodQuotaCheck:
+    """The pipeline's quota stage for the pods /preview simulates (``webhook.preemption.simulate.PodQuotaCheck``):
+    ``quota.classes`` and ResourceQuota with ``limitedResources``, as ``admit_quota`` applies them, so a preview
+    predicts only pods the caller could create. Without a quota configuration, upstream ResourceQuota alone
+    (the API server's own plugin refuses a pod over quota before the scheduler sees it)."""
+    if quota.is_empty:
+        return resource_quota_only
+
+    def check(pod: Pod, quotas: Sequence[ResourceQuota]) -> QuotaDenial | None:
+        return admit_pod_quota(pod, namespace=pod.namespace,
+                               namespace_labels=labels_of_namespace(state.namespaces, pod.namespace),
+                               operation="CREATE", quotas=quotas, config=quota)
+
+    return check
 
 
 def admit_quota(review: PodReview, quota: QuotaConfig, state: ClusterState) -> AdmissionDecision:
@@ -235,13 +337,29 @@ def prediction_planned(review: PodReview, policy: GuardrailsConfig, state: Clust
     return mode != "off" or review.request.dry_run
 
 
-def decide_guardrails(review: PodReview, policy: GuardrailsConfig, predicted: PreemptionResult | SkipReason | None,
-                      state: ClusterState, *, budget_milliseconds: int,
-                      callers_authenticated: bool = False) -> GuardrailDecision:
-    """The guardrail decision for a CREATE; ``predicted`` is None when no prediction was planned."""
-    if isinstance(predicted, str):
+def may_preempt_anyone(pod: Pod, state: ClusterState, scheduler: SchedulerConfig, *, state_known: bool = True) -> bool:
+    """False when the (resolved) pod cannot evict anybody whatever a prediction would say: ``preemptionPolicy:
+    Never``, preemption disabled in the scheduler profile, or no pod of lower priority bound anywhere (asked
+    only when ``state_known``: a cache that has not synced yet proves nothing)."""
+    if pod.preemption_policy == PREEMPT_NEVER or not scheduler.preemption_enabled:
+        return False
+    if not state_known:
+        return True
+    lowest = lowest_priority_level(state)
+    return lowest is None or lowest < pod.effective_priority
+
+
+def decide_guardrails(review: PodReview, policy: GuardrailsConfig,
+                      predicted: PreemptionResult | Unpredictable | SkipReason | None, state: ClusterState, *,
+                      budget_milliseconds: int, callers_authenticated: bool = False,
+                      may_preempt: bool = True) -> GuardrailDecision:
+    """The guardrail decision for a CREATE; ``predicted`` is None when no prediction was planned, an
+    ``Unpredictable`` (or its reason) when none could be made; ``may_preempt`` (``may_preempt_anyone``) False
+    when the pod cannot evict anybody, which onUnpredictable never denies."""
+    if isinstance(predicted, (str, Unpredictable)):
         return prediction_skipped(policy, namespace=review.namespace, namespaces=state.namespaces, reason=predicted,
-                                  budget_milliseconds=budget_milliseconds)
+                                  budget_milliseconds=budget_milliseconds, pod_name=review.name_for_messages,
+                                  user=review.request.user_info, may_preempt=may_preempt)
     return evaluate_guardrails(policy, pod_name=review.name_for_messages, namespace=review.namespace,
                                user=review.request.user_info, outcome=predicted, namespaces=state.namespaces,
                                dry_run=review.request.dry_run, callers_authenticated=callers_authenticated)

@@ -3,12 +3,18 @@ topology spread constraints and tolerations.
 
 Most pods of a workload carry the same labels and tolerations: those are remembered by the raw items
 (only inputs the checked reading accepted, so a hit equals a valid input) and equal values are shared.
+
+Constraints are normalised once, here: repeated terms, requirements, values, namespaces, spread constraints and
+tolerations are kept once, in their first position (``distinct``). Each list is ANDed or ORed as a whole, so a
+repeat changes no answer, and what the predictor evaluates no longer grows with padding (issue #24: 6,000
+copies of one anti-affinity term).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
+from typing import TypeVar
 
 from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_object, json_str
 from webhook.cluster.model import (
@@ -23,6 +29,15 @@ from webhook.cluster.model import (
 )
 from webhook.cluster.sharing import BoundedCache, shared
 from webhook.errors import InvalidInput
+
+_H = TypeVar("_H", bound=Hashable)
+
+
+def distinct(items: Iterable[_H]) -> tuple[_H, ...]:
+    """``items`` without repeats, each in its first position (one item, the usual case, is not hashed)."""
+    found = tuple(items)
+    return found if len(found) < 2 else tuple(dict.fromkeys(found))
+
 
 _labels_by_items: BoundedCache[tuple[tuple[str, str], ...], Mapping[str, str]] = BoundedCache()
 
@@ -61,7 +76,7 @@ def label_selector(value: object, path: str) -> LabelSelector | None:
     if value is None:
         return None
     raw = json_object(value, path)
-    expressions = tuple(
+    expressions = distinct(
         _requirement(json_object(expr, f"{path}.matchExpressions[{i}]"), f"{path}.matchExpressions[{i}]")
         for i, expr in enumerate(json_list(raw.get("matchExpressions"), f"{path}.matchExpressions"))
     )
@@ -69,7 +84,7 @@ def label_selector(value: object, path: str) -> LabelSelector | None:
 
 
 def _requirement(raw: JsonObject, path: str) -> LabelSelectorRequirement:
-    values = tuple(json_str(v, f"{path}.values") for v in json_list(raw.get("values"), f"{path}.values"))
+    values = distinct(json_str(v, f"{path}.values") for v in json_list(raw.get("values"), f"{path}.values"))
     return LabelSelectorRequirement(json_str(raw.get("key"), f"{path}.key"),
                                     json_str(raw.get("operator"), f"{path}.operator"), values)
 
@@ -83,12 +98,12 @@ def node_selector_terms(value: object, path: str) -> tuple[NodeSelectorTerm, ...
         tpath = f"{path}.nodeSelectorTerms[{i}]"
         term = json_object(term, tpath)
         terms.append(NodeSelectorTerm(
-            tuple(_requirement(json_object(e, tpath), tpath)
-                  for e in json_list(term.get("matchExpressions"), f"{tpath}.matchExpressions")),
-            tuple(_requirement(json_object(e, tpath), tpath)
-                  for e in json_list(term.get("matchFields"), f"{tpath}.matchFields")),
+            distinct(_requirement(json_object(e, tpath), tpath)
+                     for e in json_list(term.get("matchExpressions"), f"{tpath}.matchExpressions")),
+            distinct(_requirement(json_object(e, tpath), tpath)
+                     for e in json_list(term.get("matchFields"), f"{tpath}.matchFields")),
         ))
-    return tuple(terms)
+    return distinct(terms)
 
 
 def affinity_terms(value: object, path: str, labels: Mapping[str, str] = EMPTY_LABELS) -> tuple[PodAffinityTerm, ...]:
@@ -112,14 +127,14 @@ def affinity_terms(value: object, path: str, labels: Mapping[str, str] = EMPTY_L
                            for keys, operator in ((match_keys, "In"), (mismatch_keys, "NotIn"))
                            for key in keys if key in labels)
             if merged:
-                selector = LabelSelector(selector.match_labels, selector.match_expressions + merged)
+                selector = LabelSelector(selector.match_labels, distinct(selector.match_expressions + merged))
         terms.append(PodAffinityTerm(
             label_selector=selector,
             topology_key=json_str(term.get("topologyKey"), f"{tpath}.topologyKey"),
-            namespaces=tuple(json_str(n, f"{tpath}.namespaces") for n in json_list(term.get("namespaces"), tpath)),
+            namespaces=distinct(json_str(n, f"{tpath}.namespaces") for n in json_list(term.get("namespaces"), tpath)),
             namespace_selector=label_selector(namespace_selector, f"{tpath}.namespaceSelector"),
         ))
-    return tuple(terms)
+    return distinct(terms)
 
 
 def spread_constraints(value: object, path: str) -> tuple[TopologySpreadConstraint, ...]:
@@ -139,7 +154,7 @@ def spread_constraints(value: object, path: str) -> tuple[TopologySpreadConstrai
             node_taints_policy=json_str(raw.get("nodeTaintsPolicy"), f"{cpath}.nodeTaintsPolicy", "Ignore"),
             match_label_keys=tuple(json_str(k, cpath) for k in json_list(raw.get("matchLabelKeys"), cpath)),
         ))
-    return tuple(constraints)
+    return distinct(constraints)
 
 
 _tolerations_by_items: BoundedCache[tuple[tuple[tuple[str, object], ...], ...], tuple[Toleration, ...]] = (
@@ -176,4 +191,4 @@ def checked_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
             value=json_str(raw.get("value"), f"{tpath}.value"),
             effect=json_str(raw.get("effect"), f"{tpath}.effect"),
         ))
-    return shared(tuple(result)) if result else ()
+    return shared(distinct(result)) if result else ()

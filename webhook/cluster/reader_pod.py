@@ -14,6 +14,7 @@ from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_obj
 from webhook.cluster.model import NO_QUOTA_FACTS, HostPort, Pod, PredictionTrace
 from webhook.cluster.reader_constraints import (
     affinity_terms,
+    distinct,
     node_selector_terms,
     read_labels,
     read_tolerations,
@@ -58,7 +59,7 @@ def _host_ports(spec: JsonObject) -> tuple[HostPort, ...]:
                 if host_port:
                     ports.append(HostPort(json_str(port.get("hostIP"), "hostIP") or "0.0.0.0",
                                           json_str(port.get("protocol"), "protocol") or "TCP", host_port))
-    return tuple(ports)
+    return distinct(ports)
 
 
 def _unmodeled_features(spec: JsonObject) -> tuple[str, ...]:

@@ -14,9 +14,11 @@ from webhook.cluster.model import LabelSelector, ScopedResourceSelectorRequireme
 __all__ = [
     "AUDIT_DETAILS",
     "DEFAULT_CONFIG",
+    "DEFAULT_PREVIEWS_PER_MINUTE",
     "DISCLOSURE_MODES",
     "EXISTS_ONLY_SCOPES",
     "GUARDRAIL_MODES",
+    "ON_UNPREDICTABLE",
     "QUOTA_SCOPES",
     "SCOPE_BEST_EFFORT",
     "SCOPE_CROSS_NAMESPACE_POD_AFFINITY",
@@ -36,6 +38,7 @@ __all__ = [
     "GuardrailMode",
     "GuardrailsConfig",
     "LimitedResource",
+    "OnUnpredictable",
     "PredictionConfig",
     "PreemptionSetting",
     "QuotaConfig",
@@ -54,6 +57,9 @@ AUDIT_DETAILS: tuple[AuditDetail, ...] = ("tenant", "full")
 UnverifiedDisclosure = Literal["counts", "namespace"]
 UNVERIFIED_DISCLOSURES: tuple[UnverifiedDisclosure, ...] = ("counts", "namespace")
 PreemptionSetting = Literal["enabled", "disabled"]
+# What a guarded CREATE whose prediction cannot be made gets (docs/interfaces.md §6, guardrails.onUnpredictable).
+OnUnpredictable = Literal["deny", "allow"]
+ON_UNPREDICTABLE: tuple[OnUnpredictable, ...] = ("deny", "allow")
 
 # Pod scopes of ResourceQuota (core/v1 ResourceQuotaScope); VolumeAttributesClass is the PVC scope.
 SCOPE_TERMINATING = "Terminating"
@@ -75,9 +81,15 @@ EXISTS_ONLY_SCOPES = (
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
+# /preview requests and dry-run admissions each caller may make per minute (0: no limit).
+DEFAULT_PREVIEWS_PER_MINUTE = 60
+
+
 @dataclass(frozen=True, slots=True)
 class PredictionConfig:
     budget_milliseconds: int = 250
+    # Per caller: a token bucket of this many previews, refilled at this rate (dry-run probing, issue #24).
+    previews_per_minute: int = DEFAULT_PREVIEWS_PER_MINUTE
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +172,17 @@ class GuardrailsConfig:
     # Without --client-ca the namespace of a review is only a claim: victims are counted, never named, unless
     # the operator accepts naming those of the pod's own namespace.
     unverified_disclosure: UnverifiedDisclosure = "counts"
+    # A CREATE whose prediction cannot be made (over budget, too complex, predictor error, not decided in
+    # time): None follows the mode (deny under enforce, allow under warn).
+    on_unpredictable: OnUnpredictable | None = None
+
+    def unpredictable_action(self, mode: GuardrailMode) -> OnUnpredictable:
+        """``onUnpredictable`` in force under ``mode`` (the namespace's effective mode); ``off`` never denies."""
+        if mode == "off":
+            return "allow"
+        if self.on_unpredictable is not None:
+            return self.on_unpredictable
+        return "deny" if mode == "enforce" else "allow"
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,11 @@ from webhook.cluster.model import (
 from webhook.config.model import (
     AUDIT_DETAILS,
     DEFAULT_CONFIG,
+    DEFAULT_PREVIEWS_PER_MINUTE,
     DISCLOSURE_MODES,
     EXISTS_ONLY_SCOPES,
     GUARDRAIL_MODES,
+    ON_UNPREDICTABLE,
     QUOTA_SCOPES,
     SELECTOR_OPERATORS,
     UNVERIFIED_DISCLOSURES,
@@ -39,6 +41,7 @@ from webhook.config.model import (
     GuardrailMode,
     GuardrailsConfig,
     LimitedResource,
+    OnUnpredictable,
     PredictionConfig,
     PreemptionSetting,
     QuotaConfig,
@@ -144,8 +147,9 @@ class _Reader:
 # --- sections ---------------------------------------------------------------------------------------
 
 def _prediction(reader: _Reader) -> PredictionConfig:
-    reader.check_keys(["budgetMilliseconds"])
-    return PredictionConfig(reader.int_in_range("budgetMilliseconds", 250, 1))
+    reader.check_keys(["budgetMilliseconds", "previewsPerMinute"])
+    return PredictionConfig(reader.int_in_range("budgetMilliseconds", 250, 1),
+                            reader.int_in_range("previewsPerMinute", DEFAULT_PREVIEWS_PER_MINUTE, 0))
 
 
 def _scheduler(reader: _Reader) -> SchedulerConfig:
@@ -266,7 +270,7 @@ def _exemptions(reader: _Reader) -> Exemptions:
 def _guardrails(reader: _Reader) -> GuardrailsConfig:
     reader.check_keys(["mode", "tenantLabel", "denyCrossTenantPreemption", "maxVictims", "maxPdbViolations",
                        "denyVictimPriorityAtLeast", "exempt", "disclosure", "auditDetail",
-                       "unverifiedDisclosure"])
+                       "unverifiedDisclosure", "onUnpredictable"])
     # YAML 1.1 reads a bare `mode: off` as the boolean false.
     mode_value = reader.data.get("mode")
     if mode_value is False:
@@ -286,6 +290,8 @@ def _guardrails(reader: _Reader) -> GuardrailsConfig:
         audit_detail=cast(AuditDetail, reader.choice("auditDetail", AUDIT_DETAILS, "tenant")),
         unverified_disclosure=cast(UnverifiedDisclosure,
                                    reader.choice("unverifiedDisclosure", UNVERIFIED_DISCLOSURES, "counts")),
+        on_unpredictable=(cast(OnUnpredictable, reader.choice("onUnpredictable", ON_UNPREDICTABLE, "deny"))
+                          if reader.data.get("onUnpredictable") is not None else None),
     )
 
 

@@ -2,9 +2,11 @@
 
 from webhook.guardrails.disclosure import Audience, Tenant, audience_of, tenant_of
 from webhook.guardrails.policy import (
+    RULE_UNPREDICTABLE,
     RULES,
     GuardrailDecision,
     SkipReason,
+    Unpredictable,
     Violation,
     effective_mode,
     evaluate_guardrails,
@@ -17,10 +19,12 @@ from webhook.guardrails.report import fit_warnings, prediction_annotation
 
 __all__ = [
     "RULES",
+    "RULE_UNPREDICTABLE",
     "Audience",
     "GuardrailDecision",
     "SkipReason",
     "Tenant",
+    "Unpredictable",
     "Violation",
     "audience_of",
     "effective_mode",

@@ -9,6 +9,12 @@ Pure functions over ``GuardrailsConfig`` (``webhook.config``) and the predictor'
 Mode ``off`` evaluates nothing and warns nothing (the prediction is still recorded in the annotations);
 ``warn`` reports violations as warnings; ``enforce`` denies with HTTP 403. An exempt request is never
 denied, but still gets the warnings, marked as not enforced.
+
+A CREATE whose prediction cannot be made (over its budget, too complex, the predictor failed, the cache not
+ready, not decided within the admission deadline) is judged by ``guardrails.onUnpredictable``: denied by
+default under ``enforce`` (the rule ``onUnpredictable``; a tenant must not get a pod through by making it
+expensive to predict), allowed with a warning under ``warn``. A pod that cannot preempt anyone
+(``preemptionPolicy: Never``, preemption disabled, no lower-priority pod in the cluster) is never denied for it.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ RULE_MAX_PDB_VIOLATIONS = "maxPdbViolations"
 RULE_MAX_VICTIMS = "maxVictims"
 RULE_VICTIM_PRIORITY = "denyVictimPriorityAtLeast"
 RULES = (RULE_CROSS_TENANT, RULE_MAX_PDB_VIOLATIONS, RULE_MAX_VICTIMS, RULE_VICTIM_PRIORITY)
+# The rule of a denial for want of a prediction (the configuration key guardrails.onUnpredictable).
+RULE_UNPREDICTABLE = "onUnpredictable"
 
 # Audit annotation keys (the API server prefixes them with the webhook name).
 AUDIT_PREDICTION = "prediction"
@@ -57,9 +65,20 @@ AUDIT_EXEMPTION = "guardrail-exemption"
 AUDIT_SKIPPED = "prediction-skipped"
 
 Decision = Literal["off", "allowed", "warned", "denied", "exempt", "skipped"]
-# Why no prediction was made: over its time budget, the cache not synced yet, the predictor failed, or the pod
-# was never read (its review over the body size limit, or more than the webhook could hold in memory just then).
-SkipReason = Literal["budget-exceeded", "cache-not-ready", "error", "too-large", "overloaded"]
+# Why no prediction was made: over its time budget, the cache not synced yet, the predictor failed, the pod is
+# beyond a documented limit (webhook.preemption.complexity), the review was not decided within the admission
+# deadline, or the pod was never read (its review over the body size limit, or more than the webhook could hold
+# in memory just then).
+SkipReason = Literal["budget-exceeded", "cache-not-ready", "error", "too-complex", "deadline-exceeded", "too-large",
+                     "overloaded"]
+
+
+@dataclass(frozen=True, slots=True)
+class Unpredictable:
+    """Why no prediction was made for a pod: the reason, and for ``too-complex`` which limit it is beyond."""
+
+    reason: SkipReason
+    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +102,9 @@ class GuardrailDecision:
     annotation: str | None = None
     audit_annotations: Mapping[str, str] = field(default_factory=dict)
 
-    status_code = 403
-    status_reason = "Forbidden"
+    # A denial's status: 403 Forbidden, or 400 BadRequest for a pod beyond a documented limit.
+    status_code: int = 403
+    status_reason: str = "Forbidden"
 
     @property
     def denied_rules(self) -> tuple[str, ...]:
@@ -293,25 +313,79 @@ def evaluate_guardrails(
                              _audit(decision, mode, audited, violations, None))
 
 
-def prediction_skipped_warning(reason: SkipReason, budget_milliseconds: int) -> str:
+def _unpredictable_why(unpredictable: Unpredictable, budget_milliseconds: int) -> str:
+    reason = unpredictable.reason
     if reason == "budget-exceeded":
-        why = f"it did not finish within the {budget_milliseconds} ms budget"
-    elif reason == "cache-not-ready":
-        why = "the cluster cache is not ready yet"
-    elif reason == "too-large":
-        why = "its admission review is over the webhook's size limit"
-    elif reason == "overloaded":
-        why = "the webhook had no memory for its review just then"
-    else:
-        why = "the prediction failed (see the webhook log)"
+        return f"it did not finish within the {budget_milliseconds} ms budget"
+    if reason == "cache-not-ready":
+        return "the cluster cache is not ready yet"
+    if reason == "too-complex":
+        return f"the pod is too complex to predict ({unpredictable.detail})" if unpredictable.detail else (
+            "the pod is too complex to predict")
+    if reason == "deadline-exceeded":
+        return "the webhook did not decide within its admission deadline"
+    if reason == "too-large":
+        return "its admission review is over the webhook's size limit"
+    if reason == "overloaded":
+        return "the webhook had no memory for its review just then"
+    return "the prediction failed (see the webhook log)"
+
+
+def _unpredictable_fix(reason: SkipReason) -> str:
+    if reason == "too-complex":
+        return "remove repeated or unneeded affinity terms, spread constraints or tolerations"
+    if reason == "too-large":
+        return "make the pod's manifest smaller"
+    if reason == "error":
+        return "retry, and report the webhook's log to a cluster admin if it persists"
+    return "retry (the webhook may be busy), or simplify the pod's scheduling constraints"
+
+
+def prediction_skipped_warning(reason: SkipReason | Unpredictable, budget_milliseconds: int) -> str:
+    unpredictable = reason if isinstance(reason, Unpredictable) else Unpredictable(reason)
+    why = _unpredictable_why(unpredictable, budget_milliseconds)
     return truncate(f"PreemptGuard made no preemption prediction for this pod: {why}")
 
 
+def unpredictable_denial_message(pod_name: str, namespace: str, unpredictable: Unpredictable,
+                                 budget_milliseconds: int) -> str:
+    why = _unpredictable_why(unpredictable, budget_milliseconds)
+    return (f'pods "{pod_name}" is forbidden: PreemptGuard could not predict whether the pod would preempt other '
+            f"pods: {why}. Under guardrails mode enforce such a pod is denied ({RULE_UNPREDICTABLE}: deny). "
+            f"To get it through: {_unpredictable_fix(unpredictable.reason)}; or give it a PriorityClass with "
+            f"preemptionPolicy: Never (a pod that cannot preempt is never denied for this). "
+            f"{exemption_hint(namespace)}")
+
+
 def prediction_skipped(policy: GuardrailsConfig, *, namespace: str, namespaces: Mapping[str, Namespace],
-                       reason: SkipReason, budget_milliseconds: int) -> GuardrailDecision:
-    """A prediction that was not made (or failed) never blocks a pod: allow, with a warning saying so
-    (none if off)."""
+                       reason: SkipReason | Unpredictable, budget_milliseconds: int, pod_name: str = "Unknown",
+                       user: UserInfo | None = None, may_preempt: bool = True) -> GuardrailDecision:
+    """The decision for a CREATE whose prediction was not made (or failed).
+
+    ``guardrails.onUnpredictable`` (by default: deny under ``enforce``, allow under ``warn``) decides, unless
+    the request is exempt or the pod cannot preempt anyone (``may_preempt`` False): those are allowed with a
+    warning saying so (none under ``off``).
+    """
+    unpredictable = reason if isinstance(reason, Unpredictable) else Unpredictable(reason)
     mode = effective_mode(policy, labels_of_namespace(namespaces, namespace))
-    audit: dict[str, str] = {AUDIT_DECISION: "skipped", AUDIT_MODE: mode, AUDIT_SKIPPED: reason}
-    warnings = () if mode == "off" else (prediction_skipped_warning(reason, budget_milliseconds),)
-    return GuardrailDecision(True, "skipped", mode, warnings=warnings, audit_annotations=audit)
+    audit: dict[str, str] = {AUDIT_DECISION: "skipped", AUDIT_MODE: mode, AUDIT_SKIPPED: unpredictable.reason}
+    if mode == "off":
+        return GuardrailDecision(True, "skipped", mode, audit_annotations=audit)
+    warning = prediction_skipped_warning(unpredictable, budget_milliseconds)
+    if policy.unpredictable_action(mode) == "allow" or not may_preempt:
+        return GuardrailDecision(True, "skipped", mode, warnings=(warning,), audit_annotations=audit)
+    violation = Violation(RULE_UNPREDICTABLE, warning, truncate(f"{RULE_UNPREDICTABLE}: {warning}"))
+    exemption = find_exemption(policy.exempt, namespace, user or UserInfo())
+    if exemption is not None:
+        note = truncate(f"guardrails not enforced: the request is exempt ({exemption})")
+        return GuardrailDecision(True, "exempt", mode, (violation,), exemption, (warning, note),
+                                 audit_annotations={**audit, AUDIT_DECISION: "exempt",
+                                                    AUDIT_VIOLATIONS: RULE_UNPREDICTABLE,
+                                                    AUDIT_EXEMPTION: exemption})
+    message = unpredictable_denial_message(pod_name, namespace, unpredictable, budget_milliseconds)
+    too_complex = unpredictable.reason == "too-complex"
+    return GuardrailDecision(False, "denied", mode, (violation,), None, (violation.warning,), message,
+                             audit_annotations={**audit, AUDIT_DECISION: "denied",
+                                                AUDIT_VIOLATIONS: RULE_UNPREDICTABLE},
+                             status_code=400 if too_complex else 403,
+                             status_reason="BadRequest" if too_complex else "Forbidden")

@@ -1,10 +1,18 @@
-"""Predictions off the event loop: a small dedicated thread pool, a time budget per call, the scheduler profile.
+"""Predictions off the event loop: dedicated thread pools, a time budget per call, the scheduler profile.
 
-The predictor is CPU-bound pure Python. It runs in its own ``ThreadPoolExecutor`` so the event loop keeps
-answering health checks and priority-only admissions while a prediction is computed. Every call has a budget:
-when it passes, the caller gets ``PredictionTimeout`` at once (a call still waiting for a worker is dropped;
-a running one stops at the predictor's ``deadline``, raising ``PredictionTimeout`` in its thread). At most
-``workers - 1`` previews run at a time, so one worker always remains for admission predictions.
+The predictor is CPU-bound pure Python. It runs in thread pools of its own so the event loop keeps answering
+health checks and priority-only admissions while a prediction is computed. Admission predictions and
+/preview never share anything a preview could hold for long (issue #24: a 10,000-replica preview held the
+index lock for 5-8 s and every admission prediction behind it was skipped):
+
+* admission predictions run in ``executor`` (``workers`` threads) on the state's index (``state_index``);
+* previews run in ``preview_executor`` (``preview_workers`` threads, one by default), on an index of their own
+  (``preview_index``), at most ``preview_workers`` at once; waiting for a slot counts against their budget.
+
+Every call has a budget and a ``Deadline``: when the budget passes the caller gets ``PredictionTimeout`` at
+once (a call still waiting for a worker is dropped), and the running computation stops at its next deadline
+check. A caller that goes away (the request cancelled) and ``shutdown()`` cancel the deadline, so no thread
+outlives its request and the process can exit within its grace period even during the largest preview.
 
 ``compute_preview`` mirrors ``scheduler.preemption: disabled`` (the scheduler's PostFilter is off): pods
 that do not fit are reported ``Unschedulable`` (they stay Pending) and evict nobody.
@@ -19,16 +27,17 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from webhook.cluster.model import Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
-from webhook.errors import PredictionTimeout
-from webhook.preemption.index import index_sync_is_cheap
+from webhook.errors import PredictionCancelled, PredictionTimeout
+from webhook.preemption.deadline import Deadline
+from webhook.preemption.index import index_sync_is_cheap, preview_index
 from webhook.preemption.results import PreemptionArgs, PreemptionResult
-from webhook.preemption.simulate import predict_objects, simulate_pods
+from webhook.preemption.simulate import PodQuotaCheck, predict_objects, resource_quota_only, simulate_pods
 
 log = logging.getLogger(__name__)
 
@@ -65,21 +74,25 @@ def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:
 
 
 def predict_admitted_pod(state: ClusterState, pod: Pod, scheduler: SchedulerConfig,
-                         deadline: float | None) -> PreemptionResult:
+                         deadline: Deadline | float | None) -> PreemptionResult:
     """The prediction for a pod the Priority plugin has already resolved (no second resolution)."""
     return simulate_pods(state, [pod], preemption_args(scheduler), deadline=deadline)[0]
 
 
 def predict_object(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None, replicas: int | None,
                    scheduler: SchedulerConfig, priority_class: str | None = None,
-                   deadline: float | None = None) -> list[PreemptionResult]:
-    """The results for a Pod or workload object (resolved like the Priority plugin) under the scheduler profile."""
+                   deadline: Deadline | float | None = None, for_preview: bool = False,
+                   quota_check: PodQuotaCheck = resource_quota_only) -> list[PreemptionResult]:
+    """The results for a Pod or workload object (resolved like the Priority plugin, then ``quota_check``) under
+    the scheduler profile; ``for_preview``: on the state's preview index (``preview_index``)."""
     return predict_objects(state, [obj], namespace=namespace, replicas=replicas, priority_class=priority_class,
-                           args=preemption_args(scheduler), deadline=deadline)
+                           args=preemption_args(scheduler), deadline=deadline,
+                           index=preview_index(state) if for_preview else None, quota_check=quota_check)
 
 
-def run_consistently(state: ClusterState, compute: Callable[[], _T], deadline: float) -> _T:
+def run_consistently(state: ClusterState, compute: Callable[[], _T], deadline: Deadline | float) -> _T:
     """``compute()``, retried when it failed because the informers changed ``state`` under it."""
+    deadline = Deadline.of(deadline)
     for attempt in range(1, _MAX_ATTEMPTS + 1):
         version = state.version
         try:
@@ -87,41 +100,58 @@ def run_consistently(state: ClusterState, compute: Callable[[], _T], deadline: f
         except PredictionTimeout:
             raise
         except _CONCURRENT_CHANGE_ERRORS:
-            if state.version == version or attempt == _MAX_ATTEMPTS or time.monotonic() >= deadline:
+            if state.version == version or attempt == _MAX_ATTEMPTS or deadline.seconds_left() == 0:
                 raise
             log.debug("cluster state changed during a prediction (attempt %d); retrying", attempt)
     raise AssertionError("unreachable")
 
 
 class PredictionService:
-    """The prediction thread pool: ``await predict(...)`` for admission, ``await preview(...)`` for /preview."""
+    """The prediction thread pools: ``await predict(...)`` for admission, ``await preview(...)`` for /preview."""
 
-    def __init__(self, workers: int = 2, *, inline_seconds: float = 0.0) -> None:
-        if workers < 1:
+    def __init__(self, workers: int = 2, *, inline_seconds: float = 0.0, preview_workers: int = 1) -> None:
+        if workers < 1 or preview_workers < 1:
             raise ValueError("workers must be at least 1")
         self.workers = workers
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preemptguard-predict")
-        self._preview_slots = asyncio.Semaphore(max(1, workers - 1))
+        self.preview_executor = ThreadPoolExecutor(max_workers=preview_workers,
+                                                   thread_name_prefix="preemptguard-preview")
+        self._preview_slots = asyncio.Semaphore(preview_workers)
         # See ``predict``: how long a prediction may run on the event loop before moving to the pool.
         self.inline_seconds = inline_seconds
-        self.pooled = 0  # predictions submitted to the pool and not yet answered
+        self.pooled = 0  # admission predictions submitted to the pool and not yet answered
+        self.running: set[Deadline] = set()  # the deadlines of every computation started and not yet answered
+        self.stopping = False
 
-    async def run(self, compute: Callable[[float], _T], *, budget_seconds: float,
-                  deadline: float | None = None) -> _T:
-        """``compute(deadline)`` in the pool; ``PredictionTimeout`` when the budget passes first.
+    async def run(self, compute: Callable[[Deadline], _T], *, budget_seconds: float,
+                  deadline: float | None = None, executor: Executor | None = None) -> _T:
+        """``compute(deadline)`` in the pool (``executor``, default the admission pool); ``PredictionTimeout``
+        when the budget passes first, ``PredictionCancelled`` once ``shutdown()`` was called.
 
-        ``deadline`` (a ``time.monotonic()`` value) defaults to now + ``budget_seconds``.
+        ``deadline`` (a ``time.monotonic()`` value) defaults to now + ``budget_seconds``. However this call
+        ends (answered, over budget, cancelled by its caller), the computation's ``Deadline`` is cancelled, so
+        it stops at its next check if it is still running.
         """
-        deadline = deadline if deadline is not None else time.monotonic() + budget_seconds
-        future = asyncio.get_running_loop().run_in_executor(self.executor, compute, deadline)
-        timed_out = PredictionTimeout(f"the prediction did not finish within {budget_seconds:g} s")
-        self.pooled += 1
+        if self.stopping:
+            raise PredictionCancelled("the prediction was cancelled: the server is shutting down")
+        stop = Deadline(deadline if deadline is not None else time.monotonic() + budget_seconds)
+        pool = executor or self.executor
+        admission = pool is self.executor
+        self.running.add(stop)
+        if admission:
+            self.pooled += 1
         try:
-            return await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
+            future = asyncio.get_running_loop().run_in_executor(pool, compute, stop)
+            return await asyncio.wait_for(future, stop.seconds_left())
         except (TimeoutError, PredictionTimeout) as exc:
-            raise timed_out from exc
+            if isinstance(exc, PredictionCancelled):
+                raise
+            raise PredictionTimeout(f"the prediction did not finish within {budget_seconds:g} s") from exc
         finally:
-            self.pooled -= 1
+            stop.cancel("its caller stopped waiting")
+            self.running.discard(stop)
+            if admission:
+                self.pooled -= 1
 
     async def predict(self, state: ClusterState, pod: Pod, *, scheduler: SchedulerConfig,
                       budget_seconds: float) -> PreemptionResult:
@@ -134,7 +164,8 @@ class PredictionService:
         the index must be rebuilt, which has no deadline checks) runs in the pool within what is left.
         """
         deadline = time.monotonic() + budget_seconds
-        if self.inline_seconds > 0 and self.pooled == 0 and _INLINE_ALLOWED.get() and index_sync_is_cheap(state):
+        if (self.inline_seconds > 0 and self.pooled == 0 and not self.stopping and _INLINE_ALLOWED.get()
+                and index_sync_is_cheap(state)):
             inline_deadline = min(deadline, time.monotonic() + self.inline_seconds)
             result: PreemptionResult | None
             try:
@@ -148,7 +179,7 @@ class PredictionService:
             if result is not None:
                 return result
 
-        def compute(deadline: float) -> PreemptionResult:
+        def compute(deadline: Deadline) -> PreemptionResult:
             return run_consistently(state, lambda: predict_admitted_pod(state, pod, scheduler, deadline), deadline)
 
         return await self.run(compute, budget_seconds=budget_seconds, deadline=deadline)
@@ -161,9 +192,11 @@ class PredictionService:
 
     async def preview(self, state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None,
                       scheduler: SchedulerConfig, budget_seconds: float, replicas: int | None = None,
-                      priority_class: str | None = None) -> list[PreemptionResult]:
-        """The results for a Pod or workload object, for /preview: at most ``workers - 1`` at once; the wait
-        for a slot counts against the budget."""
+                      priority_class: str | None = None,
+                      quota_check: PodQuotaCheck = resource_quota_only) -> list[PreemptionResult]:
+        """The results for a Pod or workload object, for /preview: in the preview pool, on the preview index,
+        at most ``preview_workers`` at once; the wait for a slot counts against the budget. ``quota_check``:
+        the admission pipeline's quota stage, so only what the caller could create is predicted."""
         deadline = time.monotonic() + budget_seconds
         try:
             await asyncio.wait_for(self._preview_slots.acquire(), budget_seconds)
@@ -171,16 +204,21 @@ class PredictionService:
             raise PredictionTimeout(
                 f"the prediction did not start within {budget_seconds:g} s: other previews are running") from exc
 
-        def compute(deadline: float) -> list[PreemptionResult]:
+        def compute(deadline: Deadline) -> list[PreemptionResult]:
             return run_consistently(state, lambda: predict_object(
                 state, obj, namespace=namespace, replicas=replicas, scheduler=scheduler,
-                priority_class=priority_class, deadline=deadline), deadline)
+                priority_class=priority_class, deadline=deadline, for_preview=True, quota_check=quota_check), deadline)
 
         try:
-            return await self.run(compute, budget_seconds=budget_seconds, deadline=deadline)
+            return await self.run(compute, budget_seconds=budget_seconds, deadline=deadline,
+                                  executor=self.preview_executor)
         finally:
             self._preview_slots.release()
 
     def shutdown(self) -> None:
-        """Drop queued predictions; a running one finishes (or stops at its deadline) in the background."""
+        """Cancel every running prediction (each stops at its next deadline check) and drop queued ones."""
+        self.stopping = True
+        for stop in list(self.running):
+            stop.cancel("the server is shutting down")
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.preview_executor.shutdown(wait=False, cancel_futures=True)

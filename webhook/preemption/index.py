@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from webhook.cluster.model import Node, Pod, Taint
-from webhook.cluster.snapshot import ClusterState
+from webhook.cluster.snapshot import ClusterState, holds_node_resources
 from webhook.preemption.nodeaffinity import NodeLabelIndex
 from webhook.preemption.pdb import PdbIndex
 from webhook.preemption.results import PreemptionArgs
@@ -316,25 +316,52 @@ class StateIndex:
 
 
 _INDEXES: weakref.WeakKeyDictionary[ClusterState, StateIndex] = weakref.WeakKeyDictionary()
+_PREVIEW_INDEXES: weakref.WeakKeyDictionary[ClusterState, StateIndex] = weakref.WeakKeyDictionary()
 _INDEXES_LOCK = threading.Lock()
+
+
+def _index_in(indexes: weakref.WeakKeyDictionary[ClusterState, StateIndex], state: ClusterState) -> StateIndex:
+    index = indexes.get(state)
+    if index is None:
+        with _INDEXES_LOCK:
+            index = indexes.get(state)
+            if index is None:
+                index = StateIndex(state)
+                indexes[state] = index
+    return index
 
 
 def state_index(state: ClusterState) -> StateIndex:
     """The state's index (one per ClusterState, created on first use); call ``sync`` under its lock."""
-    index = _INDEXES.get(state)
-    if index is None:
-        with _INDEXES_LOCK:
-            index = _INDEXES.get(state)
-            if index is None:
-                index = StateIndex(state)
-                _INDEXES[state] = index
-    return index
+    return _index_in(_INDEXES, state)
+
+
+def preview_index(state: ClusterState) -> StateIndex:
+    """A second index of the state, for /preview: a preview simulates up to thousands of replicas under its
+    index's lock, so it gets an index and a lock of its own and admission predictions never wait behind one.
+    Built on the first preview, then kept up to date per changed node like the first."""
+    return _index_in(_PREVIEW_INDEXES, state)
 
 
 def adopt_index(index: StateIndex) -> None:
     """Make ``index`` (restored by the snapshot cache) the index of its state."""
     with _INDEXES_LOCK:
         _INDEXES[index.state] = index
+
+
+def lowest_priority_level(state: ClusterState) -> int | None:
+    """The lowest priority of a pod bound to a node, as of the state's index (admission's, kept current by every
+    admission prediction), ``NO_PODS_LEVEL`` when no pod is bound; None when there is no index yet or it is
+    being rewritten this instant (unknown: the caller assumes the worst). Before the index exists (it is built
+    at start-up) the state's pods are read instead."""
+    index = _INDEXES.get(state)
+    try:
+        if index is not None and index.version >= 0:
+            return min(index.level_nodes, default=NO_PODS_LEVEL)
+        return min((p.effective_priority for p in list(state.pods.values())
+                     if holds_node_resources(p) and p.node_name in state.nodes), default=NO_PODS_LEVEL)
+    except RuntimeError:  # resized by a write in another thread
+        return None
 
 
 def index_sync_is_cheap(state: ClusterState, max_nodes: int = 64) -> bool:

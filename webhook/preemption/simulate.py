@@ -9,15 +9,14 @@ node in the ``ClusterView`` before the next replica is predicted; a replica that
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod, ResourceQuota
 from webhook.cluster.snapshot import ClusterState
-from webhook.errors import PredictionTimeout
-from webhook.preemption.context import new_context
+from webhook.preemption.context import DEADLINE_STRIDE, new_context
+from webhook.preemption.deadline import Deadline, acquire_before
 from webhook.preemption.dryrun import nodes_available_message, nodes_available_message_from_counts, preempt
 from webhook.preemption.filtering import filter_nodes
 from webhook.preemption.filters import (
@@ -27,7 +26,7 @@ from webhook.preemption.filters import (
     host_ports_conflict,
     resource_fit_status,
 )
-from webhook.preemption.index import state_index
+from webhook.preemption.index import StateIndex, state_index
 from webhook.preemption.results import (
     DEFAULT_GRACE_PERIOD_SECONDS,
     Candidate,
@@ -38,7 +37,7 @@ from webhook.preemption.results import (
 )
 from webhook.preemption.selectors import required_node_affinity_matches, tolerates
 from webhook.preemption.view import ClusterView
-from webhook.preemption.workloads import expand_object, replica_name
+from webhook.preemption.workloads import MAX_PODS_PER_REQUEST, expand_objects, replica_name
 from webhook.priority.namespace_lifecycle import check_namespace_lifecycle
 from webhook.priority.resolution import (
     SYSTEM_CRITICAL_PRIORITY,
@@ -46,7 +45,16 @@ from webhook.priority.resolution import (
     effective_classes,
     resolve_pod_priority,
 )
-from webhook.priority.resource_quota import charge_quotas, check_resource_quota
+from webhook.priority.resource_quota import QuotaDenial, charge_quotas, check_resource_quota
+
+# The quota stage a simulated pod passes before the scheduler sees it: the pod (priority resolved) and its
+# namespace's quotas as charged so far, to a denial or None. /preview passes the admission pipeline's own.
+PodQuotaCheck = Callable[[Pod, Sequence[ResourceQuota]], QuotaDenial | None]
+
+
+def resource_quota_only(pod: Pod, quotas: Sequence[ResourceQuota]) -> QuotaDenial | None:
+    """Upstream ResourceQuota admission alone (on by default in the API server)."""
+    return check_resource_quota(pod, operation="CREATE", quotas=quotas, limited_resources=())
 
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 PREEMPTION_DISABLED = (
@@ -110,7 +118,7 @@ def predict_bound_pod(view: ClusterView, pod: Pod, policy: str, gaps: str) -> Pr
 
 
 def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
-                deadline: float | None = None) -> tuple[PreemptionResult, Candidate | None]:
+                deadline: Deadline | float | None = None) -> tuple[PreemptionResult, Candidate | None]:
     """One replica whose ``spec.priority`` is already resolved, and the candidate whose victims it evicts.
 
     Does not change ``view``.
@@ -162,23 +170,24 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
 
 
 def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs | None = None, *,
-                  deadline: float | None = None) -> list[PreemptionResult]:
+                  deadline: Deadline | float | None = None, index: StateIndex | None = None) -> list[PreemptionResult]:
     """Predict each pod in order, applying each placement and eviction before the next (never mutating ``state``).
 
-    The pods' priorities are already resolved. ``deadline`` (a ``time.monotonic()`` value): past it,
-    ``PredictionTimeout`` is raised from inside the node loops, so a caller enforcing a time budget leaves no
-    runaway computation behind.
+    The pods' priorities are already resolved. ``deadline`` (a ``Deadline``, or a ``time.monotonic()`` value):
+    once it passes or is cancelled, ``PredictionTimeout`` is raised from inside the loops, so a caller enforcing
+    a time budget leaves no runaway computation behind. ``index``: the state's index to work on (default
+    ``state_index(state)``; /preview has one of its own, so admission never waits for a preview's lock).
     """
     args = args or PreemptionArgs()
-    index = state_index(state)
-    timeout = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-    if not index.lock.acquire(timeout=timeout):
-        raise PredictionTimeout("the preemption prediction exceeded its deadline waiting for another prediction")
+    deadline = Deadline.of(deadline)
+    index = index if index is not None else state_index(state)
+    acquire_before(index.lock, deadline, "another prediction")
     try:
-        view = ClusterView(state)
+        view = ClusterView(state, index)
         results = []
         last = len(pods) - 1
         for i, pod in enumerate(pods):
+            deadline.check()
             result, candidate = predict_pod(view, pod, args, deadline=deadline)
             results.append(result)
             if i == last:
@@ -219,15 +228,18 @@ def _rejected(pod: Pod, message: str, priority: int | None = None) -> Preemption
                             outcome=Outcome.REJECTED, message=message)
 
 
-def resolve_each(state: ClusterState, pods: Sequence[Pod]) -> list[Pod | PreemptionResult]:
+def resolve_each(state: ClusterState, pods: Sequence[Pod], deadline: Deadline | None = None,
+                 quota_check: PodQuotaCheck = resource_quota_only) -> list[Pod | PreemptionResult]:
     """Each pod as the API server would store it, or its own ``Rejected`` result: NamespaceLifecycle (a missing
-    or terminating namespace, where the namespaces are known), the Priority plugin, then the ResourceQuota
-    admission plugin (on by default) against the namespace's quotas, each admitted pod charged before the next is
-    checked (the real control plane refuses a pod over its quota before the scheduler sees it:
-    tests/vectors/real_scheduler/quota-exceeded-is-rejected)."""
+    or terminating namespace, where the namespaces are known), the Priority plugin, then the quota stage
+    (``quota_check``; by default the ResourceQuota admission plugin, on by default) against the namespace's quotas,
+    each admitted pod charged before the next is checked (the real control plane refuses a pod over its quota
+    before the scheduler sees it: tests/vectors/real_scheduler/quota-exceeded-is-rejected)."""
     entries: list[Pod | PreemptionResult] = []
     quotas: dict[str, list[ResourceQuota]] = {}
-    for pod in pods:
+    for i, pod in enumerate(pods):
+        if deadline is not None and not i % DEADLINE_STRIDE:
+            deadline.check()
         refused = check_namespace_lifecycle(state.namespaces, pod)
         if refused is not None:
             entries.append(_rejected(pod, refused))
@@ -240,31 +252,33 @@ def resolve_each(state: ClusterState, pods: Sequence[Pod]) -> list[Pod | Preempt
         namespace_quotas = quotas.get(resolved.namespace)
         if namespace_quotas is None:
             namespace_quotas = quotas[resolved.namespace] = state.quotas_in(resolved.namespace)
+        denial = quota_check(resolved, namespace_quotas)
+        if denial is not None:
+            entries.append(_rejected(resolved, denial.message, resolved.priority))
+            continue
         if namespace_quotas:
-            denial = check_resource_quota(resolved, operation="CREATE", quotas=namespace_quotas, limited_resources=())
-            if denial is not None:
-                entries.append(_rejected(resolved, denial.message, resolved.priority))
-                continue
             quotas[resolved.namespace] = charge_quotas(resolved, namespace_quotas)
         entries.append(resolved)
     return entries
 
 
 def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionArgs | None = None,
-                 deadline: float | None = None) -> list[PreemptionResult]:
+                 deadline: Deadline | float | None = None, index: StateIndex | None = None,
+                 quota_check: PodQuotaCheck = resource_quota_only) -> list[PreemptionResult]:
     """Resolve each pod's priority, then simulate the admitted ones in order (``simulate_pods``).
 
     Each pod gets its own outcome: a pod the Priority plugin rejects is ``Rejected`` and takes no place in the
     simulation of the others.
     """
-    entries = resolve_each(state, pods)
+    deadline = Deadline.of(deadline)
+    entries = resolve_each(state, pods, deadline, quota_check)
     admitted = [e for e in entries if isinstance(e, Pod)]
-    simulated = iter(simulate_pods(state, admitted, args, deadline=deadline) if admitted else ())
+    simulated = iter(simulate_pods(state, admitted, args, deadline=deadline, index=index) if admitted else ())
     return [next(simulated) if isinstance(e, Pod) else e for e in entries]
 
 
 def predict_preemption(state: ClusterState, pod: Pod, *, replicas: int = 1, args: PreemptionArgs | None = None,
-                       deadline: float | None = None) -> list[PreemptionResult]:
+                       deadline: Deadline | float | None = None) -> list[PreemptionResult]:
     """``predict_pods`` for ``replicas`` copies of ``pod`` (``replica_pods``)."""
     return predict_pods(state, replica_pods(pod, replicas), args=args, deadline=deadline)
 
@@ -278,12 +292,15 @@ def with_priority_class(pod: Pod, priority_class: str | None) -> Pod:
 
 def predict_objects(state: ClusterState, objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None,
                     replicas: int | None = None, priority_class: str | None = None,
-                    args: PreemptionArgs | None = None, deadline: float | None = None) -> list[PreemptionResult]:
-    """Expand every object (Pod, workload or List) into pods (``expand_object``) and predict them all in order.
+                    args: PreemptionArgs | None = None, deadline: Deadline | float | None = None,
+                    index: StateIndex | None = None, max_pods: int = MAX_PODS_PER_REQUEST,
+                    quota_check: PodQuotaCheck = resource_quota_only) -> list[PreemptionResult]:
+    """Expand every object (Pod, workload or List) into pods (``expand_objects``: at most ``max_pods`` in all,
+    counted before any is built) and predict them all in order (``predict_pods``).
 
-    ``deadline`` (``time.monotonic()`` value): past it the simulation raises ``PredictionTimeout``.
+    ``deadline``: once it passes (or is cancelled) the simulation raises ``PredictionTimeout``.
     """
     nodes = list(state.nodes.values())  # a DaemonSet's pods: one per eligible node
     pods = [with_priority_class(p, priority_class)
-            for obj in objects for p in expand_object(obj, namespace=namespace, replicas=replicas, nodes=nodes)]
-    return predict_pods(state, pods, args=args, deadline=deadline)
+            for p in expand_objects(objects, namespace=namespace, replicas=replicas, nodes=nodes, max_pods=max_pods)]
+    return predict_pods(state, pods, args=args, deadline=deadline, index=index, quota_check=quota_check)

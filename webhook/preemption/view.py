@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import EMPTY_LABELS, Node, Pod
 from webhook.cluster.snapshot import ClusterState, holds_node_resources
-from webhook.preemption.index import state_index
+from webhook.preemption.index import StateIndex, state_index
 from webhook.preemption.summary import NodeSummary
 
 
@@ -21,9 +21,9 @@ class ClusterView:
     Creating a view syncs the index; keep using it under ``index.lock`` (``simulate_pods`` does).
     """
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, index: StateIndex | None = None) -> None:
         self.state = state
-        self.index = state_index(state)
+        self.index = index if index is not None else state_index(state)
         with self.index.lock:
             self.index.sync()
         self.removed: set[str] = set()

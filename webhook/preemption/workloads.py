@@ -1,17 +1,28 @@
-"""Expand a Pod or a workload object into the pods it would create (docs/interfaces.md §3)."""
+"""Expand a Pod or a workload object into the pods it would create (docs/interfaces.md §3).
+
+One request may ask for any number of pods (a StatefulSet's ``replicas: 2147483647``, a ``List`` of thirty
+such objects, a Job's ``parallelism``): the total is counted first, from the counts alone, and a request over
+``MAX_PODS_PER_REQUEST`` is refused (``TooManyPods``, HTTP 400) before any pod is built. Each object's pod
+template is read once; its replicas are copies differing only by name.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from webhook.cluster.copying import replace_fields
 from webhook.cluster.jsonfields import json_object
 from webhook.cluster.model import Node, Pod
 from webhook.cluster.reader import pod_from_dict
-from webhook.errors import InvalidInput
+from webhook.errors import InvalidInput, TooManyPods
+from webhook.preemption.complexity import check_pod_complexity
 from webhook.preemption.daemonset import daemon_nodes, daemon_pod_name, daemon_pod_spec, pinned_to_node
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "CronJob")
+# The most pods one prediction simulates, whatever asks for them (replicas, parallelism, Lists of workloads):
+# each replica is a full scheduling cycle, and a prediction must end within its request's budget.
+MAX_PODS_PER_REQUEST = 10_000
 
 
 def _count(value: object, what: str, default: int) -> int:
@@ -62,6 +73,7 @@ def daemonset_pod_objects(obj: Mapping[str, Any], namespace: str, nodes: Iterabl
     spec = daemon_pod_spec(json_object(template.get("spec"), "spec.template.spec"))
     eligibility = pod_from_dict({"apiVersion": "v1", "kind": "Pod", "spec": spec,
                                  "metadata": {**tmeta, "name": name, "namespace": namespace}})
+    check_pod_complexity(eligibility)
     return [{"apiVersion": "v1", "kind": "Pod", "spec": pinned_to_node(spec, node.name),
              "metadata": {**tmeta, "name": daemon_pod_name(name, node.name), "namespace": namespace}}
             for node in daemon_nodes(eligibility, nodes)]
@@ -71,44 +83,110 @@ def daemonset_pods(obj: Mapping[str, Any], namespace: str, nodes: Iterable[Node]
     return [pod_from_dict(pod) for pod in daemonset_pod_objects(obj, namespace, nodes)]
 
 
-def expand_object(obj: Mapping[str, Any], *, namespace: str | None = None, replicas: int | None = None,
-                  nodes: Iterable[Node] | None = None) -> list[Pod]:
-    """The pods to predict, in order: a Pod (``replicas`` copies), each replica of a workload, or a List's items.
-
-    ``namespace`` wins over the object's own namespace, which wins over ``default``. Replicas are named by
-    ``replica_name``. A DaemonSet is one pod per eligible node of ``nodes`` (``replicas`` does not apply).
-    """
-    if not isinstance(obj, Mapping):
-        raise InvalidInput("expected a Kubernetes object")
+def _is_list(obj: Mapping[str, Any]) -> bool:
     kind = obj.get("kind")
-    if kind == "List" or (isinstance(kind, str) and kind.endswith("List") and "items" in obj):
-        items = obj.get("items") or []
-        if not isinstance(items, list):
-            raise InvalidInput("items: expected a list")
-        node_list = None if nodes is None else list(nodes)
-        return [pod for item in items
-                for pod in expand_object(item, namespace=namespace, replicas=replicas, nodes=node_list)]
-    meta = json_object(obj.get("metadata"), "metadata")
-    name = str(meta.get("name") or meta.get("generateName") or "pod").rstrip("-")
-    ns = namespace or meta.get("namespace") or "default"
-    if kind == "DaemonSet":
+    return kind == "List" or (isinstance(kind, str) and kind.endswith("List") and "items" in obj)
+
+
+_END = object()
+
+
+def _leaves(objects: Iterable[object]) -> Iterator[Mapping[str, Any]]:
+    """Every Pod or workload of ``objects``, in order, with Lists (nested or not) flattened; no recursion, so no
+    nesting depth a caller picks can exhaust the stack."""
+    stack: list[Iterator[object]] = [iter(objects)]
+    while stack:
+        obj = next(stack[-1], _END)
+        if obj is _END:
+            stack.pop()
+            continue
+        if not isinstance(obj, Mapping):
+            raise InvalidInput("expected a Kubernetes object")
+        if _is_list(obj):
+            items = obj.get("items") or []
+            if not isinstance(items, list):
+                raise InvalidInput("items: expected a list")
+            stack.append(iter(items))
+        else:
+            yield obj
+
+
+def _template_and_count(obj: Mapping[str, Any], replicas: int | None,
+                        nodes: Sequence[Node] | None) -> tuple[Mapping[str, Any], int]:
+    kind = obj.get("kind")
+    if kind == "DaemonSet":  # at most one pod per node (``replicas`` does not apply): counted without reading any
         if nodes is None:
             raise InvalidInput("a DaemonSet runs one pod per eligible node: its preview needs the cluster's nodes")
-        return daemonset_pods(obj, ns, nodes)
+        return pod_template(obj)[0], len(nodes)
     if kind == "Pod":
-        template: Mapping[str, Any] = obj
-        count = 1
+        template, count = obj, 1
     else:
         template, count = pod_template(obj)
     count = count if replicas is None else replicas
     if count < 0:
         raise InvalidInput("replicas must not be negative")
-    tmeta = json_object(template.get("metadata"), "template.metadata")
-    base = {"apiVersion": "v1", "kind": "Pod", "spec": template.get("spec") or {},
-            "status": obj.get("status") if kind == "Pod" else None}
-    pods = []
-    for i in range(count):
-        metadata = {**tmeta, "name": replica_name(name, i, count), "namespace": ns}
-        metadata.pop("generateName", None)
-        pods.append(pod_from_dict({**base, "metadata": metadata}))
+    return template, count
+
+
+def pods_requested(objects: Iterable[Mapping[str, Any]], *, replicas: int | None = None,
+                   nodes: Sequence[Node] | None = None) -> int:
+    """How many pods ``expand_objects`` would build (at most, for a DaemonSet: one per node), from the objects'
+    counts alone (no pod is read)."""
+    return sum(_template_and_count(obj, replicas, nodes)[1] for obj in _leaves(objects))
+
+
+def check_pods_requested(total: int, limit: int = MAX_PODS_PER_REQUEST) -> None:
+    if total > limit:
+        raise TooManyPods(f"the request asks for {total:,} pods (replicas, parallelism and List items together); "
+                          f"PreemptGuard simulates at most {limit:,} pods per request: preview fewer replicas")
+
+
+def expand_objects(objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None,
+                   replicas: int | None = None, nodes: Iterable[Node] | None = None,
+                   max_pods: int = MAX_PODS_PER_REQUEST) -> list[Pod]:
+    """The pods to predict, in order: a Pod (``replicas`` copies), each replica of a workload, a List's items.
+
+    ``namespace`` wins over the object's own namespace, which wins over ``default``. Replicas are named by
+    ``replica_name``. A DaemonSet is one pod per eligible node of ``nodes`` (``replicas`` does not apply).
+    Raises ``TooManyPods`` before reading any pod when they number over ``max_pods``, and ``PodTooComplex``
+    for a pod template beyond a limit of ``complexity.POD_LIMITS``.
+    """
+    objects = list(objects)
+    node_list = None if nodes is None else list(nodes)
+    check_pods_requested(pods_requested(objects, replicas=replicas, nodes=node_list), max_pods)
+    pods: list[Pod] = []
+    for obj in _leaves(objects):
+        template, count = _template_and_count(obj, replicas, node_list)
+        if obj.get("kind") == "DaemonSet" and node_list is not None:
+            pods.extend(daemonset_pods(obj, _namespace_of(obj, namespace), node_list))
+        elif count:
+            pods.extend(_replicas(obj, template, count, namespace))
     return pods
+
+
+def expand_object(obj: Mapping[str, Any], *, namespace: str | None = None, replicas: int | None = None,
+                  nodes: Iterable[Node] | None = None, max_pods: int = MAX_PODS_PER_REQUEST) -> list[Pod]:
+    """``expand_objects`` of one object (a Pod, a workload or a List)."""
+    if not isinstance(obj, Mapping):
+        raise InvalidInput("expected a Kubernetes object")
+    return expand_objects([obj], namespace=namespace, replicas=replicas, nodes=nodes, max_pods=max_pods)
+
+
+def _namespace_of(obj: Mapping[str, Any], namespace: str | None) -> str:
+    meta = json_object(obj.get("metadata"), "metadata")
+    return str(namespace or meta.get("namespace") or "default")
+
+
+def _replicas(obj: Mapping[str, Any], template: Mapping[str, Any], count: int, namespace: str | None) -> list[Pod]:
+    """``count`` pods of one object: its template read once, the copies renamed."""
+    kind = obj.get("kind")
+    meta = json_object(obj.get("metadata"), "metadata")
+    name = str(meta.get("name") or meta.get("generateName") or "pod").rstrip("-")
+    ns = _namespace_of(obj, namespace)
+    tmeta = json_object(template.get("metadata"), "template.metadata")
+    metadata = {**tmeta, "name": replica_name(name, 0, count), "namespace": ns}
+    metadata.pop("generateName", None)
+    first = pod_from_dict({"apiVersion": "v1", "kind": "Pod", "spec": template.get("spec") or {},
+                           "status": obj.get("status") if kind == "Pod" else None, "metadata": metadata})
+    check_pod_complexity(first)
+    return [first, *(replace_fields(first, name=replica_name(name, i, count)) for i in range(1, count))]

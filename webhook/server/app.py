@@ -31,6 +31,7 @@ from webhook.server.handlers import (
     METRICS_KEY,
     PIPELINE_KEY,
     PREDICTOR_KEY,
+    PREVIEW_RATE_KEY,
     SETTINGS_KEY,
     SOURCE_KEY,
     error_middleware,
@@ -50,6 +51,7 @@ from webhook.server.limits import (
 )
 from webhook.server.metrics import AdmissionMetrics, WebhookMetrics, make_metrics_app
 from webhook.server.observing import PredictionObserver, not_observing, observer_lifecycle
+from webhook.server.ratelimit import CallerRateLimit
 from webhook.server.settings import ServerSettings
 from webhook.server.tls import ServingTLS, serving_tls
 from webhook.sources.source import ClusterSource
@@ -174,13 +176,15 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
         app[CONFIG_KEY] = LiveConfig(config, settings.config_path, interval_seconds=settings.config_reload_interval,
                                      on_reload=metrics.record_config_reload)
     app[PREDICTOR_KEY] = PredictionService(settings.prediction_workers,
-                                           inline_seconds=settings.inline_prediction_seconds)
+                                           inline_seconds=settings.inline_prediction_seconds,
+                                           preview_workers=settings.preview_workers)
     app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)
     live = app[CONFIG_KEY]
     observer = make_observer(source, settings, metrics, live)
+    app[PREVIEW_RATE_KEY] = CallerRateLimit(lambda: live.current.prediction.previews_per_minute)
     app[PIPELINE_KEY] = PodAdmission(source, app[PREDICTOR_KEY], AdmissionMetrics(metrics), lambda: live.current,
                                      list(pod_steps or ()), callers_authenticated=settings.client_ca is not None,
-                                     follower=observer)
+                                     follower=observer, probe_limit=app[PREVIEW_RATE_KEY])
     register_admission_routes(app)
     register_health_routes(app)
     app.cleanup_ctx.append(_source_lifecycle)

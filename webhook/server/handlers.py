@@ -18,7 +18,7 @@ import orjson
 from aiohttp import web
 
 from webhook.admission.decision import AdmissionDecision
-from webhook.admission.pipeline import PodAdmission, UnreadReason
+from webhook.admission.pipeline import PodAdmission, UnreadReason, pod_quota_check
 from webhook.admission.pod import PodReview, is_pod_admission, read_pod_review
 from webhook.admission.priorityclasses import admit_priority_class
 from webhook.admission.review import (
@@ -37,7 +37,10 @@ from webhook.errors import (
     InvalidInput,
     PredictionTimeout,
     PreemptGuardError,
+    RateLimited,
 )
+from webhook.guardrails.disclosure import audience_of, redact_preview_document
+from webhook.identity import UserInfo
 from webhook.prediction.service import PredictionService, never_inline
 from webhook.preemption.preview import build_preview
 from webhook.server.auth import Authenticator, NamespaceVisibility, redact_preview, victim_namespaces
@@ -45,6 +48,7 @@ from webhook.server.bodies import HEAD_BYTES, ClientGone
 from webhook.server.limits import BODY, LIMITS_KEY, UNREAD, RequestLimits
 from webhook.server.logs import log_decision
 from webhook.server.metrics import MUTATE_PODS, PREVIEW, WebhookMetrics
+from webhook.server.ratelimit import CallerRateLimit, retry_after_header
 from webhook.server.settings import ServerSettings
 from webhook.sources.source import ClusterSource
 
@@ -57,6 +61,8 @@ CONFIG_KEY = web.AppKey("config", LiveConfig)
 PREDICTOR_KEY = web.AppKey("predictor", PredictionService)
 AUTHENTICATOR_KEY = web.AppKey("authenticator", Authenticator)
 PIPELINE_KEY = web.AppKey("pod_admission", PodAdmission)
+# Per-caller rate of /preview requests and dry-run pod admissions (prediction.previewsPerMinute).
+PREVIEW_RATE_KEY = web.AppKey("preview_rate", CallerRateLimit)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _T = TypeVar("_T")
@@ -79,6 +85,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     endpoint = _endpoint_label(request)
     try:
         response = await handler(request)
+    except RateLimited as exc:
+        response = error_response(exc.http_status, str(exc))
+        response.headers["Retry-After"] = retry_after_header(exc.retry_after)
     except ClientGone as exc:  # nobody to answer, and no fault of ours: counted, logged at debug only
         log.debug("%s %s: %s", request.method, request.path, exc)
         response = error_response(exc.http_status, str(exc))
@@ -172,27 +181,31 @@ def judge_unread(request: web.Request, head: bytes, problem: PreemptGuardError) 
 
 
 async def admit_pod_within_deadline(request: web.Request, body: bytes) -> tuple[AdmissionRequest, AdmissionDecision]:
-    """The review and the pipeline's outcome, or allowed-with-warning once the admission deadline (limits.py) has
-    passed: the deadline covers decoding too, which runs off the event loop for a large body so it can fire."""
+    """The review and the pipeline's outcome; once the admission deadline (limits.py) has passed, the pipeline's
+    answer for an undecided review (a denial under enforce when its pod might preempt someone, else
+    allowed-with-warning): the deadline covers decoding too, which runs off the event loop for a large body so it
+    can fire."""
     pipeline = request.app[PIPELINE_KEY]
     limits = request.app.get(LIMITS_KEY)
     if limits is None:
         review, pod = read_review(body)
         return review, await pipeline.admit(review, pod)
-    review_read: list[AdmissionRequest] = []
+    review_read: list[tuple[AdmissionRequest, PodReview | None]] = []
     try:
         async with asyncio.timeout(max(0.0, limits.admission_time_left(request))):
             async with _large_review_slot(limits, body):
                 review, pod = await decoded(request, body, lambda: read_review(body))
-                review_read.append(review)
+                review_read.append((review, pod))
                 return review, await pipeline.admit(review, pod)
     except TimeoutError:
-        found = review_read[0] if review_read else peek_admission_request(body[:HEAD_BYTES])
+        found, pod = review_read[0] if review_read else (peek_admission_request(body[:HEAD_BYTES]), None)
         if found is None:  # still unread, and no review head to answer with: not from an API server
             raise InvalidInput("request is not an AdmissionReview with its request.uid first") from None
-        log.warning("pod review %s not decided within the admission deadline: allowed without checks", found.uid)
         limits.metrics.deadline_exceeded.inc()
-        return found, pipeline.undecided(found, limits.settings.admission_deadline_seconds)
+        decision = pipeline.undecided(found, limits.settings.admission_deadline_seconds, pod)
+        log.warning("pod review %s not decided within the admission deadline: %s", found.uid,
+                    "allowed without checks" if decision.allowed else "denied (onUnpredictable)")
+        return found, decision
 
 
 @contextlib.asynccontextmanager
@@ -264,29 +277,48 @@ def parse_preview_request(body: object) -> PreviewRequest:
     return PreviewRequest(obj, namespace, replicas, priority_class)
 
 
+def probe_caller(caller: UserInfo, request: web.Request) -> str:
+    """Whose rate a /preview counts against: the authenticated user, else (no authentication, snapshot mode)
+    the client's address."""
+    return caller.username or f"anonymous@{request.remote or ''}"
+
+
 async def preview(request: web.Request) -> web.Response:
-    """``POST /preview``: authenticate, authorise ``create pods``, predict, redact what the caller may not list."""
+    """``POST /preview``: authenticate, rate-limit per caller, authorise ``create pods``, predict through the
+    admission pipeline's quota stage, and disclose: other tenants' victims as counts, and in the caller's own
+    tenant the victims of namespaces the caller may not list as counts per namespace."""
     app = request.app
     authenticator = app[AUTHENTICATOR_KEY]
     caller = await authenticator.authenticate(request.headers)
+    config = app[CONFIG_KEY].current
+    rate = app.get(PREVIEW_RATE_KEY)
+    wait = rate.take(probe_caller(caller, request)) if rate is not None else None
+    if wait is not None:
+        raise RateLimited(f"too many previews from {caller.display_name}: at most "
+                          f"{config.prediction.previews_per_minute} per minute (prediction.previewsPerMinute); "
+                          f"retry in {retry_after_header(wait)} s", retry_after=wait)
     wanted = parse_preview_request(await read_json_body(request))
     if not await authenticator.is_allowed(caller, "create", "pods", wanted.namespace):
         raise Forbidden(f'Forbidden: user "{caller.display_name}" may not create pods in namespace {wanted.namespace}')
     source = app[SOURCE_KEY]
     if not source.is_ready():
         raise ClusterUnavailable(f"the cluster cache is not ready: {source.readiness_reason() or 'starting'}")
+    state = source.state
     metrics = app[METRICS_KEY]
     started = time.perf_counter()
     try:
         results = await app[PREDICTOR_KEY].preview(
-            source.state, wanted.obj, namespace=wanted.namespace, replicas=wanted.replicas,
-            priority_class=wanted.priority_class, scheduler=app[CONFIG_KEY].current.scheduler,
-            budget_seconds=app[SETTINGS_KEY].preview_budget_seconds)
+            state, wanted.obj, namespace=wanted.namespace, replicas=wanted.replicas,
+            priority_class=wanted.priority_class, scheduler=config.scheduler,
+            budget_seconds=app[SETTINGS_KEY].preview_budget_seconds,
+            quota_check=pod_quota_check(config.quota, state))
     except PredictionTimeout:
         metrics.record_skipped_prediction(PREVIEW, "budget-exceeded")
         raise
     metrics.record_prediction(PREVIEW, [r.outcome for r in results], time.perf_counter() - started)
-    document = build_preview(results)
+    policy = config.guardrails
+    audience = audience_of(wanted.namespace, state.namespaces, policy.tenant_label, policy.disclosure)
+    document = redact_preview_document(build_preview(results), results, audience)
     visibility = NamespaceVisibility(authenticator, caller)
     hidden = await visibility.hidden_namespaces(victim_namespaces(document))
     return json_response(redact_preview(document, hidden))

@@ -49,6 +49,8 @@ class ServerSettings:
     # Predictions run in a dedicated thread pool; /preview gets a larger budget than admission's
     # prediction.budgetMilliseconds (HTTP 503 when exceeded).
     prediction_workers: int = 2
+    # /preview runs in a pool of its own, on an index of its own (admission never waits behind a preview).
+    preview_workers: int = 1
     # An admission prediction first runs on the event loop for up to this long (most finish in well under a
     # millisecond; handing them to a thread costs more), then moves to the pool (see PredictionService).
     inline_prediction_seconds: float = 0.01

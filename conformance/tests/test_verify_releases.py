@@ -14,7 +14,7 @@ from releases import OLDER_RELEASE, older_bin
 from test_verify import disagreements, example_scenarios
 
 from bench.scenariogen import write_scenarios
-from webhook.server.cli import main
+from webhook.cli import main
 
 SAMPLE_SEED, SAMPLE_SIZE = 7, 10
 

@@ -35,7 +35,7 @@ from webhook.cluster.model import Pod  # noqa: E402
 from webhook.cluster.reader import object_from_dict, pod_from_dict  # noqa: E402
 from webhook.cluster.snapshot import ClusterState  # noqa: E402
 from webhook.preemption.results import Outcome  # noqa: E402
-from webhook.preemption.simulate import predict_preemption, resolve_priority  # noqa: E402
+from webhook.preemption.simulate import predict_pods, resolve_priority  # noqa: E402
 
 
 def build_state(nodes: int, pods_per_node: int, seed: int) -> ClusterState:
@@ -85,7 +85,7 @@ def measure(state: ClusterState, kind: str, samples: int, rng: random.Random,
         if between is not None:
             between()
         pod = probe(kind, i, rng)
-        ms, results = timed(lambda pod=pod: predict_preemption(state, pod))
+        ms, results = timed(lambda pod=pod: predict_pods(state, [pod]))
         times.append(ms)
         outcomes.add(results[0].outcome)
         candidates.append(results[0].candidate_nodes)
@@ -132,9 +132,9 @@ def bench_cluster(nodes: int, pods_per_node: int, samples: int, ref_samples: int
     rng = random.Random(1)
     events = PodEvents(state, seed=nodes)
     for kind in ("fit", "preempt", "unplaceable"):
-        cold, result = timed(lambda kind=kind: predict_preemption(state, probe(kind, -1, rng)))
+        cold, result = timed(lambda kind=kind: predict_pods(state, [probe(kind, -1, rng)]))
         events.apply(1)
-        warm, again = timed(lambda kind=kind: predict_preemption(state, probe(kind, -2, rng)))
+        warm, again = timed(lambda kind=kind: predict_pods(state, [probe(kind, -2, rng)]))
         print(f"first {kind:11s} prediction: on a fresh state (builds the index) {cold:7.1f} ms;"
               f" after one pod event (refreshes one node) {warm:6.2f} ms -> {result[0].outcome}/{again[0].outcome}")
     for kind in ("fit", "preempt", "unplaceable"):
@@ -156,9 +156,9 @@ def bench_reference(state: ClusterState, kind: str, samples: int, rng: random.Ra
     ratios = []
     for i in range(samples):
         pod = resolve_priority(state, probe(kind, 1000 + i, rng))
-        fast_ms = statistics.median(timed(lambda pod=pod: predict_preemption(state, pod))[0] for _ in range(5))
+        fast_ms = statistics.median(timed(lambda pod=pod: predict_pods(state, [pod]))[0] for _ in range(5))
         slow_ms, slow = timed(lambda pod=pod: reference_predict(state, [pod]))
-        fast = predict_preemption(state, pod)[0]
+        fast = predict_pods(state, [pod])[0]
         assert (slow[0]["outcome"], slow[0]["node"]) == (fast.outcome, fast.node), (kind, slow[0], fast)
         ratios.append(slow_ms / fast_ms)
     print(f"reference/fast {kind:12s} ({label}, n={samples}): x{statistics.median(ratios):,.0f} "

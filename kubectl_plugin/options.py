@@ -46,8 +46,9 @@ EXAMPLES = """\
   # Preview scaling an existing Deployment up by 3 replicas
   kubectl preempt-preview deployment/web --replicas 3 -n team-a
 
-  # Ask a PreemptGuard server directly, replicas simulated in order
-  kubectl preempt-preview -f deploy.yaml --webhook-url https://127.0.0.1:8443 --certificate-authority ca.crt
+  # Ask a PreemptGuard server directly, replicas simulated in order (in a cluster: its Service's preview port)
+  kubectl preempt-preview -f deploy.yaml --webhook-url https://preemptguard.preemptguard.svc:8444 \\
+      --token "$(kubectl create token ci -n team-a)" --certificate-authority ca.crt
 
   # Offline, from a snapshot taken with
   # kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces,runtimeclasses,limitranges \\
@@ -202,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="With --snapshot: keep the loaded cluster in .FILE.pgcache next to the snapshot and start from it next "
              "time (any change to the file, or another PreemptGuard version, makes it stale).")
     add("--webhook-url", type=webhook_url, metavar="URL",
-        help="Ask a PreemptGuard server's /preview endpoint directly (https://HOST:PORT).")
+        help="Ask a PreemptGuard server's /preview endpoint directly (https://HOST:PORT; in a cluster its Service's "
+             "preview port, 8444). A 429 with Retry-After is asked again as it says, within --request-timeout.")
     add("--token", metavar="TOKEN", help="Bearer token for --webhook-url.")
     add("--certificate-authority", metavar="FILE", help="CA bundle that verifies the --webhook-url certificate.")
     add("--insecure-skip-tls-verify", action="store_true",

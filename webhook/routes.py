@@ -18,6 +18,8 @@ DEBUG_PREDICTIONS_PATH = "/debug/predictions"
 
 DEFAULT_PORT = 8443
 DEFAULT_METRICS_PORT = 9090
+# POST /preview over TLS without a client certificate (--preview-port; the default under --client-ca).
+DEFAULT_PREVIEW_PORT = 8444
 
 # PreemptGuard's webhook configurations (manifests/base/webhooks.yaml) and their webhook entries.
 MUTATING_WEBHOOK_CONFIGURATION = "preemptguard.io"

@@ -10,7 +10,7 @@ from manifest_build import containers
 from serve_args import parse_serve_args
 from test_manifests_rbac import declared, granted
 from test_manifests_schema import SCHEMA_VERSIONS, validate_all
-from test_manifests_webhooks import metrics_listener_routes, server_routes, webhook_entries
+from test_manifests_webhooks import metrics_listener_routes, preview_listener_routes, server_routes, webhook_entries
 
 from webhook import routes
 from webhook.rbac import (
@@ -49,7 +49,8 @@ def check_objects_validate(objects: list[dict[str, Any]], what: str) -> None:
 
 
 def check_webhooks_reach_server_routes(objects: list[dict[str, Any]]) -> None:
-    """Webhook paths are routes of the server; Service port -> container port -> the server's --port; probes."""
+    """Webhook paths are routes of the server; Service port -> container port -> the server's --port; the Service's
+    preview port -> the --preview-port listener, which serves POST /preview; probes."""
     entries = webhook_entries(objects)
     assert set(entries) == {routes.PODS_WEBHOOK, routes.PRIORITYCLASSES_WEBHOOK}
     expected = {
@@ -62,7 +63,10 @@ def check_webhooks_reach_server_routes(objects: list[dict[str, Any]]) -> None:
     args, _ = parse_serve_args(container["args"])
     assert args.command == "serve" and args.in_cluster
     container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert container_ports == {"https": args.port, "metrics": args.metrics_port}
+    assert container_ports == {"https": args.port, "preview": args.preview_port, "metrics": args.metrics_port}
+    service = one(objects, "Service")
+    assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]}["preview"] == "preview"
+    assert ("POST", routes.PREVIEW_PATH) in preview_listener_routes()
     for name, (kind, webhook) in entries.items():
         assert (kind, webhook["clientConfig"]["service"]["path"]) == expected[name]
         assert ("POST", expected[name][1]) in served
@@ -132,6 +136,7 @@ def check_default_ports(objects: list[dict[str, Any]]) -> None:
     (container,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
     args, _ = parse_serve_args(container["args"])
     assert (args.port, args.metrics_port) == (routes.DEFAULT_PORT, routes.DEFAULT_METRICS_PORT)
+    assert args.preview_port == routes.DEFAULT_PREVIEW_PORT
 
 
 def check_all(objects: list[dict[str, Any]], what: str, *, defaults: bool = True) -> None:

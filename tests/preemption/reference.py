@@ -384,8 +384,7 @@ class Reference:
         return {**out, "outcome": "Preempts", "node": chosen,
                 "victims": [(v.namespace, v.name, prio(v), v.key in violating) for v in victims],
                 "pdb_violations": len(violating), "candidate_nodes": len(candidates), "tied_nodes": tied,
-                "tied_victims": {n: [(v.namespace, v.name, prio(v), v.key in candidates[n][1])
-                                     for v in candidates[n][0]] for n in tied},
+                "tied_victims": {n: [(v.namespace, v.name, prio(v)) for v in candidates[n][0]] for n in tied},
                 "expected_delay_seconds": max(30 if v.termination_grace_period_seconds is None
                                               else v.termination_grace_period_seconds for v in victims)}
 

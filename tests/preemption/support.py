@@ -186,8 +186,8 @@ def as_dict(result: PreemptionResult) -> dict[str, Any]:
         "pdb_violations": result.pdb_violations, "candidate_nodes": result.candidate_nodes,
         "tied_nodes": list(result.tied_nodes), "expected_delay_seconds": result.expected_delay_seconds,
         "preemption_status": result.preemption_status,
-        "tied_victims": {c.node: [(v.namespace, v.name, v.effective_priority, v.key in c.violating) for v in c.victims]
-                         for c in result.tied_candidates},
+        "tied_victims": {node: [(v.namespace, v.name, v.effective_priority) for v in victims]
+                         for node, victims in result.tied_victims},
     }
 
 

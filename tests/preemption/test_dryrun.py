@@ -1,5 +1,5 @@
-"""Every case of tests/vectors/preemption.yaml, table-driven, through the steps of the PostFilter (dryrun.py) and
-whole predictions (simulate.py)."""
+"""Every case of tests/vectors/preemption.yaml, table-driven, through the steps of the PostFilter (the Evaluator
+running DefaultPreemption) and whole predictions (simulate.py)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,13 @@ from typing import Any
 
 import pytest
 
-from webhook.preemption.context import new_context
-from webhook.preemption.dryrun import (
-    dry_run_preemption,
-    nodes_where_preemption_might_help,
-    pod_eligible_to_preempt_others,
-    preempt,
-)
-from webhook.preemption.filtering import filter_nodes
+from webhook.preemption.framework.context import PredictionContext
+from webhook.preemption.framework.preemption import ABSENT_STATUS, DryRun, Evaluator, nodes_where_preemption_might_help
+from webhook.preemption.framework.view import ClusterView
+from webhook.preemption.plugins.registry import default_preemption
 from webhook.preemption.results import Outcome, PreemptionResult
+from webhook.preemption.schedule_one import find_nodes_that_fit_pod, new_context
 from webhook.preemption.simulate import predict_pod
-from webhook.preemption.victims import DryRun
-from webhook.preemption.view import ClusterView
 
 from .vector_adapter import build_pod, build_state, case_args, load_vectors, status_overrides
 
@@ -31,6 +26,10 @@ NEWEST_PDB_SEMANTICS = {"derived_pdb_empty_selector_semantics"}
 
 def _args(case: dict[str, Any]) -> Any:
     return case_args(case, DEFAULTS, pdb_empty_selector_matches_all=case["name"] in NEWEST_PDB_SEMANTICS)
+
+
+def _evaluator(ctx: PredictionContext) -> Evaluator:
+    return default_preemption(ctx.args).evaluator
 
 
 def _check_candidates(dry: DryRun, expected: dict[str, Any]) -> None:
@@ -81,16 +80,16 @@ def _run_full(case: dict[str, Any]) -> None:
             assert result.preemption_status == f"preemption: {expected['reason']}"
     if "candidates" in expected:
         ctx = new_context(ClusterView(state), build_pod(case["preemptor"]), args)
-        statuses = filter_nodes(ctx).statuses
+        statuses = find_nodes_that_fit_pod(ctx).statuses
         potential = nodes_where_preemption_might_help(statuses, ctx.view.node_names)
-        _check_candidates(dry_run_preemption(ctx, potential, exhaustive=True), expected["candidates"])
+        _check_candidates(_evaluator(ctx).dry_run_preemption(ctx, potential, exhaustive=True), expected["candidates"])
 
 
 def _run_status_override(case: dict[str, Any]) -> None:
     state = build_state(case)
     expected = case["expected"]
     ctx = new_context(ClusterView(state), build_pod(case["preemptor"]), _args(case))
-    post = preempt(ctx, status_overrides(case))
+    post = _evaluator(ctx).preempt(ctx, status_overrides(case))
     if expected["preempts"]:
         assert post.candidate is not None
         _check_choice(post.candidate.node, post.tied, [v.name for v in post.candidate.victims],
@@ -106,9 +105,9 @@ def _run_dry_run(case: dict[str, Any]) -> None:
     args = _args(case)
     ctx = new_context(ClusterView(state), build_pod(case["preemptor"]), args)
     names = ctx.view.node_names
-    exhaustive = dry_run_preemption(ctx, names, exhaustive=True)
+    exhaustive = _evaluator(ctx).dry_run_preemption(ctx, names, exhaustive=True)
     _check_candidates(exhaustive, expected["candidates"])
-    bounded = dry_run_preemption(ctx, names)
+    bounded = _evaluator(ctx).dry_run_preemption(ctx, names)
     assert bounded.candidate_count == len(expected["candidates"])
     for dry in (exhaustive, bounded):
         if not expected["preempts"]:
@@ -126,7 +125,9 @@ def _run_dry_run(case: dict[str, Any]) -> None:
 def _run_eligibility(case: dict[str, Any]) -> None:
     state = build_state(case)
     ctx = new_context(ClusterView(state), build_pod(case["preemptor"]), _args(case))
-    eligible, reason = pod_eligible_to_preempt_others(ctx, status_overrides(case))
+    statuses = status_overrides(case)
+    eligible, reason = default_preemption(ctx.args).pod_eligible_to_preempt_others(
+        ctx, statuses.get(ctx.pod.nominated_node_name, ABSENT_STATUS))
     assert eligible == case["expected"]["eligible"]
     if "reason" in case["expected"]:
         assert reason == case["expected"]["reason"]

@@ -8,7 +8,7 @@ import pytest
 
 from webhook.cluster.reader import pod_from_dict
 from webhook.cluster.snapshot import ClusterState
-from webhook.preemption.preview import preview_object
+from webhook.preemption.preview import preview_objects
 from webhook.preemption.results import Outcome
 from webhook.sources.loader import parse_documents
 
@@ -17,13 +17,15 @@ from .clusters import CLASSES, bound_item, cluster, host_port, node_item, pod_ma
 
 def test_a_regular_init_containers_host_port_is_free_once_the_pod_runs() -> None:
     state = cluster(port_holder(None))
-    (result,) = preview_object(state, pod_manifest(containers=[{"name": "c", "ports": [host_port(8080)]}]))["results"]
+    wanting = pod_manifest(containers=[{"name": "c", "ports": [host_port(8080)]}])
+    (result,) = preview_objects(state, [wanting])["results"]
     assert (result["outcome"], result["node"], result["victims"]) == (Outcome.FITS, "n1", [])
 
 
 def test_a_sidecars_host_port_is_held_for_the_life_of_the_pod() -> None:
     state = cluster(port_holder("Always"))
-    (result,) = preview_object(state, pod_manifest(containers=[{"name": "c", "ports": [host_port(8080)]}]))["results"]
+    wanting = pod_manifest(containers=[{"name": "c", "ports": [host_port(8080)]}])
+    (result,) = preview_objects(state, [wanting])["results"]
     assert result["outcome"] == Outcome.PREEMPTS
     assert [v["name"] for v in result["victims"]] == ["holder"]
 
@@ -33,8 +35,8 @@ def test_the_preemptors_own_init_container_ports_count_only_for_sidecars() -> No
     state = cluster(node_item("n1") + bound_item("web-server", "n1", spec=ports))
     regular = pod_manifest(initContainers=[{"name": "i", "ports": [host_port(80)]}])
     sidecar = pod_manifest(initContainers=[{"name": "i", "restartPolicy": "Always", "ports": [host_port(80)]}])
-    assert preview_object(state, regular)["results"][0]["outcome"] == Outcome.FITS
-    assert preview_object(state, sidecar)["results"][0]["outcome"] == Outcome.PREEMPTS
+    assert preview_objects(state, [regular])["results"][0]["outcome"] == Outcome.FITS
+    assert preview_objects(state, [sidecar])["results"][0]["outcome"] == Outcome.PREEMPTS
 
 
 @pytest.mark.parametrize(("want", "have", "conflict"), [
@@ -53,7 +55,7 @@ def test_host_port_conflict_semantics(want: dict[str, Any], have: dict[str, Any]
               "spec": {"nodeName": "n1", "priority": 10, "containers": raw_have}, "status": {"phase": "Running"}}
     state.upsert(pod_from_dict(holder))
     wanting = pod_manifest(containers=[{"name": "c", "ports": [host_port(9000, **want)]}])
-    (result,) = preview_object(state, wanting)["results"]
+    (result,) = preview_objects(state, [wanting])["results"]
     assert result["outcome"] == (Outcome.PREEMPTS if conflict else Outcome.FITS)
 
 

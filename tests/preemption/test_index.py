@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from webhook.cluster.model import Pod
 from webhook.cluster.snapshot import ClusterState
-from webhook.preemption import filtering, search
-from webhook.preemption.index import StateIndex, index_sync_is_cheap, state_index
+from webhook.preemption import schedule_one
+from webhook.preemption.framework.index import StateIndex, index_sync_is_cheap, state_index
+from webhook.preemption.plugins.defaultpreemption import bounded_dry_run
 from webhook.preemption.results import PreemptionArgs
 from webhook.preemption.simulate import simulate_pods
 
@@ -59,8 +60,9 @@ def test_bulk_paths_equal_reference_across_informer_events(data: st.DataObject) 
     state, pods, options = data.draw(scenarios())
     args = PreemptionArgs(pdb_empty_selector_matches_all=options["empty_selector_matches_all"],
                           pdb_stop_at_first_violation=options["stop_at_first"])
-    max_count = data.draw(st.sampled_from([1, 2, search.MAX_COUNT_ORDER]))
-    with mock.patch.object(filtering, "QUICK_SCAN_NODES", 0), mock.patch.object(search, "MAX_COUNT_ORDER", max_count):
+    max_count = data.draw(st.sampled_from([1, 2, bounded_dry_run.MAX_COUNT_ORDER]))
+    with mock.patch.object(schedule_one, "QUICK_SCAN_NODES", 0), mock.patch.object(bounded_dry_run, "MAX_COUNT_ORDER",
+                                                                                            max_count):
         for _ in range(data.draw(st.integers(1, 3))):
             fast = [as_dict(r) for r in simulate_pods(state, pods, args)]
             assert fast == reference_predict(state, pods, **options)

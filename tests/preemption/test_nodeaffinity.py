@@ -1,4 +1,4 @@
-"""nodeaffinity.py: NodeAffinity over every node at once equals ``required_node_affinity_matches`` node by node."""
+"""plugins/nodeaffinity.py: NodeAffinity over many nodes equals ``required_node_affinity_matches`` node by node."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webhook.cluster.model import FrozenMap, LabelSelectorRequirement, Node, NodeSelectorTerm, Pod
-from webhook.preemption.nodeaffinity import NodeLabelIndex
-from webhook.preemption.selectors import required_node_affinity_matches
+from webhook.preemption.framework.nodelabels import NodeLabelIndex
+from webhook.preemption.plugins.helper import required_node_affinity_matches
+from webhook.preemption.plugins.nodeaffinity import matching_nodes
 
 KEYS = ["zone", "pool", "rank", "hostname"]
 VALUES = ["a", "b", "", "1", "7", "+3", "x1"]
@@ -47,8 +48,8 @@ def test_matching_nodes_equal_the_node_by_node_answer(before: list[Node], after:
         index.add(node.name, node.labels)
     names = {node.name for node in after}
     expected = {node.name for node in after if required_node_affinity_matches(pod, node)}
-    assert index.matching(pod, names) == expected
-    assert index.matching(pod, set()) == set()
+    assert matching_nodes(index, pod, names) == expected
+    assert matching_nodes(index, pod, set()) == set()
 
 
 def test_a_removed_node_leaves_no_empty_entries() -> None:

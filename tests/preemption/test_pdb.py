@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.preemption.preview import preview_object
+from webhook.preemption.preview import preview_objects
 from webhook.preemption.results import Outcome
 
 from .clusters import bound_item, cluster, node_item, pod_manifest
@@ -28,7 +28,7 @@ def test_a_pdb_with_an_invalid_selector_protects_nobody(expression: str) -> None
 """
     valid = pdb.replace("name: broken", "name: fine").replace(f", matchExpressions: [{expression}]", "")
     objects = node_item("n1", cpu="2") + bound_item("batch-1", "n1", cpu="1500m", labels="{app: batch}")
-    (broken,) = preview_object(cluster(objects + pdb), pod_manifest(cpu="1"))["results"]
+    (broken,) = preview_objects(cluster(objects + pdb), [pod_manifest(cpu="1")])["results"]
     assert broken["outcome"] == Outcome.PREEMPTS and broken["pdbViolations"] == 0
-    (protected,) = preview_object(cluster(objects + valid), pod_manifest(cpu="1"))["results"]
+    (protected,) = preview_objects(cluster(objects + valid), [pod_manifest(cpu="1")])["results"]
     assert protected["pdbViolations"] == 1  # the same PDB with a valid selector does protect the pod

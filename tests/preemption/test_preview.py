@@ -10,9 +10,9 @@ import yaml
 
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PredictionTimeout
-from webhook.preemption.preview import build_preview, preview_exit_code, preview_object, result_json, summarize
+from webhook.preemption.preview import build_preview, preview_exit_code, preview_objects, result_json, summarize
 from webhook.preemption.results import Outcome, PreemptionArgs
-from webhook.preemption.simulate import predict_preemption
+from webhook.preemption.simulate import predict_pods, replica_pods
 from webhook.preemption.workloads import expand_object
 from webhook.sources.loader import parse_documents
 
@@ -71,7 +71,7 @@ def _pod(cpu: str = "1", cls: str | None = "high", **spec: Any) -> dict[str, Any
 
 
 def test_preempting_pod_prefers_the_node_without_pdb_violation() -> None:
-    preview = preview_object(_state(), _pod())
+    preview = preview_objects(_state(), [_pod()])
     (result,) = preview["results"]
     assert result["outcome"] == Outcome.PREEMPTS
     assert result["node"] == "node-2"  # node-1's victim is protected by a PDB with no budget left
@@ -87,7 +87,7 @@ def test_preempting_pod_prefers_the_node_without_pdb_violation() -> None:
 def test_replicas_are_simulated_in_order_without_mutating_the_state() -> None:
     state = _state()
     version = state.version
-    preview = preview_object(state, _pod("1500m"), replicas=3)
+    preview = preview_objects(state, [_pod("1500m")], replicas=3)
     outcomes = [(r["pod"], r["outcome"], r["node"]) for r in preview["results"]]
     assert outcomes[0] == ("team-a/web-0", Outcome.PREEMPTS, "node-2")
     # The second replica sees node-2 full with an equal-priority pod; node-1 is left (with a PDB violation).
@@ -101,38 +101,38 @@ def test_replicas_are_simulated_in_order_without_mutating_the_state() -> None:
 
 
 def test_unknown_priority_class_is_rejected_with_the_admission_message() -> None:
-    (result,) = preview_object(_state(), _pod(cls="nope"))["results"]
+    (result,) = preview_objects(_state(), [_pod(cls="nope")])["results"]
     assert result["outcome"] == Outcome.REJECTED
     assert result["message"] == "no PriorityClass with name nope was found"
 
 
 def test_global_default_class_applies_and_a_small_pod_fits() -> None:
-    (result,) = preview_object(_state(), _pod(cpu="100m", cls=None))["results"]
+    (result,) = preview_objects(_state(), [_pod(cpu="100m", cls=None)])["results"]
     assert (result["outcome"], result["node"], result["priority"], result["priorityClassName"]) == (
         Outcome.FITS, "node-1", 10, "low")
 
 
 def test_priority_class_override_and_never_policy() -> None:
     state = _state()
-    (result,) = preview_object(state, _pod(cls=None), priority_class="high")["results"]
+    (result,) = preview_objects(state, [_pod(cls=None)], priority_class="high")["results"]
     assert result["outcome"] == Outcome.PREEMPTS
-    (result,) = predict_preemption(state, expand_object(_pod(cls="high-never"))[0])
+    (result,) = predict_pods(state, expand_object(_pod(cls="high-never")))
     assert (result.outcome, result.preemption_policy) == (Outcome.UNSCHEDULABLE, "Never")
     assert result.message.endswith("preemption: not eligible due to preemptionPolicy=Never.")
 
 
 def test_unmodeled_feature_is_named_in_the_message() -> None:
     pod = _pod(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
-    (result,) = preview_object(_state(), pod)["results"]
+    (result,) = preview_objects(_state(), [pod])["results"]
     assert result["outcome"] == Outcome.PREEMPTS
     assert "Not modelled" in result["message"] and "persistentVolumeClaim" in result["message"]
 
 
 def test_sampling_note_when_candidates_exceed_upstream_sample() -> None:
     args = PreemptionArgs(min_candidate_nodes_percentage=10, min_candidate_nodes_absolute=1)
-    (result,) = predict_preemption(_state(), expand_object(_pod())[0], args=args)
+    (result,) = predict_pods(_state(), expand_object(_pod()), args=args)
     assert result.sampled and "upstream may choose a different node" in result.message
-    (result,) = predict_preemption(_state(), expand_object(_pod())[0])
+    (result,) = predict_pods(_state(), expand_object(_pod()))
     assert not result.sampled
 
 
@@ -141,7 +141,7 @@ def test_build_preview_of_nothing() -> None:
 
 
 def test_the_summary_is_computed_from_the_json_results() -> None:
-    results = predict_preemption(_state(), expand_object(_pod("1500m"))[0], replicas=3)
+    results = predict_pods(_state(), replica_pods(expand_object(_pod("1500m"))[0], 3))
     assert build_preview(results)["summary"] == summarize([result_json(r) for r in results])
 
 
@@ -169,13 +169,13 @@ def test_preview_object_honours_the_deadline() -> None:
     state = ladder_cluster(5)
     pod = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
     with pytest.raises(PredictionTimeout):
-        preview_object(state, pod, deadline=time.monotonic() - 1)
-    assert preview_object(state, pod, deadline=time.monotonic() + 60)["summary"]["fits"] == 1
+        preview_objects(state, [pod], deadline=time.monotonic() - 1)
+    assert preview_objects(state, [pod], deadline=time.monotonic() + 60)["summary"]["fits"] == 1
 
 
 def test_the_document_holds_plain_strings_and_the_exit_code_follows_the_outcomes() -> None:
-    fits = preview_object(_state(), _pod(cpu="100m"))
+    fits = preview_objects(_state(), [_pod(cpu="100m")])
     assert type(fits["results"][0]["outcome"]) is str and fits["results"][0]["outcome"] == "Fits"
     assert yaml.safe_load(yaml.safe_dump(fits)) == fits
     assert preview_exit_code(fits) == 0
-    assert preview_exit_code(preview_object(_state(), _pod())) == 1
+    assert preview_exit_code(preview_objects(_state(), [_pod()])) == 1

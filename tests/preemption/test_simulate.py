@@ -15,8 +15,8 @@ from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod, Re
 from webhook.cluster.reader import pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PredictionTimeout, PreemptGuardError
-from webhook.preemption.dryrun import NOT_ELIGIBLE_NEVER
-from webhook.preemption.preview import preview_object, preview_objects
+from webhook.preemption.plugins.defaultpreemption.default_preemption import NOT_ELIGIBLE_NEVER
+from webhook.preemption.preview import preview_objects
 from webhook.preemption.results import Outcome, PreemptionArgs
 from webhook.preemption.simulate import PREEMPTION_DISABLED, predict_pods, replica_pods, simulate_pods
 
@@ -110,7 +110,7 @@ def test_each_pod_gets_its_own_outcome_and_a_rejected_pod_takes_no_place() -> No
     assert [(r["pod"], r["outcome"]) for r in results] == [("team-a/unknown", Outcome.REJECTED),
                                                            ("team-a/fits", Outcome.FITS)]
     assert "no PriorityClass with name gold was found" in results[0]["message"]
-    assert results[1]["message"] == preview_object(state, fits)["results"][0]["message"]
+    assert results[1]["message"] == preview_objects(state, [fits])["results"][0]["message"]
 
 
 def test_rejections_keep_their_own_messages_in_order() -> None:
@@ -128,26 +128,26 @@ NODE_NAME_CLUSTER = node_item("n1", cpu="2") + node_item("n2", cpu="2") + bound_
 
 
 def test_a_pod_bound_by_node_name_that_fits_there_fits_there() -> None:
-    (result,) = preview_object(cluster(NODE_NAME_CLUSTER), pod_manifest(cpu="1", nodeName="n2"))["results"]
+    (result,) = preview_objects(cluster(NODE_NAME_CLUSTER), [pod_manifest(cpu="1", nodeName="n2")])["results"]
     assert (result["outcome"], result["node"], result["victims"]) == (Outcome.FITS, "n2", [])
 
 
 def test_a_pod_bound_by_node_name_that_does_not_fit_is_never_preempted_for() -> None:
-    (result,) = preview_object(cluster(NODE_NAME_CLUSTER), pod_manifest(cpu="1", nodeName="n1"))["results"]
+    (result,) = preview_objects(cluster(NODE_NAME_CLUSTER), [pod_manifest(cpu="1", nodeName="n1")])["results"]
     assert (result["outcome"], result["node"], result["victims"]) == (Outcome.UNSCHEDULABLE, None, [])
     assert "kubelet will reject it" in result["message"] and "Insufficient cpu" in result["message"]
     assert "evict" not in result["message"]
 
 
 def test_a_critical_pod_bound_by_node_name_may_make_the_kubelet_evict() -> None:
-    (result,) = preview_object(cluster(NODE_NAME_CLUSTER),
-                               pod_manifest(cpu="1", cls="system-node-critical", nodeName="n1"))["results"]
+    (result,) = preview_objects(cluster(NODE_NAME_CLUSTER),
+                                [pod_manifest(cpu="1", cls="system-node-critical", nodeName="n1")])["results"]
     assert result["outcome"] == Outcome.UNSCHEDULABLE
     assert "kubelet will reject it" in result["message"] and "kubelet may instead evict pods" in result["message"]
 
 
 def test_a_pod_bound_to_a_missing_node() -> None:
-    (result,) = preview_object(cluster(NODE_NAME_CLUSTER), pod_manifest(nodeName="gone"))["results"]
+    (result,) = preview_objects(cluster(NODE_NAME_CLUSTER), [pod_manifest(nodeName="gone")])["results"]
     assert result["outcome"] == Outcome.UNSCHEDULABLE and "node gone does not exist" in result["message"]
 
 
@@ -155,8 +155,8 @@ def test_the_kubelet_ignores_cordons_and_no_schedule_taints_but_not_no_execute()
     cordoned = node_item("c1", extra="unschedulable: true, taints: [{key: k, effect: NoSchedule}]")
     draining = node_item("d1", extra="taints: [{key: k, effect: NoExecute}]")
     state = cluster(cordoned + draining)
-    assert preview_object(state, pod_manifest(nodeName="c1"))["results"][0]["outcome"] == Outcome.FITS
-    (result,) = preview_object(state, pod_manifest(nodeName="d1"))["results"]
+    assert preview_objects(state, [pod_manifest(nodeName="c1")])["results"][0]["outcome"] == Outcome.FITS
+    (result,) = preview_objects(state, [pod_manifest(nodeName="d1")])["results"]
     assert result["outcome"] == Outcome.UNSCHEDULABLE and "NoExecute" in result["message"]
 
 
@@ -230,10 +230,10 @@ def test_replicas_over_the_namespace_quota_are_rejected_as_the_api_server_would(
   status: {hard: {requests.cpu: "3"}, used: {requests.cpu: "1"}}
 """
     state = cluster(node_item("n1", cpu="8") + quota)
-    results = preview_object(state, pod_manifest(cpu="1"), replicas=3)["results"]
+    results = preview_objects(state, [pod_manifest(cpu="1")], replicas=3)["results"]
     assert [r["outcome"] for r in results] == ["Fits", "Fits", "Rejected"]
     assert results[2]["message"] == ('pods "web-2" is forbidden: exceeded quota: compute, requested: '
                                      "requests.cpu=1, used: requests.cpu=3, limited: requests.cpu=3")
     # another namespace is not charged
     other = {**pod_manifest(cpu="1"), "metadata": {"name": "web", "namespace": "team-b"}}
-    assert {r["outcome"] for r in preview_object(state, other, replicas=3)["results"]} == {"Fits"}
+    assert {r["outcome"] for r in preview_objects(state, [other], replicas=3)["results"]} == {"Fits"}

@@ -10,7 +10,7 @@ import yaml
 from webhook.cluster.model import Node, Pod, PodDisruptionBudget
 from webhook.cluster.reader import label_selector, node_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
-from webhook.preemption.filters import Status
+from webhook.preemption.framework.status import Status
 from webhook.preemption.results import PreemptionArgs
 
 VECTORS_DIR = Path(__file__).resolve().parents[1] / "vectors"

@@ -126,6 +126,10 @@ class FakeApiServer:
         self.grants: set[tuple[str, str, str, str]] = set()
         self.token_reviews: list[JsonDict] = []
         self.access_reviews: list[JsonDict] = []
+        # When set, a TokenReview is answered only once this event is set (``token_review_waiting`` is set while
+        # one waits): holds a /preview of the webhook in flight for as long as a test needs.
+        self.release_token_reviews: asyncio.Event | None = None
+        self.token_review_waiting = asyncio.Event()
         self.events: list[JsonDict] = []
         self.event_status = 201
 
@@ -281,6 +285,9 @@ class FakeApiServer:
             return _status_response(400, "BadRequest", "expected an authentication.k8s.io/v1 TokenReview")
         spec = body.get("spec") or {}
         self.token_reviews.append(spec)
+        if self.release_token_reviews is not None:
+            self.token_review_waiting.set()
+            await self.release_token_reviews.wait()
         user = self.token_users.get(str(spec.get("token") or ""))
         status: JsonDict = {"authenticated": True, "user": user} if user else {
             "authenticated": False, "error": "invalid bearer token"}

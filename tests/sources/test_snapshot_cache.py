@@ -21,7 +21,7 @@ import yaml
 
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import SnapshotError
-from webhook.preemption.index import index_sync_is_cheap
+from webhook.preemption.framework.index import index_sync_is_cheap
 from webhook.preemption.preview import preview_objects
 from webhook.sources import snapshot_cache
 from webhook.sources.loader import load_snapshot

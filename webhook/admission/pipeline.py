@@ -35,7 +35,7 @@ from webhook.guardrails import (
     prediction_skipped,
 )
 from webhook.preemption.complexity import too_complex
-from webhook.preemption.index import lowest_priority_level
+from webhook.preemption.framework.index import lowest_priority_level
 from webhook.preemption.results import PreemptionResult
 from webhook.preemption.simulate import PodQuotaCheck, resource_quota_only
 from webhook.priority.quota import QuotaDenial, admit_pod_quota

@@ -35,7 +35,7 @@ from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
 from webhook.errors import PredictionCancelled, PredictionTimeout
 from webhook.preemption.deadline import Deadline
-from webhook.preemption.index import index_sync_is_cheap, preview_index
+from webhook.preemption.framework.index import index_sync_is_cheap, preview_index
 from webhook.preemption.results import PreemptionArgs, PreemptionResult
 from webhook.preemption.simulate import PodQuotaCheck, predict_objects, resource_quota_only, simulate_pods
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.cluster.model import Node, Pod
-from webhook.preemption.selectors import first_untolerated_taint, required_node_affinity_matches
+from webhook.preemption.plugins.helper import first_untolerated_taint, required_node_affinity_matches
 
 # util.AddOrUpdateDaemonPodTolerations, in its order.
 DAEMON_POD_TOLERATIONS: tuple[dict[str, str], ...] = (

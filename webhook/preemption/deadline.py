@@ -9,12 +9,17 @@ called (the request went away, the server is shutting down). No thread outlives 
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from collections.abc import Iterable, Iterator
+from typing import Protocol, TypeVar
 
 from webhook.errors import PredictionCancelled, PredictionTimeout
 
 # How often a lock wait wakes up to look at the deadline (a cancelled prediction does not wait for the lock).
 LOCK_POLL_SECONDS = 0.05
+# How many nodes (or pods) a Python loop handles between two deadline checks.
+DEADLINE_STRIDE = 256
+
+_T = TypeVar("_T")
 
 
 class Deadline:
@@ -65,3 +70,11 @@ def acquire_before(lock: Lock, deadline: Deadline, waiting_for: str) -> None:
         deadline.check()
         if left is not None and left <= 0:
             raise PredictionTimeout(f"the preemption prediction exceeded its deadline waiting for {waiting_for}")
+
+
+def checked(items: Iterable[_T], deadline: Deadline) -> Iterator[_T]:
+    """``items``, with the deadline checked every ``DEADLINE_STRIDE`` of them (PreFilter walks every pod)."""
+    for i, item in enumerate(items):
+        if not i % DEADLINE_STRIDE:
+            deadline.check()
+        yield item

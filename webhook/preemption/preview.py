@@ -77,14 +77,6 @@ def preview_objects(state: ClusterState, objects: Iterable[Mapping[str, Any]], *
                                          priority_class=priority_class, args=args, deadline=deadline))
 
 
-def preview_object(state: ClusterState, obj: Mapping[str, Any], *, namespace: str | None = None,
-                   replicas: int | None = None, priority_class: str | None = None,
-                   args: PreemptionArgs | None = None, deadline: float | None = None) -> dict[str, Any]:
-    """The PreemptionPreview for one raw Pod or workload object (what /preview and the plugin call)."""
-    return preview_objects(state, [obj], namespace=namespace, replicas=replicas, priority_class=priority_class,
-                           args=args, deadline=deadline)
-
-
 def preview_exit_code(preview: Mapping[str, Any]) -> int:
     """Plugin exit status (docs/interfaces.md §5): 0 when every pod fits without evicting anyone, else 1."""
     return 0 if all(r["outcome"] == Outcome.FITS for r in preview["results"]) else 1

@@ -1,10 +1,10 @@
-"""Value types of the preemption predictor: arguments, candidates and per-replica results."""
+"""The predictor's public value types: its arguments (``PreemptionArgs``) and the result of each pod
+(``PreemptionResult``, ``Outcome``, ``VictimInfo``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import NamedTuple
 
 from webhook.cluster.model import Pod
 from webhook.errors import ConfigError
@@ -19,10 +19,6 @@ class Outcome(StrEnum):
     REJECTED = "Rejected"
 
 
-# A pod with no status.startTime counts as started "now": later than every started pod.
-START_NOW_NS = 2**63
-# pickOneNodeForPreemption adds MaxInt32+1 per victim so every term of the sum is non-negative.
-PRIORITY_SUM_OFFSET = 2**31
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 
 
@@ -59,47 +55,6 @@ class PreemptionArgs:
         return min(n, potential_nodes)
 
 
-def start_key(pod: Pod) -> int:
-    return pod.start_time_ns if pod.start_time_ns is not None else START_NOW_NS
-
-
-def importance_key(pod: Pod) -> tuple[int, int, str, str, str]:
-    """Sort key, most important first: priority descending, then earlier start, then a stable tie-break."""
-    return (-pod.effective_priority, start_key(pod), pod.uid, pod.namespace, pod.name)
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A node where preemption makes room: its victims (most important first) and PDB violations."""
-
-    node: str
-    victims: tuple[Pod, ...]
-    violating: frozenset[str]  # keys of victims classified as PDB-violating
-    num_pdb_violations: int
-
-
-class CandidateScore(NamedTuple):
-    """``pickOneNodeForPreemption``'s criteria in order (docs/preemption.md §9): smaller is better, field by field.
-
-    pkg/scheduler/framework/preemption/preemption.go (pickOneNodeForPreemption).
-    """
-
-    pdb_violations: int
-    top_priority: int  # the highest victim priority
-    priority_sum: int  # Σ(priority + 2^31) over the victims
-    victim_count: int
-    # Minus the earliest start among the highest-priority victims: upstream prefers the node where it is latest.
-    negated_earliest_start: int
-
-
-# ``CandidateScore(...)`` runs the NamedTuple's Python-level __new__; code that makes one per dry run calls the
-# tuple's: ``new_score(CandidateScore, (...))``.
-new_score = tuple.__new__
-
-# The smallest ``negated_earliest_start`` possible: every start is at most START_NOW_NS.
-LOWEST_NEGATED_START = -START_NOW_NS
-
-
 @dataclass(frozen=True, slots=True)
 class VictimInfo:
     namespace: str
@@ -130,6 +85,6 @@ class PreemptionResult:
     preemption_status: str = ""
     # More candidates than upstream's sample (docs/preemption.md §5): upstream may choose a different node.
     sampled: bool = False
-    # The candidate of each tied node (``tied_nodes``, ``node`` included), with its victims: upstream picks one of
-    # them at random and evicts that node's victims. The dry run's own objects (no copy on the hot path).
-    tied_candidates: tuple[Candidate, ...] = ()
+    # The victims on each tied node (``tied_nodes``, ``node`` included), most important first: upstream picks one
+    # of them at random and evicts that node's victims. The dry run's own tuples (no copy on the admission path).
+    tied_victims: tuple[tuple[str, tuple[Pod, ...]], ...] = ()

@@ -1,42 +1,39 @@
 """The predictor's entry points: one replica (``predict_pod``), pods in order (``simulate_pods``), and the
 Priority admission plugin's resolution in front of them (``predict_pods``, ``predict_objects``).
 
-Per replica (docs/preemption.md §2): Filter (filtering.py) and, when the pod fits nowhere, DefaultPreemption's
-PostFilter (dryrun.py). Fits: the pod's own nominated node if it passes, else the first passing node by name
-(which node the default scoring would pick is out of scope). Each replica that fits or preempts is bound to its
-node in the ``ClusterView`` before the next replica is predicted; a replica that stays pending changes nothing.
+Per replica (docs/preemption.md §2): PreFilter and Filter (schedule_one.py) and, when the pod fits nowhere,
+DefaultPreemption's PostFilter (plugins/defaultpreemption). Fits: the pod's own nominated node if it passes, else
+the first passing node by name (which node the default scoring would pick is out of scope). Each replica that fits
+or preempts is bound to its node in the ``ClusterView`` before the next replica is predicted; a replica that stays
+pending changes nothing.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod, ResourceQuota
 from webhook.cluster.snapshot import ClusterState
-from webhook.preemption.context import DEADLINE_STRIDE, new_context
-from webhook.preemption.deadline import Deadline, acquire_before
-from webhook.preemption.dryrun import nodes_available_message, nodes_available_message_from_counts, preempt
-from webhook.preemption.filtering import filter_nodes
-from webhook.preemption.filters import (
-    ERR_NODE_AFFINITY,
-    ERR_NODE_PORTS,
-    NodeInfo,
-    host_ports_conflict,
-    resource_fit_status,
-)
-from webhook.preemption.index import StateIndex, state_index
+from webhook.preemption.deadline import DEADLINE_STRIDE, Deadline, acquire_before
+from webhook.preemption.framework.index import StateIndex, state_index
+from webhook.preemption.framework.preemption import Candidate
+from webhook.preemption.framework.types import fit_error_message
+from webhook.preemption.framework.view import ClusterView
+from webhook.preemption.plugins import nodeaffinity, nodeports, noderesources
+from webhook.preemption.plugins.defaultpreemption.default_preemption import DefaultPreemption
+from webhook.preemption.plugins.helper import required_node_affinity_matches, tolerates
+from webhook.preemption.plugins.registry import default_preemption
 from webhook.preemption.results import (
     DEFAULT_GRACE_PERIOD_SECONDS,
-    Candidate,
     Outcome,
     PreemptionArgs,
     PreemptionResult,
     VictimInfo,
 )
-from webhook.preemption.selectors import required_node_affinity_matches, tolerates
-from webhook.preemption.view import ClusterView
+from webhook.preemption.schedule_one import find_nodes_that_fit_pod, new_context
 from webhook.preemption.workloads import MAX_PODS_PER_REQUEST, expand_objects, replica_name
 from webhook.priority.namespace_lifecycle import check_namespace_lifecycle
 from webhook.priority.resolution import (
@@ -72,7 +69,7 @@ def _gap_note(pod: Pod) -> str:
     return f" Not modelled (the prediction ignores it): {'; '.join(pod.unmodeled)}." if pod.unmodeled else ""
 
 
-def kubelet_admission_failure(view: ClusterView, pod: Pod) -> str | None:
+def _kubelet_admission_failure(view: ClusterView, pod: Pod) -> str | None:
     """Why the kubelet of ``pod.node_name`` would refuse the pod (its ``generalFilter``), or None when it admits it.
 
     The kubelet checks the node name, node selector and required node affinity, host ports, resources and
@@ -83,16 +80,14 @@ def kubelet_admission_failure(view: ClusterView, pod: Pod) -> str | None:
         return f"node {name} does not exist"
     node = view.node(name)
     if not required_node_affinity_matches(pod, node):
-        return ERR_NODE_AFFINITY.replace("node(s)", "the node")
+        return nodeaffinity.ERR_REASON.replace("node(s)", "the node")
     for taint in node.taints:
         if taint.effect == "NoExecute" and not tolerates(pod.tolerations, taint):
             return f"the pod does not tolerate the node's NoExecute taint {taint.key}"
-    info = NodeInfo.build(node, view.pods_on(name))
-    if pod.host_ports and host_ports_conflict(pod.host_ports, (hp for p in info.pods.values() for hp in p.host_ports)):
-        return ERR_NODE_PORTS.replace("node(s)", "the node")
-    used = info.requested
-    status = resource_fit_status(pod.requests, node.allocatable, used.milli_cpu, used.memory,
-                                 used.ephemeral_storage, used.pod_count, used.scalar)
+    info = view.node_info(name)
+    if pod.host_ports and nodeports.host_ports_conflict(pod.host_ports, nodeports.ports_in_use(info)):
+        return nodeports.ERR_REASON.replace("node(s)", "the node")
+    status = noderesources.fits(pod, info)
     return None if status.ok else ", ".join(status.reasons)
 
 
@@ -102,9 +97,9 @@ def pending_result(pod: Pod, policy: str, message: str = "") -> PreemptionResult
                             preemption_policy=policy, outcome=Outcome.UNSCHEDULABLE, message=message)
 
 
-def predict_bound_pod(view: ClusterView, pod: Pod, policy: str, gaps: str) -> PreemptionResult:
+def _predict_bound_pod(view: ClusterView, pod: Pod, policy: str, gaps: str) -> PreemptionResult:
     """A pod that sets ``spec.nodeName``: the scheduler never handles it, so nothing is preempted for it."""
-    failure = kubelet_admission_failure(view, pod)
+    failure = _kubelet_admission_failure(view, pod)
     if failure is None:
         return replace_fields(pending_result(pod, policy), outcome=Outcome.FITS, node=pod.node_name,
                               message=f"spec.nodeName binds the pod to node {pod.node_name}, where it fits;"
@@ -128,29 +123,28 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
     if not view.node_names:
         return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None
     if pod.node_name:
-        return predict_bound_pod(view, pod, policy, gaps), None
+        return _predict_bound_pod(view, pod, policy, gaps), None
     ctx = new_context(view, pod, args, deadline=deadline)
     ctx.check_deadline()
-    filtered = filter_nodes(ctx)
+    filtered = find_nodes_that_fit_pod(ctx)
     if filtered.fit_node is not None:
         return PreemptionResult(pod=pod.key, priority=pod.effective_priority,
                                 priority_class_name=pod.priority_class_name, preemption_policy=policy,
                                 outcome=Outcome.FITS, node=filtered.fit_node,
                                 message=f"fits on node {filtered.fit_node} without preemption." + gaps), None
-    if filtered.counts is not None:
-        fit_error = nodes_available_message_from_counts(len(view.node_names), filtered.counts)
-    else:
-        fit_error = nodes_available_message(len(view.node_names), filtered.statuses.values())
+    counts = Counter(filtered.statuses.values()) if filtered.counts is None else filtered.counts
+    fit_error = fit_error_message(len(view.node_names), counts)
     if not args.preemption_enabled and pod.preemption_policy != PREEMPT_NEVER:
         # No PostFilter in the scheduler profile: the pod stays Pending (a Never pod keeps its own reason below).
         return pending_result(pod, policy, f"{fit_error} {PREEMPTION_DISABLED}{gaps}"), None
-    post = preempt(ctx, filtered.statuses, filtered=filtered)
+    preemption: DefaultPreemption = default_preemption(args)
+    post = preemption.post_filter(ctx, filtered.statuses, potential=filtered.potential)
     if post.candidate is None:
         pending = pending_result(pod, policy, f"{fit_error} {post.message}{gaps}")
         return replace_fields(pending, preemption_status=post.message), None
     candidate = post.candidate
     victims = tuple(_victim_info(v, candidate) for v in candidate.victims)
-    num_candidates = args.num_candidates(post.potential_count)
+    num_candidates = post.num_candidates
     sampled = post.candidate_count > num_candidates
     notes = [f"{fit_error} Preemption would nominate node {candidate.node} and evict {len(victims)} pod(s)"
              f" ({candidate.num_pdb_violations} PDB violation(s))."]
@@ -163,7 +157,7 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
     return replace_fields(
         pending_result(pod, policy), outcome=Outcome.PREEMPTS, node=candidate.node, victims=victims,
         pdb_violations=candidate.num_pdb_violations, candidate_nodes=post.candidate_count, tied_nodes=post.tied,
-        tied_candidates=post.tied_candidates,
+        tied_victims=tuple((c.node, c.victims) for c in post.tied_candidates),
         expected_delay_seconds=max(v.grace_period_seconds for v in victims),
         message=" ".join(notes) + gaps, sampled=sampled,
     ), candidate
@@ -275,12 +269,6 @@ def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionAr
     admitted = [e for e in entries if isinstance(e, Pod)]
     simulated = iter(simulate_pods(state, admitted, args, deadline=deadline, index=index) if admitted else ())
     return [next(simulated) if isinstance(e, Pod) else e for e in entries]
-
-
-def predict_preemption(state: ClusterState, pod: Pod, *, replicas: int = 1, args: PreemptionArgs | None = None,
-                       deadline: Deadline | float | None = None) -> list[PreemptionResult]:
-    """``predict_pods`` for ``replicas`` copies of ``pod`` (``replica_pods``)."""
-    return predict_pods(state, replica_pods(pod, replicas), args=args, deadline=deadline)
 
 
 def with_priority_class(pod: Pod, priority_class: str | None) -> Pod:

@@ -53,9 +53,9 @@ from webhook.cluster.model import FrozenMap
 from webhook.cluster.quantity import Quantity
 from webhook.cluster.snapshot import ClusterState, NodeUsage
 from webhook.errors import SnapshotError
-from webhook.preemption.index import OrderKey, SortedNames, StateIndex, adopt_index, state_index
-from webhook.preemption.nodeaffinity import NodeLabelIndex
-from webhook.preemption.summary import NodeSummary
+from webhook.preemption.framework.index import OrderKey, SortedNames, StateIndex, adopt_index, state_index
+from webhook.preemption.framework.nodelabels import NodeLabelIndex
+from webhook.preemption.framework.summary import NodeSummary
 from webhook.sources.loader import (
     READ_ERRORS,
     ProgressFn,

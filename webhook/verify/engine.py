@@ -79,6 +79,6 @@ def predict_in_order(state: ClusterState, pods: Sequence[Mapping[str, Any]],
     results = predict_pods(state, expanded, args=preemption_args(scheduler))
     return [Prediction(pod=r.pod, outcome=r.outcome, node=r.node,
                        victims=tuple(f"{v.namespace}/{v.name}" for v in r.victims), tied_nodes=tuple(r.tied_nodes),
-                       tied_victims=tuple((c.node, tuple(v.key for v in c.victims)) for c in r.tied_candidates),
+                       tied_victims=tuple((node, tuple(v.key for v in victims)) for node, victims in r.tied_victims),
                        candidate_nodes=r.candidate_nodes, sampled=r.sampled, message=r.message,
                        preview=result_json(r)) for r in results]

@@ -18,10 +18,10 @@ from typing import NamedTuple
 
 from webhook.cluster.model import Node, Pod, Taint
 from webhook.cluster.snapshot import ClusterState, holds_node_resources
-from webhook.preemption.nodeaffinity import NodeLabelIndex
-from webhook.preemption.pdb import PdbIndex
+from webhook.preemption.framework.nodelabels import NodeLabelIndex
+from webhook.preemption.framework.pdb import PdbIndex
+from webhook.preemption.framework.summary import NO_PODS_LEVEL, NodeSummary
 from webhook.preemption.results import PreemptionArgs
-from webhook.preemption.summary import NO_PODS_LEVEL, NodeSummary
 
 
 class SortedNames:
@@ -135,7 +135,7 @@ class StateIndex:
         self.summaries: dict[str, NodeSummary] = {}
         # Nodes grouped by what the static (pod-independent) filters look at when the pod has no node constraints.
         self.static_groups: dict[StaticGroupKey, set[str]] = {}
-        # Node names by label, for NodeAffinity over every node at once (nodeaffinity.py).
+        # Node names by label, for NodeAffinity over every node at once (plugins/nodeaffinity.py).
         self.node_labels = NodeLabelIndex()
         self.level_nodes: Counter[int] = Counter()
         self._orders: dict[OrderKey, SortedNames] = {}
@@ -313,6 +313,25 @@ class StateIndex:
 
     def summary(self, name: str) -> NodeSummary:
         return self.summaries[name]
+
+
+def subset(index: StateIndex, nodes: set[str], members: list[str]) -> set[str]:
+    """``nodes`` ∩ ``members`` as a new set (no hashing when ``members`` lists every node)."""
+    return set(nodes) if len(members) >= len(index.summaries) else nodes.intersection(members)
+
+
+def intersect(index: StateIndex, nodes: set[str], slices: list[list[str]]) -> set[str]:
+    """``nodes`` ∩ every slice (of capacity orderings), as a new set; the smallest slice first, slices of every
+    node skipped."""
+    slices = sorted((s for s in slices if len(s) < len(index.summaries)), key=len)
+    if not slices:
+        return set(nodes)
+    found = nodes.intersection(slices[0])
+    for more in slices[1:]:
+        if not found:
+            break
+        found.intersection_update(more)
+    return found
 
 
 _INDEXES: weakref.WeakKeyDictionary[ClusterState, StateIndex] = weakref.WeakKeyDictionary()

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from webhook.cluster.model import Node, Pod
-from webhook.preemption.pdb import PdbIndex
-from webhook.preemption.results import importance_key, start_key
+from webhook.preemption.framework.pdb import PdbIndex
+from webhook.preemption.framework.types import importance_key, start_key
 
 # What the pods of a node request, or what is free on it: (milli_cpu, memory, ephemeral_storage, pods), read with
 # the dimension constants (``used[PODS]``) or unpacked. A plain tuple: the index keeps seven per node, and the

@@ -7,14 +7,17 @@ from typing import Any
 
 from webhook.cluster.model import EMPTY_LABELS, Node
 from webhook.cluster.reader import node_from_dict, pod_from_dict
-from webhook.preemption.filters import (
-    ERR_POD_ANTI_AFFINITY,
-    ERR_SPREAD,
-    ERR_TOO_MANY_PODS,
-    UNSCHEDULABLE,
-    NodeInfo,
+from webhook.preemption.framework.cycle_state import CycleState
+from webhook.preemption.framework.status import UNSCHEDULABLE
+from webhook.preemption.framework.types import NodeInfo
+from webhook.preemption.plugins.interpodaffinity import (
+    ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH as ERR_POD_ANTI_AFFINITY,
 )
-from webhook.preemption.prefilter import AffinityState, CycleState, new_spread_state, status_with_nominated
+from webhook.preemption.plugins.interpodaffinity import AffinityState
+from webhook.preemption.plugins.noderesources import ERR_TOO_MANY_PODS
+from webhook.preemption.plugins.podtopologyspread import ERR_REASON_CONSTRAINTS_NOT_MATCH as ERR_SPREAD
+from webhook.preemption.plugins.podtopologyspread import new_spread_state
+from webhook.preemption.plugins.registry import default_framework
 
 
 def node(name: str, zone: str, pods: str = "10") -> Node:
@@ -62,6 +65,7 @@ def test_nominated_pods_of_equal_or_higher_priority_count_in_the_first_pass() ->
     small = node("a", "z1", pods="2")
     info = NodeInfo.build(small, [pod("p0", node_name="a")])
     incoming = pod("new")
-    assert status_with_nominated(incoming, info, CycleState(), []).ok
-    status = status_with_nominated(incoming, info, CycleState(), [pod("nominated")])
+    framework = default_framework()
+    assert framework.run_filter_plugins_with_nominated_pods(CycleState(), incoming, info, []).ok
+    status = framework.run_filter_plugins_with_nominated_pods(CycleState(), incoming, info, [pod("nominated")])
     assert status.code == UNSCHEDULABLE and status.reasons == (ERR_TOO_MANY_PODS,)

@@ -11,8 +11,9 @@ from collections.abc import Iterator, Mapping
 from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import EMPTY_LABELS, Node, Pod
 from webhook.cluster.snapshot import ClusterState, holds_node_resources
-from webhook.preemption.index import StateIndex, state_index
-from webhook.preemption.summary import NodeSummary
+from webhook.preemption.framework.index import StateIndex, state_index
+from webhook.preemption.framework.summary import NodeSummary
+from webhook.preemption.framework.types import NodeInfo
 
 
 class ClusterView:
@@ -48,6 +49,9 @@ class ClusterView:
         pods = [p for k, p in base.items() if k not in self.removed]
         pods.extend(self.added.get(name, {}).values())
         return pods
+
+    def node_info(self, name: str) -> NodeInfo:
+        return NodeInfo.build(self.state.nodes[name], self.pods_on(name))
 
     def summary(self, name: str) -> NodeSummary:
         if name not in self.touched:

@@ -1,12 +1,18 @@
-"""search.py: the branch and bound finds what dry-running every node finds."""
+"""bounded_dry_run.py: the branch and bound finds what dry-running every node finds."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from webhook.cluster.model import Pod, PodDisruptionBudget, Resources
-from webhook.preemption.results import LOWEST_NEGATED_START, CandidateScore, Outcome
-from webhook.preemption.search import Bound, bound_order, priority_sum_bound, score_floor
+from webhook.preemption.framework.preemption import LOWEST_NEGATED_START, CandidateScore
+from webhook.preemption.plugins.defaultpreemption.bounded_dry_run import (
+    Bound,
+    bound_order,
+    priority_sum_bound,
+    score_floor,
+)
+from webhook.preemption.results import Outcome
 from webhook.preemption.simulate import simulate_pods
 
 from .reference import reference_predict

@@ -1,10 +1,12 @@
-"""Branch and bound over the potential nodes of a resource-only pod: the best candidate without dry-running them all.
+"""DefaultPreemption's bounded dry run for a resource-only pod: the best candidate without dry-running every
+potential node (``Interface.bounded_dry_run``).
 
 Every node gets a lower bound of its ``CandidateScore`` (docs/preemption.md §9) from its summary and the
 capacity orderings; nodes are dry-run exactly (``select_victims_by_resources``) in bound order until a
 bound exceeds the best exact score, so the best node and every node tying with it are found. The answer
-equals upstream's DryRunPreemption over every potential node followed by pickOneNodeForPreemption
-(pkg/scheduler/framework/preemption/preemption.go (DryRunPreemption, pickOneNodeForPreemption)).
+equals the Evaluator's dry run over every potential node followed by its pick
+(pkg/scheduler/framework/preemption/preemption.go (DryRunPreemption, pickOneNodeForPreemption)) for this policy's
+victims and the default order; the candidates are offered to the same running minimum (``BestCandidates``).
 """
 
 from __future__ import annotations
@@ -15,22 +17,29 @@ from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
 from webhook.cluster.model import Pod, Resources
-from webhook.preemption.capacity import (
+from webhook.preemption.deadline import DEADLINE_STRIDE
+from webhook.preemption.framework.context import PredictionContext
+from webhook.preemption.framework.index import MIN_PRIORITY_ORDER, StateIndex, free_order, intersect, order_key, subset
+from webhook.preemption.framework.preemption import (
+    LOWEST_NEGATED_START,
+    PRIORITY_SUM_OFFSET,
+    BestCandidates,
+    CandidateScore,
+    DryRun,
+    default_candidate_score,
+    new_score,
+)
+from webhook.preemption.framework.status import Status
+from webhook.preemption.framework.summary import PODS, NodeSummary, Usage
+from webhook.preemption.plugins.defaultpreemption.victims import NO_VICTIMS, select_victims_by_resources
+from webhook.preemption.plugins.noderesources import (
     Want,
-    intersect,
+    fits_after_freeing,
     mask_status,
     nodes_with_room,
     resource_partition,
-    subset,
     wanted_resources,
 )
-from webhook.preemption.context import DEADLINE_STRIDE, PredictionContext
-from webhook.preemption.filters import Status
-from webhook.preemption.index import MIN_PRIORITY_ORDER, StateIndex, free_order, order_key
-from webhook.preemption.results import LOWEST_NEGATED_START, PRIORITY_SUM_OFFSET, CandidateScore, new_score
-from webhook.preemption.selection import BestCandidates, candidate_score
-from webhook.preemption.summary import PODS, NodeSummary, Usage
-from webhook.preemption.victims import NO_VICTIMS, DryRun, fits_after_freeing, select_victims_by_resources
 
 # Victim-count bounds up to this many are found with the capacity orderings; larger ones node by node.
 MAX_COUNT_ORDER = 4
@@ -132,7 +141,7 @@ def _plain_bounds(ctx: PredictionContext, names: Iterable[str], level: int) -> l
 
 
 def bounded_dry_run(ctx: PredictionContext, potential: Collection[str]) -> DryRun:
-    """``dry_run_preemption`` for a resource-only pod by branch and bound over the bounds of the nodes.
+    """The dry run of a resource-only pod by branch and bound over the bounds of the nodes.
 
     With fit monotone in the pods removed, a node's bound follows from the lowest priority level whose removal
     (with every level below) makes room (``node_bound``). The cluster's priority levels are visited in
@@ -242,7 +251,7 @@ def _dry_run_batch(ctx: PredictionContext, batch: list[Bound], best: BestCandida
         candidate = select_victims_by_resources(ctx.pod, view.summary(first.node), first.nominated, ctx.pdbs,
                                                 levels_below=first.levels_below).candidate
         assert candidate is not None
-        limit = candidate_score(candidate)
+        limit = default_candidate_score(candidate)
     else:
         limit = best.score
     ordered = sorted((b for b in batch if b.score <= limit), key=bound_order)

@@ -1,4 +1,5 @@
-"""PodDisruptionBudget classification of potential victims on one node (docs/preemption.md §8).
+"""Which potential victims violate a PodDisruptionBudget (docs/preemption.md §8): upstream's
+``FilterVictimsWithPDBViolation`` (pkg/scheduler/framework/preemption/util.go) over PDBs listed once per prediction.
 
 Budgets are fresh per node (``allowed = status.disruptionsAllowed``); a pod listed in
 ``status.disruptedPods`` (by name) neither violates nor uses that PDB's budget.
@@ -6,21 +7,24 @@ Budgets are fresh per node (``allowed = status.disruptionsAllowed``); a pod list
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from webhook.cluster.model import LabelSelector, Pod, PodDisruptionBudget
-from webhook.cluster.selectors import label_selector_error
-from webhook.preemption.selectors import pdb_selector_matches, valid_pdb_selector_matches
+from webhook.cluster.selectors import label_selector_error, label_selector_matches
 
 
-def matching_pdbs(pod: Pod, pdbs: Sequence[PodDisruptionBudget], *, empty_matches_all: bool) -> tuple[int, ...]:
-    """Indexes (into ``pdbs``) of the PDBs that select ``pod`` and do not list it as already disrupted."""
-    return tuple(
-        i for i, pdb in enumerate(pdbs)
-        if pdb.namespace == pod.namespace
-        and pdb_selector_matches(pdb.selector, pod.labels, empty_matches_all=empty_matches_all)
-        and pod.name not in pdb.disrupted_pods
-    )
+def valid_pdb_selector_matches(selector: LabelSelector, labels: Mapping[str, str], *, empty_matches_all: bool) -> bool:
+    """Whether a PDB whose selector converts (``LabelSelectorAsSelector``; one that does not matches nothing:
+    upstream skips that PDB) selects a pod during preemption.
+
+    Released behaviour: unlabeled pods and empty selectors never match. Newest master (#141785): an empty
+    selector matches every pod in the namespace. A nil selector matches nothing either way.
+    """
+    if selector.is_empty():
+        return empty_matches_all
+    if not labels and not empty_matches_all:
+        return False
+    return label_selector_matches(selector, labels)
 
 
 def classify_violations(matches: Iterable[tuple[int, ...]], budgets: Sequence[int], *,
@@ -42,18 +46,6 @@ def classify_violations(matches: Iterable[tuple[int, ...]], budgets: Sequence[in
                     break
         flags.append(violating)
     return flags
-
-
-def filter_pods_with_pdb_violation(
-    pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], *, empty_matches_all: bool, stop_at_first: bool = True,
-) -> tuple[list[Pod], list[Pod]]:
-    """(violating, non-violating), each keeping the input order (upstream ``filterPodsWithPDBViolation``)."""
-    flags = classify_violations(
-        (matching_pdbs(p, pdbs, empty_matches_all=empty_matches_all) for p in pods),
-        [pdb.disruptions_allowed for pdb in pdbs], stop_at_first=stop_at_first)
-    violating = [p for p, bad in zip(pods, flags, strict=True) if bad]
-    non_violating = [p for p, bad in zip(pods, flags, strict=True) if not bad]
-    return violating, non_violating
 
 
 MATCH_CACHE_LIMIT = 1 << 18

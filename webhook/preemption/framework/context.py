@@ -1,0 +1,57 @@
+"""``PredictionContext``: one scheduling attempt of one pod. It carries what upstream passes around a cycle: the
+profile whose plugins run (the framework handle), the cluster as the scheduler's snapshot sees it (``ClusterView``),
+the pod and its ``CycleState`` after PreFilter, the PDBs listed once, and the deadline (upstream: the context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from webhook.cluster.model import Pod
+from webhook.preemption.deadline import Deadline
+from webhook.preemption.framework.cycle_state import CycleState
+from webhook.preemption.framework.index import StaticGroupKey
+from webhook.preemption.framework.pdb import PdbIndex
+from webhook.preemption.framework.runtime import Framework
+from webhook.preemption.framework.status import Status
+from webhook.preemption.framework.view import ClusterView
+from webhook.preemption.results import PreemptionArgs
+
+
+@dataclass(slots=True)
+class PredictionContext:
+    """Everything one replica's prediction reuses across nodes."""
+
+    framework: Framework
+    view: ClusterView
+    pod: Pod
+    priority: int
+    args: PreemptionArgs
+    pdbs: PdbIndex
+    cycle: CycleState
+    # The only Filter that reads the node's pods is NodeResourcesFit, without scalar resources: fit is arithmetic
+    # on the index's sums, and the resource-only paths (beside each step they speed up) give the answer.
+    resource_only: bool
+    # The node-only Filter plugins' status per (unschedulable, taints), when those are all that the active ones
+    # read (the index's static groups); None when some active one reads more (a nodeSelector, a nodeName).
+    node_filter_memo: dict[StaticGroupKey, Status] | None
+    # Past it (or once cancelled) the prediction raises PredictionTimeout from the node loops.
+    deadline: Deadline = field(default_factory=Deadline)
+
+    def check_deadline(self) -> None:
+        self.deadline.check()
+
+    def nominated_pods(self, name: str) -> list[Pod]:
+        """The pods nominated to node ``name`` that count in pass 1 of the Filter (docs/preemption.md §6)."""
+        view = self.view
+        if not view.index.has_nominated:
+            return []
+        return nominated_pods_for(self.pod, self.priority, view.nominated_on(name))
+
+
+def nominated_pods_for(pod: Pod, priority: int, nominated: Iterable[Pod]) -> list[Pod]:
+    """Pods nominated to a node that count in pass 1: priority >= the preemptor's, not the preemptor itself
+    (runtime/framework.go (addGENominatedPods))."""
+    return [p for p in nominated
+            if p.effective_priority >= priority and p.key != pod.key and (not pod.uid or p.uid != pod.uid)]

@@ -1,0 +1,105 @@
+"""What several plugins share: tolerations against taints and a pod's required node affinity, as upstream's
+shared helpers (staging/src/k8s.io/component-helpers/scheduling/corev1/helpers.go (TolerationsTolerateTaint,
+FindMatchingUntoleratedTaint), component-helpers/scheduling/corev1/nodeaffinity/nodeaffinity.go
+(GetRequiredNodeAffinity), pkg/scheduler/framework/plugins/helper/taint.go (DoNotScheduleTaintsFilterFunc)).
+
+TaintToleration, NodeUnschedulable, PodTopologySpread (nodeTaintsPolicy) and the kubelet's admission check read
+the first two; NodeAffinity, PodTopologySpread (nodeAffinityPolicy) and the kubelet the last. InterPodAffinity and
+PodTopologySpread share the shape of their Filter and AddPod/RemovePod (``TopologyCountsPlugin``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar, Generic, Protocol, TypeVar
+
+from webhook.cluster.model import Node, NodeSelectorTerm, Pod, Taint, Toleration
+from webhook.cluster.selectors import requirement_matches
+from webhook.preemption.framework.cycle_state import CycleState
+from webhook.preemption.framework.status import OK, Status
+from webhook.preemption.framework.types import NodeInfo
+
+# The Filter only looks at these effects (PreferNoSchedule is a scoring concern).
+DO_NOT_SCHEDULE_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def node_selector_term_matches(term: NodeSelectorTerm, node: Node) -> bool:
+    """A term ANDs its requirements; a term with none matches nothing. Fields: only metadata.name."""
+    if not term.match_expressions and not term.match_fields:
+        return False
+    if not all(requirement_matches(req, node.labels) for req in term.match_expressions):
+        return False
+    fields = {"metadata.name": node.name}
+    return all(req.key == "metadata.name" and requirement_matches(req, fields) for req in term.match_fields)
+
+
+def required_node_affinity_matches(pod: Pod, node: Node) -> bool:
+    """nodeSelector AND (any required node-affinity term), as ``nodeaffinity.GetRequiredNodeAffinity``."""
+    labels = node.labels
+    for key, value in pod.node_selector.items():
+        if labels.get(key) != value:
+            return False
+    terms = pod.required_node_affinity
+    if terms is None:
+        return True
+    return any(node_selector_term_matches(term, node) for term in terms)
+
+
+def tolerates_taint(toleration: Toleration, taint: Taint) -> bool:
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator in ("", "Equal"):
+        return toleration.value == taint.value
+    return toleration.operator == "Exists"
+
+
+def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
+    return any(tolerates_taint(t, taint) for t in tolerations)
+
+
+def first_untolerated_taint(taints: Iterable[Taint], tolerations: tuple[Toleration, ...]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint the pod does not tolerate (``FindMatchingUntoleratedTaint``)."""
+    for taint in taints:
+        if taint.effect in DO_NOT_SCHEDULE_EFFECTS and not tolerates(tolerations, taint):
+            return taint
+    return None
+
+
+class TopologyCounts(Protocol):
+    """A PreFilter state of matching-pod counts per topology domain: AddPod/RemovePod update it, Filter reads it."""
+
+    def copy(self) -> TopologyCounts: ...
+
+    def update(self, other: Pod, node: Node, delta: int) -> None: ...
+
+    def filter(self, node: Node) -> Status: ...
+
+
+S = TypeVar("S", bound=TopologyCounts)
+
+
+class TopologyCountsPlugin(Generic[S]):
+    """Filter, AddPod and RemovePod of a plugin whose PreFilter state is ``TopologyCounts`` of class ``state_type``
+    (none written: the plugin skipped, nothing to check)."""
+
+    state_type: ClassVar[type]
+
+    def _read(self, cycle: CycleState) -> S | None:
+        found: S | None = cycle.read(self.state_type)
+        return found
+
+    def filter(self, cycle: CycleState, pod: Pod, info: NodeInfo) -> Status:
+        state = self._read(cycle)
+        return OK if state is None else state.filter(info.node)
+
+    def add_pod(self, cycle: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> None:
+        state = self._read(cycle)
+        if state is not None:
+            state.update(other, info.node, 1)
+
+    def remove_pod(self, cycle: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> None:
+        state = self._read(cycle)
+        if state is not None:
+            state.update(other, info.node, -1)

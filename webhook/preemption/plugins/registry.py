@@ -1,0 +1,37 @@
+"""The plugins of the default scheduler profile that the predictor models, in the profile's order
+(pkg/scheduler/apis/config/v1/default_plugins.go; pkg/scheduler/framework/plugins/registry.go), and its PostFilter,
+DefaultPreemption, with the profile's ``DefaultPreemptionArgs``.
+
+Adding a plugin is writing its module and listing it here. The profile's volume plugins (VolumeRestrictions,
+NodeVolumeLimits, VolumeBinding, VolumeZone) sit between NodeResourcesFit and PodTopologySpread upstream and are not
+modelled yet.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from webhook.preemption.framework.runtime import Framework
+from webhook.preemption.plugins.defaultpreemption.default_preemption import DefaultPreemption
+from webhook.preemption.plugins.interpodaffinity import InterPodAffinity
+from webhook.preemption.plugins.nodeaffinity import NodeAffinity
+from webhook.preemption.plugins.nodename import NodeName
+from webhook.preemption.plugins.nodeports import NodePorts
+from webhook.preemption.plugins.noderesources import Fit
+from webhook.preemption.plugins.nodeunschedulable import NodeUnschedulable
+from webhook.preemption.plugins.podtopologyspread import PodTopologySpread
+from webhook.preemption.plugins.tainttoleration import TaintToleration
+from webhook.preemption.results import PreemptionArgs
+
+
+@functools.cache
+def default_framework() -> Framework:
+    """The default profile's PreFilter and Filter plugins (one instance: the plugins keep no state of their own)."""
+    return Framework([NodeName(), NodeUnschedulable(), TaintToleration(), NodeAffinity(), NodePorts(), Fit(),
+                      PodTopologySpread(), InterPodAffinity()])
+
+
+@functools.lru_cache(maxsize=16)
+def default_preemption(args: PreemptionArgs) -> DefaultPreemption:
+    """The PostFilter plugin for ``args`` (a few distinct ones per process: one per configuration)."""
+    return DefaultPreemption(args)

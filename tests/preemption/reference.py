@@ -99,13 +99,15 @@ def importance(p: Pod) -> tuple[int, int, str, str, str]:
 
 class Reference:
     def __init__(self, state: ClusterState, *, empty_selector_matches_all: bool = False,
-                 stop_at_first: bool = True, percentage: int = 10, absolute: int = 100) -> None:
+                 stop_at_first: bool = True, gated_reserve: bool = True, percentage: int = 10,
+                 absolute: int = 100) -> None:
         self.nodes = dict(state.nodes)
         self.ns_labels = {n: ns.labels for n, ns in state.namespaces.items()}
         self.world: World = {p.key: (p, p.node_name) for p in state.pods.values()
                              if p.node_name in self.nodes and p.phase not in ("Succeeded", "Failed")}
+        # Before v1.37 the queue never records a gated pod's nomination.
         self.nominated = [p for p in state.pods.values() if not p.node_name and p.nominated_node_name
-                          and p.phase not in ("Succeeded", "Failed")]
+                          and p.phase not in ("Succeeded", "Failed") and (gated_reserve or not p.scheduling_gated)]
         self.pdbs = sorted((b for per in state.pdbs_by_namespace.values() for b in per.values()),
                            key=lambda b: (b.namespace, b.name))
         self.empty_all = empty_selector_matches_all

@@ -235,6 +235,8 @@ class Pod:
     tolerations: tuple[Toleration, ...] = ()
     termination_grace_period_seconds: int | None = None
     scheduler_name: str = "default-scheduler"
+    # spec.schedulingGates is not empty: the scheduler does not try the pod (its nomination may still count).
+    scheduling_gated: bool = False
     # Scheduling features this model does not simulate (named in prediction messages).
     unmodeled: tuple[str, ...] = ()
     quota: QuotaFacts = NO_QUOTA_FACTS

@@ -16,6 +16,7 @@ from typing import Any
 
 from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod, ResourceQuota
+from webhook.cluster.reader_resources import without_pod_level_resources
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.deadline import DEADLINE_STRIDE, Deadline, acquire_before
 from webhook.preemption.framework.index import StateIndex, state_index
@@ -182,6 +183,8 @@ def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs
         last = len(pods) - 1
         for i, pod in enumerate(pods):
             deadline.check()
+            if not args.pod_level_resources:
+                pod = without_pod_level_resources(pod)
             result, candidate = predict_pod(view, pod, args, deadline=deadline)
             results.append(result)
             if i == last:
@@ -265,6 +268,8 @@ def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionAr
     simulation of the others.
     """
     deadline = Deadline.of(deadline)
+    if args is not None and not args.pod_level_resources:  # dropped on create, before ResourceQuota admission
+        pods = [without_pod_level_resources(p) for p in pods]
     entries = resolve_each(state, pods, deadline, quota_check)
     admitted = [e for e in entries if isinstance(e, Pod)]
     simulated = iter(simulate_pods(state, admitted, args, deadline=deadline, index=index) if admitted else ())

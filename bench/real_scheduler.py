@@ -38,6 +38,7 @@ from bench.scenariogen import features, generate_scenario, scenario_name, write_
 from webhook.config import DEFAULT_CONFIG, load_config  # noqa: E402
 from webhook.observe.compare import ERROR  # noqa: E402
 from webhook.verify.controlplane import kube_bin_dir, kubernetes_version  # noqa: E402
+from webhook.verify.engine import scheduler_for_release  # noqa: E402
 from webhook.verify.report import is_tied, result_json  # noqa: E402
 from webhook.verify.runner import VerifyResult, run_scenarios, start_plane  # noqa: E402
 from webhook.verify.scenarios import discover  # noqa: E402
@@ -109,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.kube_version and version != args.kube_version:
         parser.error(f"--kube-version {args.kube_version}: the binaries in {bin_dir} are {version}")
     keep_dir = Path(args.keep) if args.keep else ROOT / "bench" / "disagreements" / f"{version}-seed-{args.seed}"
+    # The prediction follows the release it is held against (scheduler.kubernetesVersion of --config wins).
+    scheduler, note = scheduler_for_release(config.scheduler, None, version)
+    if note:
+        print(f"real_scheduler: {note}", file=sys.stderr)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="preemptguard-bench-") as work:
         scenarios_dir = Path(work) / "scenarios"
@@ -128,15 +133,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"[{len(by_scenario)}/{len(scenarios)} {time.monotonic() - started:5.0f}s] {name}: {verdict}"
                       f" {' '.join(r.observed.outcome for r in results)}", file=sys.stderr, flush=True)
 
-        with start_plane(Path(work) / "plane", bin_dir, config.scheduler) as plane:
-            run_scenarios(plane, scenarios, config.scheduler, timeout=args.timeout, progress=progress)
+        with start_plane(Path(work) / "plane", bin_dir, scheduler) as plane:
+            run_scenarios(plane, scenarios, scheduler, timeout=args.timeout, progress=progress)
     elapsed = time.monotonic() - started
     results = [r for rs in by_scenario.values() for r in rs]
     agreeing = sum(all(r.comparison.agree for r in rs) for rs in by_scenario.values())
     tied = sum(any(is_tied(r) for r in rs) for rs in by_scenario.values())
     outcomes = Counter(r.observed.outcome for r in results)
     print(f"real-scheduler agreement: {agreeing}/{len(by_scenario)} ({tied} tied)")
-    print(f"kube-scheduler {version}; seed {args.seed}; {len(results)} pods observed: "
+    print(f"kube-scheduler {version} (predicted as {scheduler.kubernetes_version}); seed {args.seed};"
+          f" {len(results)} pods observed: "
           + ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
           + f"; {elapsed:.0f}s")
     if args.coverage:

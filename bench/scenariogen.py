@@ -18,7 +18,9 @@ base draw stays as it was): RuntimeClass pods with their overhead and scheduling
 not, and some pods with the overhead of an earlier version of it); stale priorities (pods from before today's
 ``globalDefault`` class, with ``priority: 0``, or of a class recreated with another value); two ``globalDefault``
 classes; LimitRanges, with the defaulted requests stored in their namespaces' pods; a DaemonSet's pod on every
-node; a terminating namespace with pods in it; pods of another scheduler, bound and pending. The incoming pod
+node; a terminating namespace with pods in it; pods of another scheduler, bound and pending; a nominated pod that
+still has a scheduling gate (its nomination reserves room from v1.37 only, so the bench predicts for the release
+it runs against). The incoming pod
 sometimes runs under a RuntimeClass (written with the class's overhead and scheduling, as a pod exported from a
 cluster is: RuntimeClass admission then changes nothing, which PreemptGuard does not model yet), or is created in
 a terminating or a missing namespace.
@@ -468,6 +470,9 @@ def _lived_in(rng: random.Random, objects: list[dict[str, Any]], starts: set[int
             extra.append(_bound_pod(f"leftover-{i}", RETIRED, node, _fresh_start(rng, starts), "500m", "256Mi",
                                     priority=("low", VALUE["low"]), labels={"app": "etl", "tier": "backend"}))
         offer["retired"] = True
+    pending = [p for p in pods if p["status"].get("nominatedNodeName")]
+    if pending and rng.random() < 0.4:  # a nomination another component set on a gated pod: v1.37 counts it only
+        pending[0]["spec"]["schedulingGates"] = [{"name": "example.com/admission-check"}]
     if rng.random() < 0.3:  # another scheduler's pods: bound ones take room (and can be victims), pending ones wait
         node = rng.choice(nodes)["metadata"]["name"]
         bound = _bound_pod("batch-runner-0", "batch", node, _fresh_start(rng, starts), "500m", "512Mi",
@@ -567,6 +572,7 @@ def features(objects: list[dict[str, Any]], pod: dict[str, Any]) -> set[str]:
         "terminating namespace": any(o["kind"] == "Namespace" and o.get("status", {}).get("phase") == "Terminating"
                                      for o in objects),
         "incoming pod in a terminating or missing namespace": pod["metadata"]["namespace"] in (RETIRED, MISSING),
+        "gated nominated pod (v1.37 only reserves)": any(p["spec"].get("schedulingGates") for p in existing),
     }
     return {name for name, present in checks.items() if present}
 

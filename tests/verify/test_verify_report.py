@@ -105,3 +105,11 @@ def test_a_fit_says_its_node_was_not_compared_and_fidelity_notes_are_reported() 
     assert "fidelity s5: RuntimeClass gvisor is not in the snapshot" in table
     assert table[-1] == ("kube-scheduler v1.34.4: 2/2 pods agree (0 disagree, 0 not observed, 0 tied, "
                          "1 Fits: node not compared)")
+
+
+def test_the_report_names_the_release_the_prediction_followed_when_it_is_not_the_binaries() -> None:
+    assert report_json([AGREE], "v1.34.4", "v1.34")["predictionRelease"] == "v1.34"
+    assert "predictionRelease" not in report_json([AGREE], "v1.34.4")
+    assert format_table([AGREE], "v1.34.4", "v1.34").splitlines()[-1].startswith("kube-scheduler v1.34.4: 1/1")
+    assert format_table([AGREE], "v1.37.2", "v1.34").splitlines()[-1].startswith(
+        "kube-scheduler v1.37.2 (predicted as v1.34): 1/1")

@@ -64,9 +64,13 @@ def summary(results: Sequence[VerifyResult]) -> dict[str, Any]:
     }
 
 
-def report_json(results: Sequence[VerifyResult], kubernetes_version: str) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": KIND, "kubernetesVersion": kubernetes_version,
-            "results": [result_json(r) for r in results], "summary": summary(results)}
+def report_json(results: Sequence[VerifyResult], kubernetes_version: str,
+                prediction_release: str = "") -> dict[str, Any]:
+    report: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND, "kubernetesVersion": kubernetes_version}
+    if prediction_release:
+        report["predictionRelease"] = prediction_release
+    report.update(results=[result_json(r) for r in results], summary=summary(results))
+    return report
 
 
 def exit_status(results: Sequence[VerifyResult]) -> int:
@@ -86,7 +90,7 @@ def _victims(victims: Sequence[str]) -> str:
     return str(len(victims))
 
 
-def format_table(results: Sequence[VerifyResult], kubernetes_version: str) -> str:
+def format_table(results: Sequence[VerifyResult], kubernetes_version: str, prediction_release: str = "") -> str:
     scenarios = any(r.scenario for r in results)
     head = [*(["SCENARIO"] if scenarios else []), "POD", "PREDICTED", "NODE", "VICTIMS", "OBSERVED", "NODE",
             "VICTIMS", "AGREE"]
@@ -111,12 +115,15 @@ def format_table(results: Sequence[VerifyResult], kubernetes_version: str) -> st
         lines.append("")
     s = summary(results)
     not_compared = f", {s['nodeNotCompared']} Fits: {NODE_NOT_COMPARED}" if s["nodeNotCompared"] else ""
-    lines.append(f"kube-scheduler {kubernetes_version}: {s['agree']}/{s['pods']} pods agree"
+    predicted_as = "" if not prediction_release or kubernetes_version.startswith(prediction_release + ".") else (
+        f" (predicted as {prediction_release})")
+    lines.append(f"kube-scheduler {kubernetes_version}{predicted_as}: {s['agree']}/{s['pods']} pods agree"
                  f" ({s['disagree']} disagree, {s['errors']} not observed, {s['tied']} tied{not_compared})")
     return "\n".join(lines)
 
 
-def render(results: Sequence[VerifyResult], kubernetes_version: str, output: str) -> str:
+def render(results: Sequence[VerifyResult], kubernetes_version: str, output: str, *,
+           prediction_release: str = "") -> str:
     if output == "json":
-        return json.dumps(report_json(results, kubernetes_version), indent=2)
-    return format_table(results, kubernetes_version)
+        return json.dumps(report_json(results, kubernetes_version, prediction_release), indent=2)
+    return format_table(results, kubernetes_version, prediction_release)

@@ -205,6 +205,10 @@ def run_words(words: list[str]) -> int:
     try:
         if words[:1] == ["completion"]:
             return print_completion_script(words[1:], streams.stdout)
+        if words[:1] == ["exposure"]:  # never a TYPE/NAME: those have a slash
+            from kubectl_plugin import exposure
+
+            return asyncio.run(exposure.run(words[1:], streams.stdout, os.environ))
         args = build_parser().parse_args(words)
         validate_args(args)
         return asyncio.run(run(args, streams, os.environ))

@@ -64,6 +64,9 @@ EXAMPLES = """\
   kubectl preempt-preview -f deploy.yaml -o jsonpath='{range .results[*]}{.pod}{"\t"}{.outcome}{"\n"}{end}'
   kubectl preempt-preview -f deploy.yaml -o custom-columns=POD:.pod,OUTCOME:.outcome,NODE:.node
 
+  # Which of your running pods could be preempted, and by which classes (see exposure --help)
+  kubectl preempt-preview exposure -n team-a
+
   # Shell completion for kubectl-preempt_preview run directly (through kubectl, see the README)
   source <(kubectl preempt-preview completion bash)"""
 
@@ -73,6 +76,7 @@ USAGE = """\
        | --webhook-url URL [--token TOKEN] [--certificate-authority FILE] [--insecure-skip-tls-verify]]
       [--kubeconfig PATH] [--context NAME]
       [-o table|wide|json|yaml|name|jsonpath=TEMPLATE|custom-columns=SPEC] [options]
+  kubectl preempt-preview exposure [-n NAMESPACE | -A] [--snapshot FILE [--config FILE]] [-o table|json|yaml]
   kubectl preempt-preview completion bash|zsh"""
 
 

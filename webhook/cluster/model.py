@@ -206,6 +206,13 @@ class PredictionTrace:
     # That condition's message, e.g. "... preemption: found a potential placement for pod on node n1,
     # preempting 2 victims" (the PostFilter status of pkg/scheduler/framework/preemption/preemption.go).
     scheduling_message: str = ""
+    # What the admission patch wrote beside the id (``preemptguard.io/prediction``, ``/guardrail-decision``), as
+    # the preemption attribution tells a victim's tenant (webhook/observe/attribution.py): the predicted outcome,
+    # node and victim count, and the guardrail decision ("warned: maxVictims"). "" / 0 when absent or unreadable.
+    predicted_outcome: str = ""
+    predicted_node: str = ""
+    predicted_victims: int = 0
+    guardrail_decision: str = ""
 
 
 @dataclass(frozen=True, slots=True)

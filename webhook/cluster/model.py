@@ -134,6 +134,7 @@ class PriorityClass:
 class Namespace:
     name: str
     labels: Mapping[str, str] = EMPTY_LABELS
+    terminating: bool = False  # status.phase Terminating (or a deletionTimestamp): no new content is admitted
 
 
 def labels_of_namespace(namespaces: Mapping[str, Namespace], name: str) -> Mapping[str, str]:
@@ -241,6 +242,8 @@ class Pod:
     tolerations: tuple[Toleration, ...] = ()
     termination_grace_period_seconds: int | None = None
     scheduler_name: str = "default-scheduler"
+    # spec.schedulingGates is not empty: the scheduler does not try the pod (its nomination may still count).
+    scheduling_gated: bool = False
     # Scheduling features this model does not simulate (named in prediction messages).
     unmodeled: tuple[str, ...] = ()
     quota: QuotaFacts = NO_QUOTA_FACTS

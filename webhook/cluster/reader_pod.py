@@ -243,6 +243,7 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         tolerations=tolerations,
         termination_grace_period_seconds=grace_period,
         scheduler_name=scheduler_name,
+        scheduling_gated=bool(spec.get("schedulingGates")),
         unmodeled=_unmodeled_features(spec),
         quota=NO_QUOTA_FACTS if resources is None else resources.quota_facts(_quota_extras(meta, spec, status)),
         # A bound pod keeps none: the observer sees its binding as the change from the pending pod it holds.

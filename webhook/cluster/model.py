@@ -287,6 +287,11 @@ class Pod:
     def is_terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
+    @property
+    def scheduling_gated(self) -> bool:
+        """spec.schedulingGates is not empty: the scheduler does not try the pod (its nomination may still count)."""
+        return bool(self.scheduling_gates)
+
 
 @dataclass(frozen=True, slots=True)
 class PodDisruptionBudget:

@@ -16,6 +16,7 @@ from typing import Any
 
 from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod
+from webhook.cluster.reader_resources import without_pod_level_resources
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.deadline import DEADLINE_STRIDE, Deadline, acquire_before
 from webhook.preemption.framework.index import StateIndex, state_index
@@ -148,6 +149,7 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
     return replace_fields(
         pending_result(pod, policy), outcome=Outcome.PREEMPTS, node=candidate.node, victims=victims,
         pdb_violations=candidate.num_pdb_violations, candidate_nodes=post.candidate_count, tied_nodes=post.tied,
+        tied_victims=tuple((c.node, c.victims) for c in post.tied_candidates),
         expected_delay_seconds=max(v.grace_period_seconds for v in victims),
         message=" ".join(notes) + gaps, sampled=sampled,
     ), candidate
@@ -172,6 +174,8 @@ def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs
         last = len(pods) - 1
         for i, pod in enumerate(pods):
             deadline.check()
+            if not args.pod_level_resources:
+                pod = without_pod_level_resources(pod)
             result, candidate = predict_pod(view, pod, args, deadline=deadline)
             results.append(result)
             if i == last:
@@ -246,6 +250,8 @@ def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionAr
     simulation of the others. What the admission chain could not apply is said in the message (``Not known``).
     """
     deadline = Deadline.of(deadline)
+    if args is not None and not args.pod_level_resources:  # dropped on create, before the admission chain
+        pods = [without_pod_level_resources(p) for p in pods]
     entries = _admit_each(state, pods, deadline, quota_check)
     admitted = [e.pod for e in entries if isinstance(e, Admitted)]
     simulated = iter(simulate_pods(state, admitted, args, deadline=deadline, index=index) if admitted else ())

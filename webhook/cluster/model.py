@@ -238,6 +238,10 @@ class PredictionTrace:
     guardrail_decision: str = ""
 
 
+# The schedulerName of kube-scheduler's default profile, and of a pod that names none (SetDefaults_PodSpec).
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+
 @dataclass(frozen=True, slots=True)
 class Pod:
     name: str
@@ -264,7 +268,7 @@ class Pod:
     topology_spread: tuple[TopologySpreadConstraint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     termination_grace_period_seconds: int | None = None
-    scheduler_name: str = "default-scheduler"
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
     # spec.schedulingGates (names): the scheduler leaves the pod alone until they are all removed (issue #26).
     scheduling_gates: tuple[str, ...] = ()
     # spec.runtimeClassName: what the RuntimeClass admission plugin reads (webhook.priority.runtimeclass).

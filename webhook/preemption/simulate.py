@@ -104,6 +104,28 @@ def _predict_bound_pod(view: ClusterView, pod: Pod, policy: str, gaps: str) -> P
     return pending_result(pod, policy, message + gaps)
 
 
+def _not_acted_on(pod: Pod, args: PreemptionArgs, policy: str) -> PreemptionResult | None:
+    """``NotScheduled`` or ``Gated`` when the configured kube-scheduler does not try the pod now, else None.
+
+    Its informer adds to the queue only pods whose ``spec.schedulerName`` is one of its profiles'
+    (``responsibleForPod``, pkg/scheduler/eventhandlers.go); the queue's PreEnqueue (the SchedulingGates plugin)
+    keeps a pod with ``spec.schedulingGates`` out of the active queue until every gate is removed. Neither runs
+    Filter or PostFilter, so neither preempts."""
+    if pod.scheduler_name not in args.scheduler_names:
+        return replace_fields(
+            pending_result(pod, policy), outcome=Outcome.NOT_SCHEDULED,
+            message=f"spec.schedulerName {pod.scheduler_name} is not a profile of the configured kube-scheduler"
+                    f" ({', '.join(args.scheduler_names)}): it never sees the pod and preempts nothing for it;"
+                    " whichever scheduler serves that name places it.")
+    if pod.scheduling_gates:
+        return replace_fields(
+            pending_result(pod, policy), outcome=Outcome.GATED,
+            message=f"spec.schedulingGates ({', '.join(pod.scheduling_gates)}): kube-scheduler does not try the pod"
+                    " and preempts nothing for it until every gate is removed; then it is scheduled against the"
+                    " cluster as it is at that time (preview it again then).")
+    return None
+
+
 def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
                 deadline: Deadline | float | None = None) -> tuple[PreemptionResult, Candidate | None]:
     """One replica whose ``spec.priority`` is already resolved, and the candidate whose victims it evicts.
@@ -112,10 +134,15 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
     """
     policy = pod.preemption_policy or PREEMPT_LOWER_PRIORITY
     gaps = _gap_note(pod)
+    if pod.node_name:
+        if not view.node_names:
+            return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None
+        return _predict_bound_pod(view, pod, policy, gaps), None
+    not_acted_on = _not_acted_on(pod, args, policy)
+    if not_acted_on is not None:
+        return not_acted_on, None
     if not view.node_names:
         return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None
-    if pod.node_name:
-        return _predict_bound_pod(view, pod, policy, gaps), None
     ctx = new_context(view, pod, args, deadline=deadline)
     ctx.check_deadline()
     filtered = find_nodes_that_fit_pod(ctx)

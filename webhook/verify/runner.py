@@ -98,7 +98,8 @@ def start_plane(workdir: Path, bin_dir: Path, scheduler: SchedulerConfig) -> Con
     return ControlPlane(workdir, bin_dir, extra_apiserver_args=["--disable-admission-plugins=ServiceAccount"],
                         scheduler_config={"preemption": scheduler.preemption_enabled,
                                           "min_candidate_nodes_percentage": scheduler.min_candidate_nodes_percentage,
-                                          "min_candidate_nodes_absolute": scheduler.min_candidate_nodes_absolute})
+                                          "min_candidate_nodes_absolute": scheduler.min_candidate_nodes_absolute,
+                                          "scheduler_names": scheduler.scheduler_names})
 
 
 def run_scenarios(plane: ControlPlane, scenarios: Sequence[Scenario], scheduler: SchedulerConfig, *,

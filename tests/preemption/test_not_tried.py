@@ -37,7 +37,7 @@ def test_a_gated_pod_preempts_nothing_while_the_same_pod_ungated_would() -> None
     (result,) = preview_objects(cluster(FULL), [gated("web", "a", "b")])["results"]
     assert (result["outcome"], result["node"], result["victims"], result["pdbViolations"]) == \
         (Outcome.GATED, None, [], 0)
-    assert "spec.schedulingGates (a, b)" in result["message"] and "preempts nothing" in result["message"]
+    assert "spec.schedulingGates (a, b)" in result["message"] and "nothing is preempted" in result["message"]
     assert "Not modelled" not in result["message"]  # an outcome of its own, no longer a gap
 
 
@@ -48,17 +48,21 @@ def test_a_gated_replica_takes_no_room_from_the_next() -> None:
 
 
 def test_a_pod_of_another_scheduler_is_never_seen_by_the_configured_one() -> None:
-    pod = pod_manifest(schedulerName="batch-scheduler", schedulingGates=[{"name": "g"}])
+    pod = pod_manifest(schedulerName="batch-scheduler")
     (result,) = preview_objects(cluster(FULL), [pod])["results"]
     assert (result["outcome"], result["node"], result["victims"]) == (Outcome.NOT_SCHEDULED, None, [])
     assert "spec.schedulerName batch-scheduler is not a profile" in result["message"]
     assert "(default-scheduler)" in result["message"]
-    # A profile of that name: the configured scheduler takes it (and holds it back for its gate).
+    # A profile of that name: the configured scheduler takes it.
     args = PreemptionArgs(scheduler_names=("default-scheduler", "batch-scheduler"))
-    (profiled,) = predict_objects(cluster(FULL), [pod_manifest(schedulerName="batch-scheduler")], args=args)
+    (profiled,) = predict_objects(cluster(FULL), [pod], args=args)
     assert profiled.outcome == Outcome.PREEMPTS
-    (held,) = predict_objects(cluster(FULL), [pod], args=args)
-    assert held.outcome == Outcome.GATED
+
+
+def test_a_gated_pod_of_another_scheduler_is_gated_as_the_api_server_stores_it() -> None:
+    pod = pod_manifest(schedulerName="batch-scheduler", schedulingGates=[{"name": "g"}])
+    (result,) = predict_objects(cluster(FULL), [pod])
+    assert result.outcome == Outcome.GATED and "so even then it is that scheduler's" in result.message
 
 
 def test_a_pod_bound_by_node_name_is_the_kubelets_whatever_its_scheduler() -> None:

@@ -105,24 +105,28 @@ def _predict_bound_pod(view: ClusterView, pod: Pod, policy: str, gaps: str) -> P
 
 
 def _not_acted_on(pod: Pod, args: PreemptionArgs, policy: str) -> PreemptionResult | None:
-    """``NotScheduled`` or ``Gated`` when the configured kube-scheduler does not try the pod now, else None.
+    """``Gated`` or ``NotScheduled`` when the configured kube-scheduler does not try the pod now, else None.
 
-    Its informer adds to the queue only pods whose ``spec.schedulerName`` is one of its profiles'
-    (``responsibleForPod``, pkg/scheduler/eventhandlers.go); the queue's PreEnqueue (the SchedulingGates plugin)
-    keeps a pod with ``spec.schedulingGates`` out of the active queue until every gate is removed. Neither runs
-    Filter or PostFilter, so neither preempts."""
-    if pod.scheduler_name not in args.scheduler_names:
-        return replace_fields(
-            pending_result(pod, policy), outcome=Outcome.NOT_SCHEDULED,
-            message=f"spec.schedulerName {pod.scheduler_name} is not a profile of the configured kube-scheduler"
-                    f" ({', '.join(args.scheduler_names)}): it never sees the pod and preempts nothing for it;"
-                    " whichever scheduler serves that name places it.")
+    The queue's PreEnqueue (the SchedulingGates plugin) keeps a pod with ``spec.schedulingGates`` out of the active
+    queue until every gate is removed, and the API server stores it ``PodScheduled=False``/``SchedulingGated``
+    whichever scheduler it names (pkg/registry/core/pod/strategy.go), so that comes first; the informer adds to the
+    queue only pods whose ``spec.schedulerName`` is one of its profiles' (``responsibleForPod``,
+    pkg/scheduler/eventhandlers.go). Neither runs Filter or PostFilter, so neither preempts."""
+    other = pod.scheduler_name not in args.scheduler_names
+    elsewhere = (f"spec.schedulerName {pod.scheduler_name} is not a profile of the configured kube-scheduler"
+                 f" ({', '.join(args.scheduler_names)})")
     if pod.scheduling_gates:
+        then = (f"; {elsewhere}, so even then it is that scheduler's" if other else
+                "; then it is scheduled against the cluster as it is at that time (preview it again then)")
         return replace_fields(
             pending_result(pod, policy), outcome=Outcome.GATED,
-            message=f"spec.schedulingGates ({', '.join(pod.scheduling_gates)}): kube-scheduler does not try the pod"
-                    " and preempts nothing for it until every gate is removed; then it is scheduled against the"
-                    " cluster as it is at that time (preview it again then).")
+            message=f"spec.schedulingGates ({', '.join(pod.scheduling_gates)}): the pod is not scheduled and nothing"
+                    f" is preempted for it until every gate is removed{then}.")
+    if other:
+        return replace_fields(
+            pending_result(pod, policy), outcome=Outcome.NOT_SCHEDULED,
+            message=f"{elsewhere}: it never sees the pod and preempts nothing for it; whichever scheduler serves"
+                    " that name places it.")
     return None
 
 

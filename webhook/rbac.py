@@ -25,7 +25,7 @@ def _permission(api_group: str, resource: str, *verbs: str, names: tuple[str, ..
     return Permission(api_group, resource, frozenset(verbs), frozenset(names))
 
 
-# The webhook server (ClusterRole ``preemptguard``): webhook/sources/informer.py lists and watches six
+# The webhook server (ClusterRole ``preemptguard``): webhook/sources/informer.py lists and watches eight
 # kinds and webhook/sources/kube_source.py GETs a PriorityClass the cache has not seen yet. The policy
 # ConfigMap and the TLS Secret are mounted files, so the server reads no ConfigMap or Secret.
 # webhook/server/auth.py authenticates /preview callers with a TokenReview and authorises them with
@@ -36,7 +36,9 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     _permission("", "nodes", "list", "watch"),
     _permission("", "pods", "list", "watch"),
     _permission("", "resourcequotas", "list", "watch"),
+    _permission("", "limitranges", "list", "watch"),
     _permission("policy", "poddisruptionbudgets", "list", "watch"),
+    _permission("node.k8s.io", "runtimeclasses", "list", "watch"),
     _permission("authentication.k8s.io", "tokenreviews", "create"),
     _permission("authorization.k8s.io", "subjectaccessreviews", "create"),
     # webhook/server/attributing.py: the Event in each preempted pod's namespace (docs/interfaces.md §7).

@@ -58,6 +58,8 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("pods", "Pod", "v1", True),
     Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", True),
     Resource("resourcequotas", "ResourceQuota", "v1", True),
+    Resource("limitranges", "LimitRange", "v1", True),
+    Resource("runtimeclasses", "RuntimeClass", "node.k8s.io/v1", False),
 )
 BY_KIND = {r.kind: r for r in RESOURCES}
 BY_PATH = {(r.api_version, r.plural): r for r in RESOURCES}

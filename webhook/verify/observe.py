@@ -19,7 +19,8 @@
 
 ``settle`` then makes the cluster what it will be for the next pod: a preemptor's victims are deleted with
 grace 0 (standing in for their kubelet) and the preemptor is waited for until it is bound; a pod that stays
-pending (``Unschedulable``, ``Gated``, ``NotScheduled``, ``Error``) is deleted, so that it does not take room meant for the pods after it.
+pending (``Unschedulable``, ``Gated``, ``NotScheduled``, ``Error``) is deleted, so that it does not take room
+meant for the pods after it.
 """
 
 from __future__ import annotations

@@ -96,7 +96,8 @@ def test_replicas_are_simulated_in_order_without_mutating_the_state() -> None:
     assert preview["results"][1]["expectedDelaySeconds"] == 90
     assert outcomes[2][1] == Outcome.UNSCHEDULABLE
     assert preview["summary"] == {"pods": 3, "fits": 0, "preempting": 2, "unschedulable": 1, "rejected": 0,
-                                  "victims": 2, "pdbViolations": 1, "namespacesAffected": ["team-b", "team-c"]}
+                                  "gated": 0, "notScheduled": 0, "victims": 2, "pdbViolations": 1,
+                                  "namespacesAffected": ["team-b", "team-c"]}
     assert state.version == version and len(state.pods_by_node["node-1"]) == 1
 
 
@@ -159,9 +160,11 @@ def test_the_summary_counts_victims_redacted_or_of_other_tenants() -> None:
         {"outcome": "Preempts", "pdbViolations": 1, "victims": [],
          "redactedVictims": [{"namespace": "team-z", "count": 2, "pdbViolations": 1}]},
         {"outcome": "Fits", "victims": []}, {"outcome": "Rejected"}, {"outcome": "Unschedulable", "victims": []},
+        {"outcome": "Gated", "victims": []}, {"outcome": "NotScheduled", "victims": []},
     ]
-    assert summarize(results) == {"pods": 5, "fits": 1, "preempting": 2, "unschedulable": 1, "rejected": 1,
-                                  "victims": 6, "pdbViolations": 3, "namespacesAffected": ["team-a", "team-z"],
+    assert summarize(results) == {"pods": 7, "fits": 1, "preempting": 2, "unschedulable": 1, "rejected": 1,
+                                  "gated": 1, "notScheduled": 1, "victims": 6, "pdbViolations": 3,
+                                  "namespacesAffected": ["team-a", "team-z"],
                                   "otherTenantVictims": 3}
     assert "otherTenantVictims" not in summarize(results[1:])
 

@@ -140,11 +140,12 @@ def created(spec: dict[str, Any], conditions: list[dict[str, Any]]) -> dict[str,
             "status": {"phase": "Pending", "conditions": conditions}}
 
 
-def observed(plane: StillPlane, monkeypatch: pytest.MonkeyPatch) -> Any:
+def observed(plane: StillPlane, monkeypatch: pytest.MonkeyPatch, timeout: float = 5) -> Any:
     monkeypatch.setattr(verify_observe, "NOT_SCHEDULED_SETTLE_SECONDS", 0.2)
     monkeypatch.setattr(verify_observe, "UNSCHEDULABLE_SETTLE_SECONDS", 0.1)
     return verify_observe.observe_pod(plane, {"apiVersion": "v1", "kind": "Pod",  # type: ignore[arg-type]
-                                              "metadata": {"namespace": "team-a", "name": "web"}}, timeout=5)
+                                              "metadata": {"namespace": "team-a", "name": "web"}}, timeout=timeout,
+                                      scheduler_names=("default-scheduler",))
 
 
 def test_a_pod_stored_gated_is_observed_gated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,3 +165,10 @@ def test_an_unschedulable_pod_stays_unschedulable(tmp_path: Path, monkeypatch: p
     refused = created({"containers": []}, [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                             "message": "0/1 nodes are available"}])
     assert observed(StillPlane(tmp_path, refused), monkeypatch).outcome == Outcome.UNSCHEDULABLE
+
+
+def test_a_pod_of_the_served_scheduler_is_waited_for_never_taken_for_not_scheduled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A busy kube-scheduler that has not touched its own pod yet: no NotScheduled, an Error at the timeout."""
+    seen = observed(StillPlane(tmp_path, created({"containers": []}, [])), monkeypatch, timeout=0.6)
+    assert seen.outcome == "Error" and "no scheduling decision" in seen.message

@@ -74,7 +74,7 @@ def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerCo
             results.append(replace(_failed(scenario, _pod_key(manifest), f"PreemptGuard could not predict: {exc}"),
                                    fidelity=fidelity))
             continue
-        observation = observe_pod(plane, manifest, timeout=timeout)
+        observation = observe_pod(plane, manifest, timeout=timeout, scheduler_names=scheduler.scheduler_names)
         observation = settle(plane, observation, str(manifest["metadata"]["namespace"]), timeout=timeout)
         predicted = Predicted(prediction.outcome, prediction.node, prediction.victims, prediction.tied_nodes,
                               prediction.sampled, prediction.tied_victims)

@@ -116,6 +116,7 @@ class Informer:
         self.last_contact: float | None = None  # time.monotonic() of the last successful exchange
         self.relists = 0
         self.events_applied = 0
+        self.listed_bytes = 0  # bodies of every LIST page read (initial lists and relists)
         self._failures = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -214,7 +215,12 @@ class Informer:
         query = [("limit", str(page_size))] if page_size else []
         if token:
             query.append(("continue", token))
-        return await self.api.get(self.resource.list_path, query=query, timeout=timeout)
+        answer = await self.api.request("GET", self.resource.list_path, query=query, timeout=timeout)
+        self.listed_bytes += len(answer.body)
+        page = answer.json()
+        if not isinstance(page, dict):
+            raise ClusterUnavailable(f"GET {self.resource.list_path}: the API server answered with no JSON object")
+        return page
 
     async def _convert_items(self, items: list[JsonObject], into: list[ClusterObject]) -> None:
         """Convert list items, yielding now and then so a large list never blocks the event loop for long."""

@@ -1,50 +1,29 @@
-"""Network attacks of a hostile tenant on ``preempt-guard serve`` (issue: a guardrail a hostile tenant cannot get
-around), each measured side by side with the same run without the attack.
+"""The network attacks of a hostile tenant (issue #24), as definitions ``bench/hostile.py`` runs side by side with
+the same run without them (``.venv/bin/python bench/hostile.py --attack NAME``); the tests of tests/hostile reuse
+the payloads and the raw HTTP/1.1 exchange.
 
-    .venv/bin/python bench/hostile_network.py [--attack NAME ...] [--seconds 8] [--quick]
+Each attack is a coroutine function ``attack(seconds) -> str`` that ``bench/hostile.py`` runs in a process of its own
+(its CPU is not the prober's), from its own loopback address (``ATTACKER_ADDRESS``, as a pod has one), and whose
+result is what the attacker saw:
 
-The webhook runs as ``preempt-guard serve`` in its own process over ``examples/cluster.yaml`` (plus one namespace
-labelled ``preemptguard.io/mode=off`` for priority-only admissions) with ``guardrails.mode: enforce`` and
-``denyCrossTenantPreemption``, over TLS with a CA-issued certificate; with ``--client-ca`` where an attack is about
-client certificates. This process plays both the attacker and the API server. While an attack runs, a prober sends
-(as the API server) a priority-only admission every 50 ms and the cross-tenant example pod
-(``examples/pods/09-preempts-batch.yaml``) every 250 ms, and reports their latency (p50, p99, max) and the guarded
-pod's decisions (denied every time is the promise).
-
-Attacks:
-* ``big-bodies``: four clients send reviews of a 1.4 MiB pod back to back (and of the largest review the API server
-  can send: a 3 MiB JSON create, defaulted);
-* ``cert-less``: 1,000 connections without a client certificate held open under ``--client-ca``;
-* ``slow-bodies``: 200 connections each sending a review's head and then its body one byte a second (no
-  ``--client-ca``);
-* ``idle-flood``: 1,000 idle connections held open on the admission port (no ``--client-ca``);
-* ``metrics-flood``: 1,000 idle connections to the metrics port from one client; scrapes and probes measured.
-
-Targets (issue #24): a priority-only admission under 1 s p99 while four clients send the largest pods; a client
-with the API server's certificate served within 3 s while 1,000 certificate-less connections are held; slow-body
-clients deny no admission slot; scrapes keep working under an idle flood. Figures on a busy machine are noisy:
-compare the attack with its baseline of the same run.
+* ``big_bodies``: clients sending reviews of padded pods back to back (1.4 MiB, and the largest review the API
+  server can send: a 3 MiB JSON create, defaulted);
+* ``hold_connections``: connections held open, silent (with or without a TLS handshake, with or without a client
+  certificate) or sending a request head and then its body one byte a second;
+* ``scrape_loop`` (not an attack: what Prometheus and the kubelet see meanwhile).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import multiprocessing
-import os
-import resource
-import signal
-import socket
 import ssl
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -134,13 +113,7 @@ def encoded(document: dict[str, Any]) -> bytes:
     return json.dumps(document, separators=(",", ":")).encode()
 
 
-# ---- the server -----------------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
+# ---- certificates ------------------------------------------------------------------------------------
 @dataclass
 class Pki:
     ca_pem: bytes
@@ -168,58 +141,6 @@ class Pki:
         return context
 
 
-@dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    port: int
-    metrics_port: int
-    log: Path
-
-    def rss_mib(self) -> float:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def start_server(tmp: Path, pki: Pki, *, client_ca: bool, extra: list[str] | None = None) -> Server:
-    snapshot, config = tmp / "cluster.json", tmp / "config.yaml"
-    port, metrics_port = free_port(), free_port()
-    args = [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(snapshot),
-            "--config", str(config), "--tls-cert", str(pki.cert), "--tls-key", str(pki.key),
-            "--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics_port),
-            "--log-level", "warning", "--shutdown-grace", "0", *(extra or [])]
-    if client_ca:
-        args += ["--client-ca", str(pki.client_ca)]
-    log = tmp / f"server-{port}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=out,
-                                   stderr=out)
-    server = Server(process, port, metrics_port, log)
-    deadline = time.monotonic() + 60
-    while True:
-        if process.poll() is not None:
-            raise SystemExit(f"server exited with {process.returncode}:\n{log.read_text()[-2000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", metrics_port), timeout=1).close()
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"server not listening:\n{log.read_text()[-2000:]}") from None
-            time.sleep(0.2)
-    return server
-
-
 # ---- one HTTP/1.1 exchange on a raw connection (no client library between us and the timing) -----------
 async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, path: str,
                    body: bytes = b"") -> tuple[int, bytes]:
@@ -242,134 +163,58 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, m
     return status, await reader.readexactly(length)
 
 
-@dataclass
-class Probe:
-    """The API server's side: latencies of priority-only and guarded admissions, and the guarded decisions."""
-
-    priority_only_ms: list[float] = field(default_factory=list)
-    guarded_ms: list[float] = field(default_factory=list)
-    decisions: Counter[str] = field(default_factory=Counter)
-    errors: Counter[str] = field(default_factory=Counter)
-
-
-async def probe_loop(port: int, context: ssl.SSLContext, kind: str, interval: float, seconds: float,
-                     probe: Probe) -> None:
-    stop_at = time.monotonic() + seconds
-    serial = 0
-    while time.monotonic() < stop_at:
-        serial += 1
-        if kind == "priority-only":
-            body = encoded(review(small_pod(f"probe-{serial}", UNGUARDED_NAMESPACE), UNGUARDED_NAMESPACE))
-        else:
-            body = encoded(review(guarded_pod(), "team-a"))
-        began = time.monotonic()
-        try:
-            # A fresh connection per request: the API server's pool may have to open one during an attack.
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", port, ssl=context), 10)
-            try:
-                status, payload = await asyncio.wait_for(exchange(reader, writer, "POST", MUTATE_PODS_PATH, body), 10)
-            finally:
-                writer.close()
-        except (OSError, TimeoutError, asyncio.IncompleteReadError, ssl.SSLError) as exc:
-            probe.errors[f"{kind}: {type(exc).__name__}"] += 1
-            await asyncio.sleep(interval)
-            continue
-        elapsed = (time.monotonic() - began) * 1000
-        if status != 200:
-            probe.errors[f"{kind}: HTTP {status}"] += 1
-        elif kind == "priority-only":
-            probe.priority_only_ms.append(elapsed)
-        else:
-            probe.guarded_ms.append(elapsed)
-            answer = json.loads(payload)["response"]
-            warnings = " ".join(answer.get("warnings") or ())
-            probe.decisions["denied" if not answer["allowed"] else
-                            "allowed (deadline)" if "did not finish" in warnings else "allowed"] += 1
-        await asyncio.sleep(max(0.0, interval - elapsed / 1000))
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))] if ordered else float("nan")
-
-
-def describe(label: str, probe: Probe, rss: float) -> str:
-    p = probe.priority_only_ms
-    g = probe.guarded_ms
-    decisions = ", ".join(f"{k} {v}" for k, v in sorted(probe.decisions.items())) or "none"
-    errors = ", ".join(f"{k} {v}" for k, v in sorted(probe.errors.items())) or "none"
-    return (f"  {label:9s} priority-only n={len(p):3d} p50 {percentile(p, 50):7.1f} p99 {percentile(p, 99):7.1f} "
-            f"max {max(p, default=float('nan')):7.1f} ms | guarded n={len(g):2d} p99 {percentile(g, 99):7.1f} ms, "
-            f"{decisions} | RSS peak {rss:.0f} MiB | errors: {errors}")
-
-
-def _attack_process(attack: Callable[[float], Awaitable[None]], seconds: float) -> None:
-    asyncio.run(attack(seconds))
-
-
-async def probed(server: Server, context: ssl.SSLContext, seconds: float,
-                 attack: Callable[[float], Awaitable[None]] | None) -> tuple[Probe, float]:
-    """Probe for ``seconds`` while ``attack`` runs in a process of its own (its CPU is not the prober's)."""
-    probe = Probe()
-    peak = server.rss_mib()
-
-    async def sample_rss() -> None:
-        nonlocal peak
-        while True:
-            peak = max(peak, server.rss_mib())
-            await asyncio.sleep(0.1)
-
-    sampler = asyncio.create_task(sample_rss())
-    attacker = None
-    if attack is not None:
-        attacker = multiprocessing.get_context("fork").Process(target=_attack_process, args=(attack, seconds + 2.0))
-        attacker.start()
-        await asyncio.sleep(1.5)  # the attack is under way before probing starts
-    try:
-        await asyncio.gather(probe_loop(server.port, context, "priority-only", 0.05, seconds, probe),
-                             probe_loop(server.port, context, "guarded", 0.25, seconds, probe))
-    finally:
-        sampler.cancel()
-        if attacker is not None:
-            attacker.terminate()
-            attacker.join()
-    return probe, peak
-
-
 # ---- attacks --------------------------------------------------------------------------------------------
-def big_bodies(port: int, context: ssl.SSLContext, body: bytes, clients: int = 4) -> Callable[[float], Awaitable[None]]:
-    async def attack(seconds: float) -> None:
-        stop_at = time.monotonic() + seconds
-
-        async def client() -> None:
-            while time.monotonic() < stop_at:
-                try:
-                    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
-                    try:
-                        while time.monotonic() < stop_at:
-                            await exchange(reader, writer, "POST", MUTATE_PODS_PATH, body)
-                    finally:
-                        writer.close()
-                except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
-                    await asyncio.sleep(0.05)
-
-        await asyncio.gather(*(client() for _ in range(clients)))
-
-    return attack
-
-
+AttackRun = Callable[[float], Coroutine[Any, Any, str]]
 # The attacker is one client of its own (another loopback address), as a pod is; the prober plays the API
 # server, Prometheus and the kubelet from 127.0.0.1.
 ATTACKER_ADDRESS = "127.0.0.2"
 
 
+def said(outcomes: Counter[str]) -> str:
+    return ", ".join(f"{k} x{v}" for k, v in sorted(outcomes.items())) or "nothing"
+
+
+def big_bodies(port: int, context: ssl.SSLContext, bodies: list[bytes]) -> AttackRun:
+    """One client per body, each sending its review back to back on a connection it keeps."""
+    async def attack(seconds: float) -> str:
+        stop_at = time.monotonic() + seconds
+        outcomes: Counter[str] = Counter()
+
+        async def client(body: bytes) -> None:
+            while time.monotonic() < stop_at:
+                try:
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context,
+                                                                   local_addr=(ATTACKER_ADDRESS, 0))
+                    try:
+                        while time.monotonic() < stop_at:
+                            status, payload = await exchange(reader, writer, "POST", MUTATE_PODS_PATH, body)
+                            outcomes[decision_of(status, payload)] += 1
+                    finally:
+                        writer.close()
+                except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+                    outcomes["connection lost"] += 1
+                    await asyncio.sleep(0.05)
+
+        await asyncio.gather(*(client(body) for body in bodies))
+        return said(outcomes)
+
+    return attack
+
+
+def decision_of(status: int, payload: bytes) -> str:
+    if status != 200:
+        return f"HTTP {status}"
+    answer = json.loads(payload).get("response") or {}
+    return "allowed" if answer.get("allowed") else f"denied {(answer.get('status') or {}).get('code')}"
+
+
 def hold_connections(port: int, count: int, context: ssl.SSLContext | None, *,
-                     send: bytes = b"", trickle: bytes = b"") -> Callable[[float], Awaitable[None]]:
+                     send: bytes = b"", trickle: bytes = b"") -> AttackRun:
     """``count`` connections to ``port`` from ``ATTACKER_ADDRESS`` kept open (opened again when the server closes
     them): silent, or sending ``send`` once and then ``trickle`` one byte a second."""
-    async def attack(seconds: float) -> None:
+    async def attack(seconds: float) -> str:
         stop_at = time.monotonic() + seconds
+        outcomes: Counter[str] = Counter()
 
         async def one() -> None:
             while time.monotonic() < stop_at:
@@ -378,8 +223,10 @@ def hold_connections(port: int, count: int, context: ssl.SSLContext | None, *,
                         asyncio.open_connection("127.0.0.1", port, ssl=context, local_addr=(ATTACKER_ADDRESS, 0),
                                                 server_hostname="localhost" if context else None), 5)
                 except (OSError, ssl.SSLError, TimeoutError):
+                    outcomes["refused"] += 1
                     await asyncio.sleep(0.2)
                     continue
+                outcomes["opened"] += 1
                 try:
                     if send:
                         writer.write(send)
@@ -391,12 +238,24 @@ def hold_connections(port: int, count: int, context: ssl.SSLContext | None, *,
                         await asyncio.sleep(1.0)
                     while not reader.at_eof() and time.monotonic() < stop_at:
                         await asyncio.wait_for(reader.read(1024), max(0.1, stop_at - time.monotonic()))
-                except (OSError, ssl.SSLError, TimeoutError):
+                    if reader.at_eof():
+                        outcomes["closed by the server"] += 1
+                except (OSError, ssl.SSLError):
+                    outcomes["closed by the server"] += 1
+                except TimeoutError:
                     pass
                 finally:
                     writer.transport.abort()
 
         await asyncio.gather(*(one() for _ in range(count)))
+        return said(outcomes)
+
+    return attack
+
+
+def all_of(*attacks: AttackRun) -> AttackRun:
+    async def attack(seconds: float) -> str:
+        return "; ".join(await asyncio.gather(*(one(seconds) for one in attacks)))
 
     return attack
 
@@ -408,8 +267,17 @@ def stranger_context() -> ssl.SSLContext:
     return context
 
 
-async def scrape_loop(port: int, seconds: float, outcomes: Counter[str]) -> None:
+def slow_body_head_and_body() -> tuple[bytes, bytes]:
+    """A review's request head, and its body (sent one byte a second by ``hold_connections``)."""
+    body = encoded(review(small_pod("slow", "team-a"), "team-a"))
+    head = (f"POST {MUTATE_PODS_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    return head, body
+
+
+async def scrape_loop(port: int, seconds: float) -> str:
     """A scrape and a readiness probe on the metrics port every 250 ms, as Prometheus and the kubelet do."""
+    outcomes: Counter[str] = Counter()
     stop_at = time.monotonic() + seconds
     while time.monotonic() < stop_at:
         for path in (METRICS_PATH, READYZ_PATH):
@@ -423,108 +291,9 @@ async def scrape_loop(port: int, seconds: float, outcomes: Counter[str]) -> None
             except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError):
                 outcomes[f"{path} failed"] += 1
         await asyncio.sleep(0.25)
+    return said(outcomes)
 
 
-def run_connections(attack_of: Callable[[Server, Pki], Callable[[float], Awaitable[None]]], *, certificate: bool,
-                    scrapes: bool = False) -> Callable[[Server, Pki, float], list[str]]:
-    def run(server: Server, pki: Pki, seconds: float) -> list[str]:
-        context = pki.client_context(certificate=certificate)
-        lines = []
-        for label, attack in (("baseline", None), ("attacked", attack_of(server, pki))):
-            outcomes: Counter[str] = Counter()
-
-            async def both(attack: Callable[[float], Awaitable[None]] | None = attack,
-                           outcomes: Counter[str] = outcomes) -> tuple[Probe, float]:
-                probing = probed(server, context, seconds, attack)
-                if not scrapes:
-                    return await probing
-                result, _ = await asyncio.gather(probing, scrape_loop(server.metrics_port, seconds + 1.5, outcomes))
-                return result
-
-            probe, rss = asyncio.run(both())
-            said = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
-            extra = f" | metrics port: {said}" if scrapes else ""
-            lines.append(describe(label, probe, rss) + extra)
-        return lines
-
-    return run
-
-
-@dataclass
-class Attack:
-    name: str
-    client_ca: bool
-    run: Callable[[Server, Pki, float], list[str]]
-
-
-def _both(*attacks: Callable[[float], Awaitable[None]]) -> Callable[[float], Awaitable[None]]:
-    async def attack(seconds: float) -> None:
-        await asyncio.gather(*(one(seconds) for one in attacks))
-
-    return attack
-
-
-def run_big_bodies(server: Server, pki: Pki, seconds: float) -> list[str]:
-    context = pki.client_context(certificate=False)
-    lines = []
-    baseline, rss = asyncio.run(probed(server, context, seconds, None))
-    lines.append(describe("baseline", baseline, rss))
-    for shape in SHAPES:
-        for label, size in (("1.4 MiB", BIG_POD_BYTES), ("3 MiB", LARGEST_CREATE_BYTES)):
-            body = encoded(review(padded_pod(size, "team-a", shape), "team-a"))
-            attacked, rss = asyncio.run(probed(server, context, seconds, big_bodies(server.port, context, body)))
-            lines.append(describe(label, attacked, rss) + f" ({shape}, review {len(body) / 2**20:.2f} MiB)")
-    return lines
-
-
+# The padding shapes of big pods (padded_pod), one per attacking client.
 SHAPES = ("env", "containers", "anti-affinity", "tolerations")
 HELD = 1000
-
-
-def _slow_body(server: Server, pki: Pki) -> Callable[[float], Awaitable[None]]:
-    body = encoded(review(small_pod("slow", "team-a"), "team-a"))
-    head = (f"POST {MUTATE_PODS_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()
-    return hold_connections(server.port, 200, pki.client_context(certificate=False), send=head, trickle=body)
-
-
-ATTACKS = {
-    "big-bodies": Attack("big-bodies", False, run_big_bodies),
-    "cert-less": Attack("cert-less", True, run_connections(
-        lambda server, pki: _both(hold_connections(server.port, HELD // 2, None),
-                                  hold_connections(server.port, HELD // 2, stranger_context())), certificate=True)),
-    "slow-bodies": Attack("slow-bodies", False, run_connections(_slow_body, certificate=False)),
-    "idle-flood": Attack("idle-flood", False, run_connections(
-        lambda server, pki: hold_connections(server.port, HELD, pki.client_context(certificate=False)),
-        certificate=False)),
-    "metrics-flood": Attack("metrics-flood", False, run_connections(
-        lambda server, pki: hold_connections(server.metrics_port, HELD, None), certificate=False, scrapes=True)),
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--attack", action="append", choices=sorted(ATTACKS), help="default: every attack")
-    parser.add_argument("--seconds", type=float, default=8.0, help="probing time per run (default 8)")
-    parser.add_argument("--quick", action="store_true", help="3 s per run")
-    args = parser.parse_args(argv)
-    seconds = 3.0 if args.quick else args.seconds
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    with tempfile.TemporaryDirectory(prefix="preemptguard-hostile-") as name:
-        tmp = Path(name)
-        write_inputs(tmp)
-        pki = Pki.create(tmp)
-        for attack in (ATTACKS[name] for name in (args.attack or sorted(ATTACKS))):
-            print(f"{attack.name}{' (--client-ca)' if attack.client_ca else ''}:")
-            server = start_server(tmp, pki, client_ca=attack.client_ca)
-            try:
-                for line in attack.run(server, pki, seconds):
-                    print(line, flush=True)
-            finally:
-                server.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,19 +9,23 @@ import copy
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from checks import check_all
-from controlplane import ControlPlane
+from controlplane import REPO, ControlPlane
 from helm_tool import CHART, NAMESPACE, RELEASE, bin_dir, helm, is_hook, pinned_version, template
 from manifest_build import build, with_components
 
-from webhook.certs.issuance import generate_ca
+from webhook.certs.issuance import generate_ca, issue_serving_certificate
 from webhook.config import Config, load_config
 from webhook.config.parse import tenant_labels_in
 
@@ -35,6 +39,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "certManager-own-issuer": {"certificates": {"mode": "certManager", "certManager": {
         "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}}}},
     "everything-on": {"clientAuth": {"enabled": True, "caBundle": CA_PEM}, "observe": {"events": True},
+                      "exposure": {"reports": True},
                       "image": {"digest": "sha256:" + "0" * 64}, "extraArgs": ["--log-level=debug"], **MONITORING},
 }
 
@@ -146,6 +151,8 @@ PAIRS = {
                   {"clientAuth": {"enabled": True, "existingConfigMap": "preemptguard-client-ca"}}),
     "monitoring": (lambda: with_components("overlays/self-signed", "components/monitoring"), MONITORING),
     "events": (lambda: with_components("overlays/self-signed", "components/events"), {"observe": {"events": True}}),
+    "exposure-reports": (lambda: with_components("overlays/self-signed", "components/exposure-reports"),
+                         {"exposure": {"reports": True}}),
 }
 
 
@@ -219,7 +226,7 @@ def test_helm_test_and_the_cleanup_hook(tmp_path: Path) -> None:
     test_pod = hooks["Pod/preemptguard-test"]
     assert test_pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     script = test_pod["spec"]["containers"][0]["args"][0]
-    assert "https://preemptguard.preemptguard.svc:443/readyz" in script and "kubectl-preempt_preview" in script
+    assert "https://preemptguard.preemptguard.svc:8444/readyz" in script and "kubectl-preempt_preview" in script
     # The test may only create (dry-run) pods in helmTest.namespace.
     role = hooks["Role/preemptguard-test"]
     assert role["metadata"]["namespace"] == "default"
@@ -297,6 +304,91 @@ def test_the_critical_class_quota_is_one_switch(tmp_path: Path) -> None:
     component = yaml.safe_load((CHART.parents[1] / "manifests" / "components" / "critical-class-quota" /
                                 "config.yaml").read_text())
     assert quota({"criticalClassQuota": {"enabled": True}}) == component["quota"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _readiness_check(script: str) -> tuple[str, str]:
+    """The Python readiness check of `helm test`'s script, and the URL it checks."""
+    found = re.search(r"python3 -c '\n(.*?)\n\s*' \"(https://[^\"]+)\"", script, re.DOTALL)
+    assert found is not None, script
+    return textwrap.dedent(found.group(1)), found.group(2)
+
+
+@pytest.mark.parametrize("client_auth", [False, True], ids=["clientAuth-off", "clientAuth-on"])
+def test_helm_tests_readiness_check_passes_with_client_auth_on_and_off(client_auth: bool, tmp_path: Path) -> None:
+    """`helm test`'s /readyz over TLS, run as rendered against the Deployment as rendered (its serve flags, on
+    loopback): under clientAuth.enabled the Service's 443 requires the API server's client certificate at the
+    handshake, so the check goes to the Service's preview port, which asks for none, in both modes. The same check
+    pointed at the admission port fails under clientAuth (what `helm test` did before)."""
+    ca_pem, ca_key = generate_ca("helm-test-ca", 1)
+    client_ca_pem = generate_ca("admission-client-ca", 1)[0]
+    values = {"clientAuth": {"enabled": True, "caBundle": client_ca_pem.decode()}} if client_auth else {}
+    objects = template(tmp_path, values)
+    hooks = {f"{o['kind']}/{o['metadata']['name']}": o for o in template(tmp_path, values, hooks=True)}
+    check, url = _readiness_check(hooks["Pod/preemptguard-test"]["spec"]["containers"][0]["args"][0])
+    target = urlsplit(url)
+    service = next(o for o in objects if o["kind"] == "Service")
+    assert target.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    (container,) = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"]
+    container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    by_service_port = {p["port"]: container_ports[p["targetPort"]] for p in service["spec"]["ports"]}
+    # The Deployment's flags, with files and ports of this machine and the example cluster for --in-cluster.
+    files = tmp_path / "files"
+    (files / "tls").mkdir(parents=True)
+    (files / "config").mkdir()
+    (files / "client-ca").mkdir()
+    serving = issue_serving_certificate(ca_pem, ca_key, [target.hostname, "127.0.0.1"], 1)
+    (files / "tls" / "tls.crt").write_bytes(serving.cert_pem)
+    (files / "tls" / "tls.key").write_bytes(serving.key_pem)
+    (files / "tls" / "ca.crt").write_bytes(ca_pem)
+    (files / "client-ca" / "ca.crt").write_bytes(client_ca_pem)
+    config_map = next(o for o in objects if o["kind"] == "ConfigMap" and "config.yaml" in o.get("data", {}))
+    (files / "config" / "config.yaml").write_text(config_map["data"]["config.yaml"])
+    local = {port: _free_port() for port in container_ports.values()}
+    args = []
+    for arg in container["args"]:
+        flag, _, value = arg.partition("=")
+        if arg == "--in-cluster":
+            args += ["--cluster-snapshot", str(REPO / "examples" / "cluster.yaml")]
+        elif flag in ("--port", "--metrics-port", "--preview-port"):
+            args.append(f"{flag}={local[int(value)]}")
+        elif value.startswith("/"):
+            args.append(f"{flag}={files}{value}")
+        else:
+            args.append(arg)
+    assert "--preview-port" in {a.partition("=")[0] for a in args}
+    assert ("--client-ca" in {a.partition("=")[0] for a in args}) is client_auth
+    server = subprocess.Popen([sys.executable, "-m", "webhook.cli", *args, "--host", "127.0.0.1"], cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+
+    def run_check(service_port: int) -> subprocess.CompletedProcess[str]:
+        here = f"https://127.0.0.1:{local[by_service_port[service_port]]}{target.path}"
+        return subprocess.run([sys.executable, "-c", check.replace("/tls/ca.crt", str(files / "tls" / "ca.crt")),
+                               here], capture_output=True, text=True, timeout=30, check=False)
+
+    try:
+        deadline = time.monotonic() + 60
+        while (checked := run_check(target.port or 443)).returncode != 0:
+            assert server.poll() is None, server.communicate()[0].decode()[-2000:]
+            assert time.monotonic() < deadline, checked.stderr
+            time.sleep(0.2)
+        assert checked.stdout.strip().endswith(" 200")
+        admission = run_check(443)
+        if client_auth:
+            # (under TLS 1.3 the server refuses the certificate-less client after the client's side of the
+            # handshake: the check sees the connection closed, or an SSL alert)
+            assert admission.returncode != 0, admission.stdout
+        else:
+            assert admission.returncode == 0, admission.stderr
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
 
 
 def test_hooks_are_told_apart(tmp_path: Path) -> None:

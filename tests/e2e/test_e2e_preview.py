@@ -4,19 +4,22 @@ server, including the redaction of victims in namespaces the caller may not list
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 from e2e_support import config, namespace, node, pod, priority_class, settings, state_of
 from fake_apiserver import FakeApiServer
 
 from bench.clustergen import generate_cluster
-from webhook.routes import PREVIEW_PATH
+from webhook.routes import MUTATE_PODS_PATH, PREVIEW_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.testing import LoopbackWebhook
 from webhook.sources.informer import InformerSettings
 from webhook.sources.kube_source import KubernetesSource
@@ -223,3 +226,45 @@ async def test_other_tenants_victims_are_counts_and_their_namespaces_never_named
         assert all(name not in text for name in ("team-b", "team-c", "ledger-0", "etl-0"))
     # Nothing was left to list-check: only the create SubjectAccessReviews.
     assert {r["resourceAttributes"]["verb"] for r in fake.access_reviews} == {"create"}
+
+
+# ---- under --client-ca: /preview on a listener of its own ------------------------------------------------
+async def test_under_client_ca_a_token_previews_on_the_preview_port_without_a_client_certificate(
+        tmp_path: Path) -> None:
+    """Under --client-ca the admission port requires a client certificate at the handshake, which a
+    `kubectl preempt-preview --webhook-url` user does not have: /preview answers on --preview-port without one,
+    authenticated by the bearer token (TokenReview + SubjectAccessReview), while the admission port still refuses
+    every certificate-less handshake and the preview port answers no admission path."""
+    async with FakeApiServer(token=WEBHOOK_TOKEN) as fake:
+        fake.load(contested_cluster())
+        fake.add_user(ALICE, "alice", ["system:authenticated", "team-a-devs"])
+        fake.grant("group:team-a-devs", "create", "pods", "team-a")
+        fake.grant("alice", "list", "pods", "team-a")
+        fake.add_user(BOB, "bob")
+        source = KubernetesSource(kubeconfig=str(fake.write_kubeconfig(tmp_path)), context="fake", settings=FAST)
+        async with LoopbackWebhook(source, settings(preview_port=0), config=ONE_TENANT, as_api_server=True) as hook:
+            assert await source.wait_until_ready(timeout=10)
+            assert hook.server is not None and hook.server.preview_port not in (None, hook.server.https_port)
+            status, preview = await hook.post_preview_listener(PREVIEW_PATH, preview_body(), headers=bearer(ALICE))
+            assert status == 200, preview
+            (result,) = preview["results"]
+            assert result["outcome"] == "Preempts" and result["node"] == "node-1"
+            assert preview["redactedNamespaces"] == ["team-b", "team-c"]  # alice lists pods in team-a only
+            assert (await hook.post_preview_listener(PREVIEW_PATH, preview_body()))[0] == 401
+            assert (await hook.post_preview_listener(PREVIEW_PATH, preview_body(), headers=bearer(BOB)))[0] == 403
+            # No way around --client-ca: the preview port answers no admission path, even to a valid token.
+            review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}
+            for path in (MUTATE_PODS_PATH, VALIDATE_PRIORITYCLASSES_PATH):
+                assert (await hook.post_preview_listener(path, review, headers=bearer(ALICE)))[0] == 404
+            # The admission port still fails every handshake without the API server's certificate.
+            served = await asyncio.to_thread(ssl.get_server_certificate, ("127.0.0.1", hook.server.preview_port))
+            anonymous = ssl.create_default_context(cadata=served)
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=anonymous)) as stranger:
+                for path, body in ((PREVIEW_PATH, preview_body()), (MUTATE_PODS_PATH, review)):
+                    with pytest.raises((aiohttp.ClientError, ssl.SSLError)):
+                        async with stranger.post(hook.url(path), json=body, headers=bearer(ALICE)) as response:
+                            await response.read()
+            # ... and keeps answering the API server's certificate.
+            assert (await hook.post_json(PREVIEW_PATH, preview_body(), headers=bearer(ALICE)))[0] == 200
+        assert [r["user"] for r in fake.access_reviews if r["resourceAttributes"]["verb"] == "create"] == [
+            "alice", "bob", "alice"]

@@ -1,8 +1,10 @@
-"""Issue #24, connections: a hostile client holding connections, trickling bodies or flooding the metrics port
-must not lock the API server (or the kubelet's probes, or Prometheus) out.
+"""Issue #24, connections: a hostile client holding connections, trickling bodies or flooding the metrics or the
+preview port must not lock the API server (or the kubelet's probes, or Prometheus) out, and the guarded
+cross-tenant pod stays denied under enforce meanwhile.
 
-The server runs in this process on loopback; the attacker's sockets are plain asyncio connections held open
-only as long as each check needs (the README's test command stays quick)."""
+The server runs in this process on loopback, on the example cluster under enforce (denyCrossTenantPreemption);
+the attacker's sockets are plain asyncio connections held open only as long as each check needs (the README's
+test command stays quick)."""
 
 from __future__ import annotations
 
@@ -18,15 +20,30 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bench.hostile import ENFORCE, EXAMPLES, guarded_pod
+from bench.hostile import admission_review as pod_create_review
 from webhook.certs.issuance import generate_ca, issue_client_certificate
-from webhook.cluster.snapshot import ClusterState
-from webhook.routes import HEALTHZ_PATH, METRICS_PATH, MUTATE_PODS_PATH, READYZ_PATH
+from webhook.config import parse_config
+from webhook.routes import HEALTHZ_PATH, METRICS_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH
 from webhook.server.limits import LIMITS_KEY
 from webhook.server.settings import ServerSettings
 from webhook.server.testing import LoopbackWebhook, admission_review
-from webhook.sources.source import MemorySource
+from webhook.sources.source import SnapshotSource
 
 HELD = 1000
+ENFORCING = parse_config({**ENFORCE, "prediction": {"budgetMilliseconds": 5000}}, "test")
+
+
+@pytest.fixture(scope="module")
+def example_cluster() -> SnapshotSource:
+    return SnapshotSource(EXAMPLES / "cluster.yaml")
+
+
+async def assert_guarded_pod_denied(hook: LoopbackWebhook) -> None:
+    """The API server's review of the cross-tenant example pod: answered, and denied (enforce holds)."""
+    status, body = await hook.post_json(MUTATE_PODS_PATH, pod_create_review(guarded_pod()))
+    assert status == 200 and body["response"]["allowed"] is False, body
+    assert "denyCrossTenantPreemption" in body["response"]["status"]["message"]
 
 
 def free_port() -> int:
@@ -95,9 +112,9 @@ def pki(tmp_path: Path) -> dict[str, Path]:
 
 
 @pytest.fixture
-async def client_ca_webhook(pki: dict[str, Path]) -> AsyncIterator[LoopbackWebhook]:
-    async with LoopbackWebhook(MemorySource(ClusterState()), settings(client_ca=pki["ca"], metrics_port=free_port()),
-                               client_certificate=(pki["crt"], pki["key"])) as hook:
+async def client_ca_webhook(pki: dict[str, Path], example_cluster: SnapshotSource) -> AsyncIterator[LoopbackWebhook]:
+    async with LoopbackWebhook(example_cluster, settings(client_ca=pki["ca"], metrics_port=free_port()),
+                               config=ENFORCING, client_certificate=(pki["crt"], pki["key"])) as hook:
         yield hook
 
 
@@ -115,8 +132,9 @@ async def test_the_api_server_is_served_within_3s_while_1000_certificate_less_co
         started = time.monotonic()
         status, body = await hook.post_json(MUTATE_PODS_PATH, json.loads(review_body()))
         elapsed = time.monotonic() - started
-        assert status == 200 and body["response"]["allowed"] is True
+        assert status == 200 and "response" in body
         assert elapsed < 3.0, elapsed
+        await assert_guarded_pod_denied(hook)
         # the probes answer on the metrics listener, where no certificate is asked for
         async with aiohttp.ClientSession() as plain:
             for path in (HEALTHZ_PATH, READYZ_PATH):
@@ -140,12 +158,12 @@ async def test_a_connection_without_a_certificate_never_holds_a_connection_slot(
         close_all(certless)
 
 
-async def test_slow_bodies_take_no_admission_slot() -> None:
+async def test_slow_bodies_take_no_admission_slot(example_cluster: SnapshotSource) -> None:
     """Issue #24: without --client-ca, 64 connections each trickling a review's body held every admission slot, and
     the API server's reviews got 429s (which its failurePolicy Ignore admits). A slot is now taken only once the
     whole body has arrived."""
-    async with LoopbackWebhook(MemorySource(ClusterState()),
-                               settings(admission_max_in_flight=4, client_body_timeout=10.0)) as hook:
+    async with LoopbackWebhook(example_cluster, settings(admission_max_in_flight=4, client_body_timeout=10.0),
+                               config=ENFORCING) as hook:
         assert hook.server is not None and hook.client_context is not None
         trickling = []
         body = review_body()
@@ -159,14 +177,17 @@ async def test_slow_bodies_take_no_admission_slot() -> None:
             answers = [await hook.post_json(MUTATE_PODS_PATH, json.loads(review_body(f"web-{i}")))
                        for i in range(8)]
             assert [status for status, _ in answers] == [200] * 8
+            for _ in range(4):
+                await assert_guarded_pod_denied(hook)
         finally:
             close_all(trickling)
 
 
-async def test_idle_connections_from_many_clients_give_way_to_the_api_server() -> None:
+async def test_idle_connections_from_many_clients_give_way_to_the_api_server(
+        example_cluster: SnapshotSource) -> None:
     """Without --client-ca anything may connect: 1,000 idle connections (the whole cap) do not refuse a newcomer
     that sends a whole request; the oldest idle one gives way."""
-    async with LoopbackWebhook(MemorySource(ClusterState()), settings(max_connections_per_client=HELD)) as hook:
+    async with LoopbackWebhook(example_cluster, settings(max_connections_per_client=HELD), config=ENFORCING) as hook:
         assert hook.server is not None and hook.client_context is not None
         idle = await hold(HELD, hook.server.https_port, hook.client_context)
         await asyncio.sleep(0.2)
@@ -174,15 +195,17 @@ async def test_idle_connections_from_many_clients_give_way_to_the_api_server() -
             started = time.monotonic()
             status, _ = await hook.post_json(MUTATE_PODS_PATH, json.loads(review_body()))
             assert status == 200 and time.monotonic() - started < 3.0
+            await assert_guarded_pod_denied(hook)
         finally:
             close_all(idle)
 
 
-async def test_scrapes_and_probes_work_while_one_client_floods_the_metrics_port() -> None:
+async def test_scrapes_and_probes_work_while_one_client_floods_the_metrics_port(
+        example_cluster: SnapshotSource) -> None:
     """Issue #24: 200 idle connections to the metrics port blinded every scrape; one client (here 127.0.0.2, as a
     pod has an address of its own) may now hold only a few, and idle ones give way to newcomers."""
     metrics_port = free_port()
-    async with LoopbackWebhook(MemorySource(ClusterState()), settings(metrics_port=metrics_port)) as hook:
+    async with LoopbackWebhook(example_cluster, settings(metrics_port=metrics_port), config=ENFORCING) as hook:
         idle = await hold(HELD, metrics_port, source="127.0.0.2")
         assert hook.server is not None
         assert hook.server.app[LIMITS_KEY].metrics_guard.clients() == {"127.0.0.2": 8}
@@ -192,5 +215,31 @@ async def test_scrapes_and_probes_work_while_one_client_floods_the_metrics_port(
                 for path in (METRICS_PATH, HEALTHZ_PATH, READYZ_PATH, METRICS_PATH):
                     async with plain.get(f"http://127.0.0.1:{metrics_port}{path}") as response:
                         assert response.status == 200, path
+            await assert_guarded_pod_denied(hook)
         finally:
             close_all(idle)
+
+
+async def test_a_flood_of_the_preview_port_takes_nothing_the_api_server_or_other_callers_need(
+        pki: dict[str, Path], example_cluster: SnapshotSource) -> None:
+    """The /preview listener (--preview-port, where no client certificate is asked under --client-ca) is open to
+    every tenant: one client holding 1,000 TLS connections there keeps at most its per-client share, holds none of
+    the admission port's, and another caller's preview and the API server's review are still answered at once."""
+    async with LoopbackWebhook(example_cluster, settings(client_ca=pki["ca"], preview_port=0), config=ENFORCING,
+                               client_certificate=(pki["crt"], pki["key"])) as hook:
+        assert hook.server is not None and hook.server.preview_port is not None
+        stranger = ssl.create_default_context()
+        stranger.check_hostname, stranger.verify_mode = False, ssl.CERT_NONE  # no certificate: none needed there
+        flood = await hold(HELD, hook.server.preview_port, stranger, source="127.0.0.2")
+        await asyncio.sleep(0.2)
+        try:
+            limits = hook.server.app[LIMITS_KEY]
+            assert limits.preview_guard.clients() == {"127.0.0.2": limits.settings.preview_max_connections_per_client}
+            assert limits.guard.open == {}
+            started = time.monotonic()
+            await assert_guarded_pod_denied(hook)
+            status, preview = await hook.post_preview_listener(PREVIEW_PATH, {"pod": guarded_pod()})
+            assert status == 200 and preview["results"][0]["outcome"] == "Preempts"
+            assert time.monotonic() - started < 3.0
+        finally:
+            close_all(flood)

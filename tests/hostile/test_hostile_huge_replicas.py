@@ -14,6 +14,7 @@ from bench.hostile import (
     INT32_MAX,
     MEMORY_LIMIT_MIB,
     Served,
+    admit,
     guarded_pod,
     object_list,
     post,
@@ -46,14 +47,30 @@ def _nested(obj: dict[str, Any], depth: int) -> dict[str, Any]:
     return obj
 
 
-async def _send_all(target: Served) -> list[tuple[str, int, Any]]:
+async def _send_all(target: Served) -> tuple[list[tuple[str, int, Any]], list[bool | None]]:
+    """Every shape in turn; meanwhile the guarded cross-tenant pod, sent for admission every 100 ms."""
+    done = asyncio.Event()
+    guarded: list[bool | None] = []
+
+    async def guarded_admissions() -> None:
+        async with session_for(target, 2) as session:
+            while not done.is_set():
+                guarded.append((await admit(session, target, guarded_pod(), timeout=10)).allowed)
+                await asyncio.sleep(0.1)
+
+    admitting = asyncio.create_task(guarded_admissions())
     async with session_for(target) as session:
-        return [(name, (a := await post(session, target, "/preview", body, 30)).status, a.body)
-                for name, body in shapes()]
+        answers = [(name, (a := await post(session, target, "/preview", body, 30)).status, a.body)
+                   for name, body in shapes()]
+    done.set()
+    await admitting
+    return answers, guarded
 
 
 def test_every_shape_of_too_many_pods_is_refused_with_the_limit_named(enforcing: Served) -> None:
-    answers = asyncio.run(_send_all(enforcing))
+    answers, guarded = asyncio.run(_send_all(enforcing))
+    # Enforce held meanwhile (before #24 both prediction workers were taken and admissions went unpredicted).
+    assert guarded and guarded == [False] * len(guarded), guarded
     for name, status, body in answers:
         assert status == 400, (name, status, body)
         assert LIMIT_MESSAGE in body["error"], (name, body)

@@ -21,7 +21,9 @@ from bench.hostile import (
     RUNAWAY_MIB,
     Answer,
     Served,
+    admit,
     flood_pod,
+    guarded_pod,
     largest_preview_requests,
     largest_template_request,
     object_list,
@@ -68,10 +70,19 @@ def largest_requests() -> list[tuple[str, dict[str, Any]]]:
     return [*huge, *largest_preview_requests()]
 
 
-async def _send_while_sampling(target: Served, bodies: list[dict[str, Any]]) -> tuple[list[Answer], float]:
-    """Each request in turn, then 1 s more, while the server's RSS is sampled (killed past ``RUNAWAY_MIB``)."""
+async def _send_while_sampling(target: Served, bodies: list[dict[str, Any]]) -> tuple[list[Answer], float,
+                                                                                    list[Answer]]:
+    """Each request in turn, then 1 s more, while the server's RSS is sampled (killed past ``RUNAWAY_MIB``) and the
+    guarded cross-tenant pod is sent for admission every 200 ms (its answers are the third value)."""
     peak = 0.0
     done = asyncio.Event()
+    guarded: list[Answer] = []
+
+    async def guarded_admissions() -> None:
+        async with session_for(target, 2) as session:
+            while not done.is_set():
+                guarded.append(await admit(session, target, guarded_pod(), timeout=10))
+                await asyncio.sleep(0.2)
 
     async def sample() -> None:
         nonlocal peak
@@ -82,24 +93,28 @@ async def _send_while_sampling(target: Served, bodies: list[dict[str, Any]]) -> 
             await asyncio.sleep(0.02)
 
     sampler = asyncio.create_task(sample())
+    admitting = asyncio.create_task(guarded_admissions())
     async with session_for(target) as session:
         answers = [await post(session, target, "/preview", body, 60) for body in bodies]
     await asyncio.sleep(1.0)
     done.set()
     await sampler
-    return answers, peak
+    await admitting
+    return answers, peak, guarded
 
 
 def test_rss_stays_under_the_memory_limit_during_the_largest_requests(server: Served) -> None:
     assert memory_limit_mib() == MEMORY_LIMIT_MIB
     requests = largest_requests()
-    answers, sampled_peak = asyncio.run(_send_while_sampling(server, [body for _, body in requests]))
+    answers, sampled_peak, guarded = asyncio.run(_send_while_sampling(server, [body for _, body in requests]))
     assert server.process.poll() is None, server.log_tail()
     peak = server.peak_rss_mib()  # VmHWM: the peak since the process started, between samples too
     assert max(peak, sampled_peak) < MEMORY_LIMIT_MIB, (peak, sampled_peak)
     statuses = {name: answer.status for (name, _), answer in zip(requests, answers, strict=True)}
     assert list(statuses.values())[:2] == [400, 400], statuses  # refused before any pod was built
     assert all(status in (200, 503) for status in list(statuses.values())[2:]), statuses  # done, or at budget
+    # Enforce held meanwhile: the guarded cross-tenant pod was denied every time it was sent.
+    assert len(guarded) >= 5 and [a.allowed for a in guarded] == [False] * len(guarded), [a.body for a in guarded]
 
 
 def test_sigterm_during_the_largest_preview_exits_within_the_grace_period(server: Served) -> None:

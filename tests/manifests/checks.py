@@ -10,13 +10,15 @@ from manifest_build import containers
 from serve_args import parse_serve_args
 from test_manifests_rbac import declared, granted
 from test_manifests_schema import SCHEMA_VERSIONS, validate_all
-from test_manifests_webhooks import metrics_listener_routes, server_routes, webhook_entries
+from test_manifests_webhooks import metrics_listener_routes, preview_listener_routes, server_routes, webhook_entries
 
 from webhook import routes
 from webhook.rbac import (
     CERTS_CLUSTER_PERMISSIONS,
     CERTS_NAMESPACED_PERMISSIONS,
     EVENTS_PERMISSIONS,
+    EXPOSURE_REPORTS_PERMISSIONS,
+    LEADER_ELECTION_PERMISSIONS,
     REQUIRED_PERMISSIONS,
 )
 
@@ -49,7 +51,8 @@ def check_objects_validate(objects: list[dict[str, Any]], what: str) -> None:
 
 
 def check_webhooks_reach_server_routes(objects: list[dict[str, Any]]) -> None:
-    """Webhook paths are routes of the server; Service port -> container port -> the server's --port; probes."""
+    """Webhook paths are routes of the server; Service port -> container port -> the server's --port; the Service's
+    preview port -> the --preview-port listener, which serves POST /preview; probes."""
     entries = webhook_entries(objects)
     assert set(entries) == {routes.PODS_WEBHOOK, routes.PRIORITYCLASSES_WEBHOOK}
     expected = {
@@ -62,7 +65,10 @@ def check_webhooks_reach_server_routes(objects: list[dict[str, Any]]) -> None:
     args, _ = parse_serve_args(container["args"])
     assert args.command == "serve" and args.in_cluster
     container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert container_ports == {"https": args.port, "metrics": args.metrics_port}
+    assert container_ports == {"https": args.port, "preview": args.preview_port, "metrics": args.metrics_port}
+    service = one(objects, "Service")
+    assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]}["preview"] == "preview"
+    assert ("POST", routes.PREVIEW_PATH) in preview_listener_routes()
     for name, (kind, webhook) in entries.items():
         assert (kind, webhook["clientConfig"]["service"]["path"]) == expected[name]
         assert ("POST", expected[name][1]) in served
@@ -87,14 +93,17 @@ def _role_of(objects: list[dict[str, Any]], account: str, binding_kind: str) -> 
 
 
 def check_rbac_is_declared(objects: list[dict[str, Any]]) -> None:
-    """The server's ClusterRole (with ``create events`` exactly when it runs with ``--events``) and (when there is
-    one) the certificate job's roles grant exactly the declared calls; no wildcard anywhere; caBundle may be
-    patched only on PreemptGuard's own configurations."""
+    """The server's ClusterRole (with the PolicyReport writes exactly when it runs with ``--exposure-reports``),
+    its leader-election Role and (when there is one) the certificate job's roles grant exactly the declared calls;
+    no wildcard anywhere; caBundle may be patched only on PreemptGuard's own configurations."""
     specs = pod_specs(objects)
     server = specs[f"Deployment/{one(objects, 'Deployment')['metadata']['name']}"]
-    events = "--events" in server["containers"][0].get("args", [])
-    expected = REQUIRED_PERMISSIONS + (EVENTS_PERMISSIONS if events else ())
+    args = server["containers"][0].get("args", [])
+    expected = REQUIRED_PERMISSIONS + (EVENTS_PERMISSIONS if "--events" in args else ()) + (
+        EXPOSURE_REPORTS_PERMISSIONS if "--exposure-reports" in args else ())
     assert granted(_role_of(objects, server["serviceAccountName"], "ClusterRoleBinding")) == declared(expected)
+    assert granted(_role_of(objects, server["serviceAccountName"], "RoleBinding")) == declared(
+        LEADER_ELECTION_PERMISSIONS)
     certs_accounts = {spec["serviceAccountName"] for key, spec in specs.items() if not key.startswith("Deployment/")}
     for account in certs_accounts:
         assert granted(_role_of(objects, account, "RoleBinding")) == declared(CERTS_NAMESPACED_PERMISSIONS)
@@ -132,6 +141,7 @@ def check_default_ports(objects: list[dict[str, Any]]) -> None:
     (container,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
     args, _ = parse_serve_args(container["args"])
     assert (args.port, args.metrics_port) == (routes.DEFAULT_PORT, routes.DEFAULT_METRICS_PORT)
+    assert args.preview_port == routes.DEFAULT_PREVIEW_PORT
 
 
 def check_all(objects: list[dict[str, Any]], what: str, *, defaults: bool = True) -> None:

@@ -39,10 +39,13 @@ def test_network_policy_opens_admission_and_limits_metrics_to_scrapers() -> None
         deployment["spec"]["template"]["metadata"]["labels"].items()
     assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress stays open: the API server must be reachable
     rules = ingress_by_port(policy)
-    assert set(rules) == set(container_ports(objects)) == {"https", "metrics"}
-    # the control plane's address is not known in general, so the admission port has no `from`
-    assert "from" not in rules["https"]
+    assert set(rules) == set(container_ports(objects)) == {"https", "preview", "metrics"}
+    # the control plane's address is not known in general, so the admission port has no `from`; /preview's callers
+    # (people, CI) may be anywhere in the cluster and bring a bearer token
+    assert "from" not in rules["https"] and "from" not in rules["preview"]
     assert rules["metrics"]["from"] == [{"namespaceSelector": {"matchLabels": DEFAULT_SCRAPER_LABEL}}]
+    # the metrics rule keeps its index: overlays patch /spec/ingress/1 (docs/deploy.md)
+    assert policy["spec"]["ingress"][1] is rules["metrics"]
 
 
 def test_label_policy_protects_exactly_the_mode_and_opt_out_labels() -> None:

@@ -11,7 +11,7 @@ from serve_args import parse_serve_args
 from webhook import routes
 from webhook.cli import build_parser
 from webhook.rbac import CERTS_CLUSTER_PERMISSIONS
-from webhook.server.app import make_app
+from webhook.server.app import make_app, make_preview_app
 from webhook.server.metrics import WebhookMetrics, make_metrics_app
 from webhook.server.settings import ServerSettings, settings_from_args
 from webhook.sources.source import ClusterSource
@@ -42,6 +42,13 @@ def server_routes() -> set[tuple[str, str]]:
 def metrics_listener_routes() -> set[tuple[str, str]]:
     """The routes of the metrics listener as ``start_server`` builds it (probes included)."""
     app = make_metrics_app(WebhookMetrics(), readiness=lambda: (200, "ok"))
+    return {(route.method, route.resource.canonical) for route in app.router.routes() if route.resource is not None}
+
+
+def preview_listener_routes() -> set[tuple[str, str]]:
+    """The routes of the --preview-port listener as ``start_server`` builds it."""
+    source: ClusterSource = _IdleSource()  # type: ignore[assignment]
+    app = make_preview_app(make_app(source, ServerSettings()))
     return {(route.method, route.resource.canonical) for route in app.router.routes() if route.resource is not None}
 
 
@@ -78,8 +85,10 @@ def test_webhook_service_port_reaches_the_https_listener() -> None:
         ref = webhook["clientConfig"]["service"]
         assert (ref["name"], ref["namespace"]) == (service["metadata"]["name"], service["metadata"]["namespace"])
         assert container_ports[service_ports[ref["port"]]] == routes.DEFAULT_PORT
-    assert container_ports == {"https": routes.DEFAULT_PORT, "metrics": routes.DEFAULT_METRICS_PORT}
-    assert service_ports == {443: "https", routes.DEFAULT_METRICS_PORT: "metrics"}
+    assert container_ports == {"https": routes.DEFAULT_PORT, "preview": routes.DEFAULT_PREVIEW_PORT,
+                               "metrics": routes.DEFAULT_METRICS_PORT}
+    assert service_ports == {443: "https", routes.DEFAULT_PREVIEW_PORT: "preview",
+                             routes.DEFAULT_METRICS_PORT: "metrics"}
 
 
 def test_probes_use_the_health_routes_of_the_metrics_listener() -> None:
@@ -102,6 +111,8 @@ def test_container_arguments_are_the_servers_flags() -> None:
     settings = settings_from_args(args, environ={})
     assert args.command == "serve" and settings.in_cluster
     assert (settings.port, settings.metrics_port) == (routes.DEFAULT_PORT, routes.DEFAULT_METRICS_PORT)
+    # /preview has its port with or without --client-ca, so its callers' URL is one in both modes
+    assert settings.preview_port == routes.DEFAULT_PREVIEW_PORT
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert str(settings.tls_cert) == f"{mounts['tls']}/tls.crt" and str(settings.tls_key) == f"{mounts['tls']}/tls.key"

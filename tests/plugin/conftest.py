@@ -10,6 +10,7 @@ import asyncio
 import os
 import re
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -139,6 +140,12 @@ def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
 
 
 # ---- the real PreemptGuard server ---------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @dataclass(frozen=True)
 class PreemptGuard:
     url: str
@@ -146,6 +153,8 @@ class PreemptGuard:
     ca_file: Path
     # With --client-ca: the client certificate and key the API server presents.
     client_certificate: tuple[Path, Path] | None = None
+    # http://127.0.0.1:PORT of its metrics listener, when it has one.
+    metrics_url: str | None = None
 
 
 class _ServerProcess:
@@ -191,6 +200,15 @@ def preemptguard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PreemptGu
     yield from _preemptguard(tmp_path_factory, client_ca=False)
 
 
+@pytest.fixture
+def preemptguard_rate_limited(tmp_path_factory: pytest.TempPathFactory,
+                              request: pytest.FixtureRequest) -> Iterator[PreemptGuard]:
+    """A server of its own answering at most ``request.param`` previews a minute per caller
+    (``prediction.previewsPerMinute``): beyond, 429 with ``Retry-After``."""
+    yield from _preemptguard(tmp_path_factory, client_ca=False, metrics=True,
+                             config_text=f"prediction: {{previewsPerMinute: {request.param}}}\n")
+
+
 @pytest.fixture(scope="session")
 def preemptguard_client_ca(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PreemptGuard]:
     """The server under --client-ca, as a cluster whose API server presents a client certificate runs it: the
@@ -198,11 +216,14 @@ def preemptguard_client_ca(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     yield from _preemptguard(tmp_path_factory, client_ca=True)
 
 
-def _preemptguard(tmp_path_factory: pytest.TempPathFactory, *, client_ca: bool) -> Iterator[PreemptGuard]:
+def _preemptguard(tmp_path_factory: pytest.TempPathFactory, *, client_ca: bool, metrics: bool = False,
+                  config_text: str = PLUGIN_SERVER_CONFIG) -> Iterator[PreemptGuard]:
     config = tmp_path_factory.mktemp("preemptguard-config") / "config.yaml"
-    config.write_text(PLUGIN_SERVER_CONFIG, encoding="utf-8")
+    config.write_text(config_text, encoding="utf-8")
     args = [sys.executable, "-m", "webhook.cli", "serve", "--cluster-snapshot", str(CLUSTER),
-            "--tls-self-signed", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0", "--config", str(config)]
+            "--tls-self-signed", "--host", "127.0.0.1", "--port", "0", "--config", str(config)]
+    metrics_port = _free_port() if metrics else 0
+    args += ["--metrics-port", str(metrics_port)]
     client: tuple[Path, Path] | None = None
     if client_ca:
         folder = tmp_path_factory.mktemp("client-ca")
@@ -212,7 +233,8 @@ def _preemptguard(tmp_path_factory: pytest.TempPathFactory, *, client_ca: bool) 
         client = (folder / "client.crt", folder / "client.key")
         client[0].write_bytes(issued.cert_pem)
         client[1].write_bytes(issued.key_pem)
-        args += ["--client-ca", str(folder / "ca.crt")]
+        # (no /preview listener of its own: these tests send reviews as the API server, never /preview)
+        args += ["--client-ca", str(folder / "ca.crt"), "--preview-port", "0"]
     server = _ServerProcess(args)
     try:
         match = server.wait_for(re.compile(r"serving admission on (https://127\.0\.0\.1:\d+)"), timeout=30)
@@ -222,6 +244,7 @@ def _preemptguard(tmp_path_factory: pytest.TempPathFactory, *, client_ca: bool) 
         ca_pem = ssl.get_server_certificate(("127.0.0.1", port)).encode()
         ca_file = tmp_path_factory.mktemp("preemptguard") / "ca.crt"
         ca_file.write_bytes(ca_pem)
-        yield PreemptGuard(url, ca_pem, ca_file, client)
+        yield PreemptGuard(url, ca_pem, ca_file, client,
+                           f"http://127.0.0.1:{metrics_port}" if metrics_port else None)
     finally:
         server.stop()

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 import re
 import socket
+import ssl
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import EXAMPLES, Kubectl, PreemptGuard, Run, expected_outcome, expected_results, results_of
 
@@ -93,3 +97,60 @@ def test_bad_certificate_authority_file(kubectl: Kubectl, preemptguard: PreemptG
     line = one_error_line(kubectl.run("preempt-preview", "--webhook-url", preemptguard.url, "--certificate-authority",
                                       str(bogus), "-f", str(EXAMPLES / "pods/08-small-fits.yaml")))
     assert line.startswith(f"error: --certificate-authority {bogus}: cannot load")
+
+
+# ---- 429 from prediction.previewsPerMinute: retried as Retry-After says, within --request-timeout ------------
+def previews_refused(server: PreemptGuard) -> float:
+    """How many /preview requests the server answered 429 so far (its own counter)."""
+    assert server.metrics_url is not None
+    with urllib.request.urlopen(f"{server.metrics_url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found = re.search(r'^preemptguard_http_requests_total\{code="429",endpoint="/preview"\} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def drain_previews(server: PreemptGuard) -> None:
+    """Spend this caller's previews (the snapshot server's caller is the client address) until a 429 says so."""
+    context = ssl.create_default_context(cadata=server.ca_pem.decode())
+    body = json.dumps({"pod": yaml.safe_load((EXAMPLES / "pods" / "08-small-fits.yaml").read_text())}).encode()
+    for _ in range(100):
+        request = urllib.request.Request(f"{server.url}/preview", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=30):
+                continue
+        except urllib.error.HTTPError as refused:
+            assert refused.code == 429 and refused.headers["Retry-After"].isdigit()
+            return
+    raise AssertionError("no 429 after 100 previews")
+
+
+TWO_PODS = "\n---\n".join((EXAMPLES / "pods" / f"{name}.yaml").read_text(encoding="utf-8")
+                          for name in ("08-small-fits", "01-user-class"))
+
+
+@pytest.mark.parametrize("preemptguard_rate_limited", [12], indirect=True)  # one preview per 5 s once spent
+def test_a_preview_refused_for_its_rate_is_retried_when_retry_after_says(
+        kubectl: Kubectl, preemptguard_rate_limited: PreemptGuard) -> None:
+    server = preemptguard_rate_limited
+    drain_previews(server)
+    refused_before = previews_refused(server)
+    run = via_webhook(kubectl, server, "-f", "-", "-o", "json", stdin=TWO_PODS)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    assert [r["outcome"] for r in json.loads(run.stdout)["results"]] == ["Fits", "Fits"]
+    # It was told 429 (Retry-After: 5 at most) at least once, and asked again until answered.
+    assert previews_refused(server) > refused_before
+
+
+@pytest.mark.parametrize("preemptguard_rate_limited", [1], indirect=True)  # one preview a minute
+def test_a_retry_after_past_the_request_timeout_is_one_error_line_and_exit_3(
+        kubectl: Kubectl, preemptguard_rate_limited: PreemptGuard) -> None:
+    server = preemptguard_rate_limited
+    drain_previews(server)
+    run = via_webhook(kubectl, server, "-f", str(EXAMPLES / "pods" / "08-small-fits.yaml"), "--request-timeout", "3s")
+    assert run.returncode == 3 and run.stdout == ""
+    (line,) = run.stderr.splitlines()
+    assert line.startswith(f"error: {server.url}/preview: HTTP 429: too many previews from anonymous: "
+                           "at most 1 per minute (prediction.previewsPerMinute); retry in "), line
+    assert re.search(r"; not retried: Retry-After \d+s is past --request-timeout 3s \(counted from the first try\)$",
+                     line), line

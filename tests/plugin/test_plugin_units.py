@@ -28,6 +28,7 @@ from kubectl_plugin.inputs import (
 from kubectl_plugin.render import Progress, colour_wanted, format_tables, render
 from kubectl_plugin.sources import snapshot as snapshot_source
 from kubectl_plugin.sources.dry_run import ClusterPreviewSource
+from kubectl_plugin.sources.http import RequestTimeout
 from kubectl_plugin.sources.kube_api import kubeconfig_paths
 from kubectl_plugin.sources.snapshot import SnapshotPreviewSource
 from kubectl_plugin.sources.webhook_url import WebhookPreviewSource
@@ -222,6 +223,61 @@ async def test_webhook_answers_combined_keep_the_servers_summary_of_redacted_vic
     assert got.preview["summary"] == summarize(deployment_preview["results"] * 2)
     assert got.preview["summary"]["victims"] == 8 and got.preview["summary"]["namespacesAffected"] == ["batch"]
     assert got.preview["redactedNamespaces"] == ["batch"]
+
+
+async def test_webhook_source_retries_as_retry_after_says_and_gives_up_in_one_line(aiohttp_server: Any,
+                                                                                  deployment_preview: dict[str, Any],
+                                                                                  monkeypatch: pytest.MonkeyPatch
+                                                                                  ) -> None:
+    """client-go's rule (k8s.io/client-go/rest checkWait, maxRetries 10): a 429 or 5xx with Retry-After in whole
+    seconds is asked again after that long, at most 10 times; a 429 without one, or past the 10th retry, is
+    ClusterUnavailable (exit 3). The waits themselves are recorded, not slept."""
+    waits: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr("kubectl_plugin.sources.webhook_url.asyncio.sleep", no_sleep)
+    replies: list[tuple[int, dict[str, str]]] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        code, headers = replies.pop(0) if replies else (200, {})
+        if code == 200:
+            return web.json_response(deployment_preview)
+        refusal = "too many previews from alice: at most 60 per minute (prediction.previewsPerMinute); retry in 2 s"
+        return web.json_response({"error": refusal}, status=code, headers=headers)
+
+    app = web.Application()
+    app.router.add_post("/preview", handler)
+    server = await aiohttp_server(app)
+    source = WebhookPreviewSource(f"http://127.0.0.1:{server.port}")
+
+    async def ask() -> Any:
+        return await source.preview([POD], namespace=None, replicas=None, progress=Progress())
+
+    replies[:] = [(429, {"Retry-After": "2"}), (503, {"Retry-After": "1"}), (429, {"Retry-After": "0"})]
+    assert (await ask()).preview == deployment_preview
+    assert waits == [2, 1, 0] and not replies
+    waits.clear()
+    replies[:] = [(429, {"Retry-After": "1"})] * 11
+    with pytest.raises(ClusterUnavailable) as gave_up:
+        await ask()
+    assert waits == [1] * 10 and not replies
+    assert str(gave_up.value) == (
+        f"http://127.0.0.1:{server.port}/preview: HTTP 429: too many previews from alice: at most 60 per minute "
+        "(prediction.previewsPerMinute); retry in 2 s; still refused after 10 retries (Retry-After)")
+    waits.clear()
+    for headers in ({}, {"Retry-After": "Wed, 21 Oct 2026 07:28:00 GMT"}, {"Retry-After": "-1"}):
+        replies[:] = [(429, headers)]
+        with pytest.raises(ClusterUnavailable, match=r"/preview: HTTP 429: too many previews"):
+            await ask()
+    assert waits == []
+    # The retries of one request stay within --request-timeout, counted from its first try.
+    source.timeout = RequestTimeout.parse("5s")
+    replies[:] = [(429, {"Retry-After": "30"})]
+    with pytest.raises(ClusterUnavailable, match=r"not retried: Retry-After 30s is past --request-timeout 5s"):
+        await ask()
+    assert waits == []
 
 
 def test_kubeconfig_paths(tmp_path: Path) -> None:

@@ -79,6 +79,31 @@ def test_observe_flags_become_settings(tmp_path: Path, capsys: pytest.CaptureFix
         assert capsys.readouterr().err.strip() == f"preempt-guard: error: {message}"
 
 
+def test_preview_port_defaults_to_8444_under_client_ca_and_to_none_otherwise(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Under --client-ca the admission port asks every caller for a certificate, so /preview gets a listener of its
+    own by default; without it /preview stays on --port as before (docs/interfaces.md §2)."""
+    def preview_port(*flags: str) -> int | None:
+        return settings_from_args(build_parser().parse_args(["serve", "--tls-self-signed", *flags]),
+                                  environ={}).preview_port
+
+    assert preview_port() is None
+    assert preview_port("--client-ca", "/ca.crt") == 8444
+    assert preview_port("--client-ca", "/ca.crt", "--preview-port", "9444") == 9444
+    assert preview_port("--preview-port", "9444") == 9444
+    assert preview_port("--client-ca", "/ca.crt", "--preview-port", "0") is None  # as --metrics-port 0: off
+    snapshot = tmp_path / "s.yaml"
+    snapshot.write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    for flags, message in (
+            (["--preview-port", "8443"], "--preview-port 8443 is also --port: give /preview a port of its own (or 0 "
+                                         "to serve it on --port only)"),
+            (["--preview-port", "9090"], "--preview-port 9090 is also --metrics-port: give /preview a port of its own "
+                                         "(or 0 to serve it on --port only)"),
+            (["--preview-port", "70000"], "--preview-port must be between 0 and 65535, got 70000")):
+        assert main(["serve", "--cluster-snapshot", str(snapshot), "--tls-self-signed", *flags]) == 2
+        assert capsys.readouterr().err.strip() == f"preempt-guard: error: {message}"
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -134,7 +159,7 @@ def test_a_pod_manifest_given_as_the_snapshot_is_refused_in_one_line() -> None:
     assert "not a cluster snapshot" in line and "Deployment" in line and "kubectl get priorityclasses" in line
 
 
-@pytest.mark.parametrize("flag", ["--port", "--metrics-port"])
+@pytest.mark.parametrize("flag", ["--port", "--metrics-port", "--preview-port"])
 def test_a_taken_port_is_an_error_that_names_its_flag(flag: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

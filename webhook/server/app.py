@@ -1,4 +1,5 @@
-"""The aiohttp application: routes, middleware, lifecycles, and the listeners (HTTPS + plain-HTTP metrics).
+"""The aiohttp application: routes, middleware, lifecycles, and the listeners (HTTPS admission; HTTPS ``/preview``
+without client certificates, ``--preview-port``; plain-HTTP metrics).
 
 HTTP concerns only. The handlers (``webhook.server.handlers``) read and bound bodies and hand pod reviews to
 the admission pipeline (``webhook.admission.pipeline.PodAdmission``), which is wired here with its
@@ -13,6 +14,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
@@ -53,16 +55,18 @@ from webhook.server.metrics import AdmissionMetrics, WebhookMetrics, make_metric
 from webhook.server.observing import PredictionObserver, not_observing, observer_lifecycle
 from webhook.server.ratelimit import CallerRateLimit
 from webhook.server.settings import ServerSettings
+from webhook.server.tenants import TenantServices
 from webhook.server.tls import ServingTLS, serving_tls
 from webhook.sources.source import ClusterSource
 from webhook.tasks import cancel_and_wait, running_in_background
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONFIG_KEY", "METRICS_KEY", "OBSERVER_KEY", "PIPELINE_KEY", "SOURCE_KEY", "RunningServer", "make_app",
-           "start_server"]
+__all__ = ["CONFIG_KEY", "METRICS_KEY", "OBSERVER_KEY", "PIPELINE_KEY", "SOURCE_KEY", "TENANTS_KEY", "RunningServer",
+           "make_app", "start_server"]
 
 OBSERVER_KEY = web.AppKey("prediction_observer", PredictionObserver)
+TENANTS_KEY = web.AppKey("tenant_services", TenantServices)
 
 
 # ---- application --------------------------------------------------------------------------------
@@ -75,6 +79,27 @@ def register_admission_routes(app: web.Application) -> None:
 def register_health_routes(app: web.Application) -> None:
     app.router.add_get(HEALTHZ_PATH, healthz)
     app.router.add_get(READYZ_PATH, readyz)
+
+
+# What the /preview listener's application shares with the admission application it serves beside.
+_PREVIEW_APP_KEYS: tuple[web.AppKey[Any], ...] = (
+    SOURCE_KEY, SETTINGS_KEY, METRICS_KEY, CONFIG_KEY, PREDICTOR_KEY, AUTHENTICATOR_KEY, PREVIEW_RATE_KEY, LIMITS_KEY)
+
+
+def make_preview_app(app: web.Application) -> web.Application:
+    """``POST /preview``, ``/healthz`` and ``/readyz`` of the admission application ``app``, for the listener of
+    ``--preview-port``: its own connection guard, then the same errors, body intake, slots and per-caller rate
+    as ``/preview`` on ``--port`` (the same objects: one budget, one rate). Nothing else answers there: an
+    AdmissionReview sent to it is a 404, so that listener is no way around ``--client-ca``. Its lifecycle is
+    ``app``'s; this application starts and stops nothing."""
+    limits = app[LIMITS_KEY]
+    preview_app = web.Application(client_max_size=app[SETTINGS_KEY].max_body_bytes,
+                                  middlewares=[limits.preview_guard.middleware(), error_middleware, limits_middleware])
+    for key in _PREVIEW_APP_KEYS:
+        preview_app[key] = app[key]
+    preview_app.router.add_post(PREVIEW_PATH, preview)
+    register_health_routes(preview_app)
+    return preview_app
 
 
 async def _source_lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -148,6 +173,19 @@ def make_observer(source: ClusterSource, settings: ServerSettings, metrics: Webh
     return PredictionObserver(source, metrics, lambda: live.current, settings, events=events)
 
 
+async def _tenants_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    async for _ in app[TENANTS_KEY].lifecycle():
+        yield
+
+
+def make_tenant_services(source: ClusterSource, settings: ServerSettings, metrics: WebhookMetrics,
+                         live: LiveConfig) -> TenantServices | None:
+    """Preemption attribution and the exposure scan (docs/interfaces.md §7): with a live source only."""
+    if source.api is None or not (settings.attribute_preemptions or settings.exposure_scan):
+        return None
+    return TenantServices(source, source.api, settings, metrics, lambda: live.current)
+
+
 def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config | None = None,
              authenticator: Authenticator | None = None, pod_steps: list[PodStep] | None = None) -> web.Application:
     """The HTTPS application. More routes are added with ``app.router`` before start-up; ``pod_steps`` are
@@ -195,6 +233,10 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
         app[OBSERVER_KEY] = observer
         # After the source: its cleanup runs first, counting what is left before the informers stop.
         app.cleanup_ctx.append(_observer_lifecycle)
+    tenants = make_tenant_services(source, settings, metrics, live)
+    if tenants is not None:
+        app[TENANTS_KEY] = tenants
+        app.cleanup_ctx.append(_tenants_lifecycle)  # after the source: its cleanup runs before the source stops
     app.cleanup_ctx.append(_predictor_lifecycle)
     app.cleanup_ctx.append(_config_lifecycle)
     app.on_cleanup.append(_stop_body_decoder)
@@ -211,14 +253,22 @@ class RunningServer:
     metrics_runner: web.AppRunner | None
     https_port: int
     metrics_port: int | None
+    preview_runner: web.AppRunner | None = None
+    preview_port: int | None = None  # the bound --preview-port, when /preview has a listener of its own
 
     def begin_drain(self) -> None:
         """/readyz answers 503 from now on; requests are still served (see ``webhook.server.command.serve``)."""
         self.app[LIMITS_KEY].begin_drain()
 
     async def stop(self) -> None:
-        if self.metrics_runner is not None:
-            await self.metrics_runner.cleanup()
+        """Stop listening everywhere first, then let each listener's requests in flight finish (previews and
+        scrapes beside admissions), and only then stop the admission application, whose cleanup stops the
+        source and the prediction pools those requests use."""
+        others = [r for r in (self.preview_runner, self.metrics_runner) if r is not None]
+        for runner in (*others, self.runner):
+            for site in list(runner.sites):
+                await site.stop()
+        await asyncio.gather(*(runner.cleanup() for runner in others))
         await self.runner.cleanup()
         await self.tls.stop()
 
@@ -240,10 +290,11 @@ async def listen(site: web.TCPSite, flag: str, host: str, port: int) -> None:
 async def start_server(
     app: web.Application, settings: ServerSettings, *, tls: ServingTLS | None = None
 ) -> RunningServer:
-    """Serve ``app`` over TLS on ``settings.host:port`` and metrics over HTTP on ``metrics_port`` (0 = off).
+    """Serve ``app`` over TLS on ``settings.host:port``, its ``/preview`` over TLS without client certificates on
+    ``preview_port`` (None = off) and metrics over HTTP on ``metrics_port`` (0 = off).
 
-    Port 0 in ``settings.port`` binds a free port (see ``RunningServer.https_port``). ``tls`` defaults to
-    what the settings ask for (files re-read on change, or self-signed).
+    Port 0 in ``settings.port`` (or ``preview_port``) binds a free port (see ``RunningServer.https_port``,
+    ``preview_port``). ``tls`` defaults to what the settings ask for (files re-read on change, or self-signed).
     """
     tls = tls or serving_tls(
         cert_file=settings.tls_cert, key_file=settings.tls_key, self_signed=settings.tls_self_signed,
@@ -256,10 +307,19 @@ async def start_server(
     runner = web.AppRunner(app, handle_signals=False, access_log=None, **options)
     await runner.setup()
     metrics_runner: web.AppRunner | None = None
+    preview_runner: web.AppRunner | None = None
     try:
         await listen(GuardedTCPSite(runner, settings.host, settings.port, guard=guard, ssl_context=tls.context),
                      "--port", settings.host, settings.port)
         https_port = _bound_port(runner)
+        preview_port: int | None = None
+        if settings.preview_port is not None:
+            preview_runner = web.AppRunner(make_preview_app(app), handle_signals=False, access_log=None, **options)
+            await preview_runner.setup()
+            await listen(GuardedTCPSite(preview_runner, settings.host, settings.preview_port,
+                                        guard=limits.preview_guard, ssl_context=tls.anonymous_context),
+                         "--preview-port", settings.host, settings.preview_port)
+            preview_port = _bound_port(preview_runner)
         metrics_port: int | None = None
         if settings.metrics_port:
             observer = app.get(OBSERVER_KEY)
@@ -278,10 +338,13 @@ async def start_server(
             metrics_port = _bound_port(metrics_runner)
         await tls.start()
     except BaseException:
-        if metrics_runner is not None:
-            await metrics_runner.cleanup()
+        for started in (preview_runner, metrics_runner):
+            if started is not None:
+                await started.cleanup()
         await runner.cleanup()
         await tls.stop()
         raise
     log.info("serving admission on https://%s:%d", settings.host, https_port)
-    return RunningServer(app, tls, runner, metrics_runner, https_port, metrics_port)
+    if preview_port is not None:
+        log.info("serving /preview without client certificates on https://%s:%d", settings.host, preview_port)
+    return RunningServer(app, tls, runner, metrics_runner, https_port, metrics_port, preview_runner, preview_port)

@@ -29,7 +29,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from webhook.errors import BodyTooLarge, InvalidInput, PreemptGuardError
-from webhook.server.connections import ConnectionGuard, ConnectionMetrics, GuardedProtocol
+from webhook.server.connections import ConnectionMetrics, GuardedProtocol, connection_of
 
 log = logging.getLogger(__name__)
 
@@ -149,13 +149,13 @@ class BodyDecoder:
 
 @dataclass(slots=True)
 class BodyIntake:
-    """Reads request bodies for the gated endpoints (see the module doc); one per application."""
+    """Reads request bodies for the gated endpoints (see the module doc); one per server, shared by its
+    HTTPS listeners."""
 
     max_body_bytes: int
     inline_body_bytes: int
     body_timeout: float
     wait_seconds: float
-    guard: ConnectionGuard
     metrics: ConnectionMetrics
     budget: BodyBudget
     decoder: BodyDecoder = field(default_factory=BodyDecoder)
@@ -173,7 +173,7 @@ class BodyIntake:
         size = self.declared_size(request)
         if size > self.max_body_bytes:
             raise BodyTooLarge(f"request body of {size} bytes exceeds {self.max_body_bytes} bytes")
-        connection = self.guard.connection_of(request)
+        connection = connection_of(request)
         reservation = None
         if size > self.inline_body_bytes:
             content = request.content

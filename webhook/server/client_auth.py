@@ -4,9 +4,10 @@
 The TLS layer (``tls.server_context``) asks every client for a certificate and fails the handshake of one that
 does not chain to the bundle. This middleware then requires that a certificate was presented on the admission
 paths, and, with ``--client-cn``, that its common name or a subject alternative name is one of those names:
-without one an AdmissionReview is refused with 401 (403 for a wrong name) before its body is read. /healthz
-and /readyz stay open (kubelet probes carry no certificate); /preview authenticates its callers by bearer
-token (``auth.py``).
+without one an AdmissionReview is refused with 401 (403 for a wrong name) before its body is read. Kubelet probes
+(no certificate) are answered on the metrics listener; /preview authenticates its callers by bearer token
+(``auth.py``), and is served without a client certificate on the ``--preview-port`` listener, which answers no
+admission path.
 """
 
 from __future__ import annotations

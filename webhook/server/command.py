@@ -13,6 +13,7 @@ from typing import cast
 
 from webhook.config import Config, load_config_or_defaults
 from webhook.errors import ConfigError
+from webhook.routes import DEFAULT_PREVIEW_PORT
 from webhook.server.app import make_app, start_server
 from webhook.server.eventloop import EVENT_LOOPS, run_on_event_loop
 from webhook.server.logs import LOG_FORMATS, LogFormat, configure_logging
@@ -54,6 +55,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
     parser.add_argument("--metrics-port", type=int, default=9090, help="plain-HTTP /metrics port; 0 disables")
+    parser.add_argument("--preview-port", type=int, default=None, metavar="PORT",
+                        help="HTTPS port for POST /preview that asks for no client certificate (bearer tokens "
+                             f"authenticate its callers); default {DEFAULT_PREVIEW_PORT} with --client-ca, else "
+                             "none (/preview is on --port); 0 disables")
     parser.add_argument("--config", metavar="FILE",
                         help="PreemptGuard configuration file (YAML), re-read when it changes")
     parser.add_argument("--preview-timeout", type=float, metavar="SECONDS", default=None,
@@ -85,6 +90,22 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     observe.add_argument("--debug-predictions", action="store_true",
                          help="serve GET /debug/predictions on the metrics port: the verdicts and latest mismatches, "
                               "naming no pod or namespace (off by default: that port has no authentication)")
+    tenants = parser.add_argument_group("what tenants can read (with a cluster source; docs/interfaces.md §7)")
+    tenants.add_argument("--attribute-preemptions", action=argparse.BooleanOptionalAction, default=True,
+                         help="create an Event (reason PreemptedByScheduler) in the namespace of each pod "
+                              "kube-scheduler preempts, naming the preemptor only to its own tenant (default on; needs "
+                              "create on events)")
+    tenants.add_argument("--exposure-scan", action=argparse.BooleanOptionalAction, default=True,
+                         help="keep each namespace's exposure to preemption current in the preemptguard_exposure_* "
+                              "metrics (default on)")
+    tenants.add_argument("--exposure-reports", action="store_true",
+                         help="also write it as the PolicyReport preemptguard-exposure in each namespace (needs the "
+                              "wgpolicyk8s.io CRD and its RBAC: the exposure-reports component)")
+    tenants.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                         help="only the replica holding the Lease preemptguard writes those Events and reports "
+                              "(default on; needs get, create and update on leases)")
+    tenants.add_argument("--leader-elect-namespace", metavar="NAMESPACE",
+                         help="namespace of the Lease (default: POD_NAMESPACE, else the pod's or the context's)")
     observe.add_argument("--events", action="store_true",
                          help="create a Kubernetes Event (reason PreemptionPredictionMismatch) on each pod whose "
                               "prediction the scheduler did not bear out (needs create on events)")
@@ -101,9 +122,15 @@ def validate_serve_settings(settings: ServerSettings) -> None:
         raise ConfigError("--client-cn needs --client-ca")
     if settings.context and settings.cluster_snapshot:
         raise ConfigError("--context applies to a kubeconfig, not to --cluster-snapshot")
-    for flag, port in (("--port", settings.port), ("--metrics-port", settings.metrics_port)):
+    ports = (("--port", settings.port), ("--metrics-port", settings.metrics_port),
+             ("--preview-port", settings.preview_port or 0))
+    for flag, port in ports:
         if not 0 <= port <= 65535:
             raise ConfigError(f"{flag} must be between 0 and 65535, got {port}")
+    if settings.preview_port and settings.preview_port in (settings.port, settings.metrics_port):
+        other = "--port" if settings.preview_port == settings.port else "--metrics-port"
+        raise ConfigError(f"--preview-port {settings.preview_port} is also {other}: give /preview a port of its own "
+                          "(or 0 to serve it on --port only)")
     if settings.preview_budget_seconds <= 0:
         raise ConfigError(f"--preview-timeout must be positive, got {settings.preview_budget_seconds:g}")
     if settings.admission_max_in_flight < 1:

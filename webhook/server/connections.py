@@ -238,9 +238,6 @@ class ConnectionGuard:
             if scope is not None:
                 scope.idle[protocol] = None  # the newest idle: evicted last
 
-    def connection_of(self, request: web.Request) -> GuardedProtocol | None:
-        return self.open.get(request.protocol)
-
     def clients(self) -> dict[str, int]:
         """Open connections per client (for tests and debugging)."""
         return {name: scope.count for name, scope in self._clients.items()}
@@ -253,6 +250,7 @@ class ConnectionGuard:
             guarded = self.open.get(request.protocol)
             if guarded is None:
                 return await handler(request)
+            request[CONNECTION] = guarded
             guarded.request_started(has_body=request.body_exists)
             try:
                 return await handler(request)
@@ -260,6 +258,15 @@ class ConnectionGuard:
                 guarded.request_finished()
 
         return guard_middleware
+
+
+# A request's guarded connection, whichever listener it came through (set by ``ConnectionGuard.middleware``).
+CONNECTION = web.RequestKey("preemptguard_connection", GuardedProtocol)
+
+
+def connection_of(request: web.Request) -> GuardedProtocol | None:
+    """The guarded connection ``request`` arrived on (None on an application without a guard)."""
+    return request.get(CONNECTION)
 
 
 class GuardedTCPSite(web.TCPSite):

@@ -22,7 +22,9 @@
 * **Isolated listeners.** The metrics listener has limits of its own: ``metrics_max_connections`` (and per
   client), ``metrics_max_in_flight`` scrapes at once (429 beyond), ``metrics_client_header_timeout`` and
   ``metrics_keepalive_timeout``. Nothing sent to ``--metrics-port`` counts against the admission port's
-  connections, slots or timers, and the reverse.
+  connections, slots or timers, and the reverse. The ``/preview`` listener (``--preview-port``) has connection
+  caps of its own (``preview_max_connections``, and per client) with the admission port's timers; its requests
+  take ``/preview``'s slots and the shared body budget, as ``/preview`` on ``--port`` does.
 * **Draining.** ``begin_drain()`` makes ``/readyz`` answer 503 and closes each keep-alive connection after
   its next response, while requests keep being served (see ``webhook.server.command.serve``).
 """
@@ -137,6 +139,14 @@ class RequestLimits:
             "admission", self.connection_metrics, max_connections=settings.max_connections,
             max_per_client=settings.max_connections_per_client, first_request_timeout=settings.first_request_timeout,
             header_timeout=settings.client_header_timeout, tls_handshake_timeout=settings.tls_handshake_timeout)
+        # The /preview listener's own guard and caps (--preview-port): its callers are tenants, so nothing they hold
+        # there counts against the connections the API server needs on the admission port. The timers are the
+        # admission port's; bodies, slots and the per-caller rate are shared with /preview on --port.
+        self.preview_guard = ConnectionGuard(
+            "preview", self.connection_metrics, max_connections=settings.preview_max_connections,
+            max_per_client=settings.preview_max_connections_per_client,
+            first_request_timeout=settings.first_request_timeout, header_timeout=settings.client_header_timeout,
+            tls_handshake_timeout=settings.tls_handshake_timeout)
         # The metrics listener's own guard, caps, header timeout and scrape gate (see the module doc).
         self.metrics_guard = ConnectionGuard(
             "metrics", self.connection_metrics, max_connections=settings.metrics_max_connections,
@@ -145,7 +155,7 @@ class RequestLimits:
             header_timeout=settings.metrics_client_header_timeout, tls_handshake_timeout=settings.tls_handshake_timeout)
         self.metrics_gate = ConcurrencyGate(settings.metrics_max_in_flight, 0.0)
         self.intake = BodyIntake(settings.max_body_bytes, settings.inline_body_bytes, settings.client_body_timeout,
-                                 settings.admission_queue_seconds, self.guard, self.connection_metrics,
+                                 settings.admission_queue_seconds, self.connection_metrics,
                                  BodyBudget(settings.body_budget_bytes))
         # Large reviews decoded and decided at once: their decoded objects are what costs memory.
         self.large_reviews = asyncio.Semaphore(settings.large_reviews_in_flight)

@@ -16,6 +16,7 @@ Series (all prefixed ``preemptguard_``):
   cache, as a number: compare it with a write's to see how far behind the cache is), ``informer_synced``,
   ``informer_events_total``, ``informer_relists_total`` and ``informer_listed_bytes_total`` (LIST bodies read);
 - ``config_reloads_total`` and ``config_reload_failures_total``;
+- the tenant series of ``webhook.server.tenant_metrics`` (preemptions, exposure, ``leader``), set by the leader;
 - ``build_info{version,python,kubernetes_client}`` (always 1) and ``serving_certificate_expiry_timestamp_seconds``
   (``notAfter`` of the served certificate as a Unix time; 0 until the TLS layer calls
   ``set_serving_certificate_expiry``).
@@ -54,6 +55,7 @@ from webhook.guardrails import GuardrailDecision, SkipReason
 from webhook.observe.compare import Verdict
 from webhook.preemption.results import PreemptionResult
 from webhook.routes import DEBUG_PREDICTIONS_PATH, HEALTHZ_PATH, METRICS_PATH, READYZ_PATH
+from webhook.server.tenant_metrics import TenantMetrics
 from webhook.version import package_version
 
 log = logging.getLogger(__name__)
@@ -181,6 +183,8 @@ class WebhookMetrics:
             registry=self.registry,
         )
         self.build_info.labels(package_version(), platform.python_version(), _kubernetes_client_version()).set(1)
+        # Preemptions by victim namespace, exposure, leadership (docs/interfaces.md §7): set by the leader only.
+        self.tenants = TenantMetrics(self.registry)
         self.serving_certificate_expiry = Gauge(
             "preemptguard_serving_certificate_expiry_timestamp_seconds",
             "notAfter of the serving certificate in use, as a Unix time (0 until the TLS layer reports it).",

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from webhook.routes import DEFAULT_PREVIEW_PORT
+
 # The kube-apiserver refuses request bodies over 3 MiB; so do we (HTTP 413).
 MAX_BODY_BYTES = 3 * 1024 * 1024
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -24,6 +26,11 @@ class ServerSettings:
     host: str = "0.0.0.0"
     port: int = 8443
     metrics_port: int = 9090  # 0 disables the metrics listener
+    # POST /preview (and the probes) on an HTTPS listener of its own that asks for no client certificate: under
+    # --client-ca the admission port requires one at the handshake, and /preview's callers (people, CI) carry a
+    # bearer token instead. None: no such listener (/preview on ``port`` only); 0 binds a free port, as ``port``.
+    # ``serve`` defaults it to 8444 under --client-ca (settings_from_args).
+    preview_port: int | None = None
     # Cluster source: a snapshot file, a kubeconfig (optionally a context) or in-cluster config.
     cluster_snapshot: Path | None = None
     kubeconfig: Path | None = None
@@ -89,6 +96,8 @@ class ServerSettings:
     # The plain-HTTP metrics listener has limits of its own (connections, requests in flight, header and
     # keep-alive timeouts): nothing done to --metrics-port can take the connections or the time the admission
     # port needs (under failurePolicy: Ignore that would switch guardrails off), and the reverse.
+    preview_max_connections: int = 256
+    preview_max_connections_per_client: int = 32
     metrics_max_connections: int = 64
     metrics_max_connections_per_client: int = 8
     metrics_max_in_flight: int = 4
@@ -112,6 +121,23 @@ class ServerSettings:
     # --debug-predictions: GET /debug/predictions on the metrics listener (no authentication there: its
     # mismatches name no pod or namespace). Off by default.
     debug_predictions: bool = False
+    # What a tenant can read (docs/interfaces.md §7), with a cluster source only; written by the replica that
+    # holds the leader-election Lease (--leader-elect, the default; off: this replica always writes).
+    leader_elect: bool = True
+    leader_elect_namespace: str | None = None  # None: POD_NAMESPACE, the service account's, the context's
+    leader_lease_seconds: float = 15.0
+    leader_renew_deadline_seconds: float = 10.0
+    leader_retry_period_seconds: float = 2.0
+    # --attribute-preemptions: an Event in each preempted pod's namespace saying who it was preempted for.
+    attribute_preemptions: bool = True
+    attribution_wait_seconds: float = 30.0
+    # --exposure-scan: each namespace's exposure kept current (gauges); --exposure-reports: also written as its
+    # PolicyReport (the CRD and RBAC of the optional exposure-reports component).
+    exposure_scan: bool = True
+    exposure_reports: bool = False
+    exposure_interval_seconds: float = 2.0
+    exposure_max_duty: float = 0.2
+    exposure_writes_per_second: float = 10.0
 
 
 def _path(value: str | None) -> Path | None:
@@ -126,6 +152,7 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         host=args.host,
         port=args.port,
         metrics_port=args.metrics_port,
+        preview_port=preview_port_of(getattr(args, "preview_port", None), getattr(args, "client_ca", None)),
         cluster_snapshot=_path(args.cluster_snapshot),
         kubeconfig=_path(args.kubeconfig),
         context=args.context,
@@ -152,7 +179,20 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
                                  else args.observe_max),
         events=bool(getattr(args, "events", False)),
         debug_predictions=bool(getattr(args, "debug_predictions", False)),
+        leader_elect=getattr(args, "leader_elect", True) is not False,
+        leader_elect_namespace=getattr(args, "leader_elect_namespace", None) or None,
+        attribute_preemptions=getattr(args, "attribute_preemptions", True) is not False,
+        exposure_scan=getattr(args, "exposure_scan", True) is not False,
+        exposure_reports=bool(getattr(args, "exposure_reports", False)),
     )
+
+
+def preview_port_of(flag: int | None, client_ca: str | None) -> int | None:
+    """``--preview-port``: unset, 8444 under --client-ca (the admission port asks every caller for a client
+    certificate there) and no listener of its own otherwise; 0 turns it off, as ``--metrics-port 0`` does."""
+    if flag is None:
+        return DEFAULT_PREVIEW_PORT if client_ca else None
+    return flag or None
 
 
 def _non_negative(value: float | None, default: float) -> float:

@@ -53,6 +53,8 @@ class LoopbackWebhook:
         self.server: RunningServer | None = None
         self.session: aiohttp.ClientSession | None = None
         self.client_context: ssl.SSLContext | None = None
+        # A client of the /preview listener (settings.preview_port): trusts the server, presents no certificate.
+        self.preview_session: aiohttp.ClientSession | None = None
 
     def _api_server_pki(self) -> None:
         self._pki = tempfile.TemporaryDirectory(prefix="preemptguard-loopback-")
@@ -74,13 +76,17 @@ class LoopbackWebhook:
         if self.client_certificate is not None:
             self.client_context.load_cert_chain(*(str(path) for path in self.client_certificate))
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.client_context))
+        if self.server.preview_port is not None:
+            anonymous = ssl.create_default_context(cadata=tls.cert_pem.decode())
+            self.preview_session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=anonymous))
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self.session is not None:
-            await self.session.close()
+        for session in (self.session, self.preview_session):
+            if session is not None:
+                await session.close()
         if self.server is not None:
             await self.server.stop()
         if self._pki is not None:
@@ -89,6 +95,22 @@ class LoopbackWebhook:
     def url(self, path: str) -> str:
         assert self.server is not None, "use LoopbackWebhook as an async context manager"
         return f"https://127.0.0.1:{self.server.https_port}{path}"
+
+    def preview_url(self, path: str) -> str:
+        """``path`` on the /preview listener (``settings.preview_port``)."""
+        assert self.server is not None and self.server.preview_port is not None, "serve with a preview_port"
+        return f"https://127.0.0.1:{self.server.preview_port}{path}"
+
+    async def post_preview_listener(self, path: str, body: object,
+                                    headers: Mapping[str, str] | None = None) -> tuple[int, Any]:
+        """POST ``body`` as JSON to ``path`` on the /preview listener, without a client certificate; the status and
+        the decoded answer (None when it is not JSON)."""
+        assert self.preview_session is not None, "serve with a preview_port"
+        async with self.preview_session.post(self.preview_url(path), json=body, headers=headers) as response:
+            try:
+                return response.status, await response.json(content_type=None)
+            except ValueError:
+                return response.status, None
 
     async def post(self, path: str, data: bytes) -> tuple[int, bytes]:
         assert self.session is not None

@@ -44,7 +44,8 @@ def server_context(cert_file: str | Path, key_file: str | Path, client_ca: str |
 
     With ``client_ca`` every client must present a certificate chaining to a CA of that bundle, or the
     handshake fails (``CERT_REQUIRED``): a connection without one never reaches HTTP, so it holds no connection
-    slot. Kubelet probes, which carry none, use the metrics listener (``--metrics-port``).
+    slot. Kubelet probes, which carry none, use the metrics listener (``--metrics-port``); ``/preview`` callers, who
+    carry a bearer token instead, use the ``--preview-port`` listener, served without ``client_ca``.
 
     Sessions are never resumed: a resumed session skips the certificate check, so after a client CA rotation a
     client of the old CA could come back without being checked against the new bundle. No session tickets are
@@ -99,6 +100,9 @@ def warn_if_expiring(cert_file: str | Path, not_after: datetime.datetime,
 @dataclass(frozen=True, slots=True)
 class _Loaded:
     context: ssl.SSLContext
+    # The same certificate, asking no client certificate (the /preview listener); ``context`` itself without
+    # --client-ca.
+    anonymous: ssl.SSLContext
     # The certificate, the key and (with --client-ca) the client CA bundle, as last loaded.
     identity: tuple[FileIdentity, ...]
     not_after: datetime.datetime
@@ -111,6 +115,8 @@ class ReloadingTLS:
     which OpenSSL calls for every ClientHello, with or without a server name) to the most recently
     loaded context, so rotation needs no restart and never touches connections in flight. A file pair
     that does not load (e.g. caught mid-rotation) is logged and the previous certificate stays.
+    ``anonymous_context`` serves the same certificate and never asks for a client certificate (the ``/preview``
+    listener, whose callers authenticate by bearer token); it follows the files the same way.
     """
 
     def __init__(self, cert_file: str | Path, key_file: str | Path, *, interval: float = 1.0,
@@ -122,6 +128,9 @@ class ReloadingTLS:
         self._current = self._load()
         self.context = self._current.context
         self.context.sni_callback = self._select_context
+        self.anonymous_context = self._current.anonymous
+        if self.anonymous_context is not self.context:
+            self.anonymous_context.sni_callback = self._select_anonymous_context
         self._task: asyncio.Task[None] | None = None
 
     def _identity(self) -> tuple[FileIdentity, ...]:
@@ -131,9 +140,10 @@ class ReloadingTLS:
     def _load(self) -> _Loaded:
         identity = self._identity()
         context = server_context(self.cert_file, self.key_file, self.client_ca)
+        anonymous = context if self.client_ca is None else server_context(self.cert_file, self.key_file)
         not_after = certificate_expiry(self.cert_file)
         warn_if_expiring(self.cert_file, not_after)
-        return _Loaded(context, identity, not_after)
+        return _Loaded(context, anonymous, identity, not_after)
 
     @property
     def not_after(self) -> datetime.datetime:
@@ -142,6 +152,12 @@ class ReloadingTLS:
 
     def _select_context(self, ssl_object: ssl.SSLObject, server_name: str | None, base: ssl.SSLContext) -> None:
         current = self._current.context
+        if ssl_object.context is not current:
+            ssl_object.context = current
+
+    def _select_anonymous_context(self, ssl_object: ssl.SSLObject, server_name: str | None,
+                                  base: ssl.SSLContext) -> None:
+        current = self._current.anonymous
         if ssl_object.context is not current:
             ssl_object.context = current
 
@@ -178,7 +194,8 @@ class ReloadingTLS:
 
 
 class SelfSignedTLS:
-    """A serving context with a certificate generated at start-up (files kept in a private temp dir)."""
+    """A serving context with a certificate generated at start-up (files kept in a private temp dir);
+    ``anonymous_context`` serves it without asking for a client certificate (see ``ReloadingTLS``)."""
 
     def __init__(self, sans: Sequence[str], *, days: int = 365, client_ca: str | Path | None = None) -> None:
         self.sans = serving_sans(sans)
@@ -192,6 +209,7 @@ class SelfSignedTLS:
         with os.fdopen(fd, "wb") as handle:
             handle.write(issued.key_pem)
         self.context = server_context(self.cert_file, self.key_file, client_ca)
+        self.anonymous_context = self.context if client_ca is None else server_context(self.cert_file, self.key_file)
         self.not_after = certificate_expiry(self.cert_file)
 
     async def start(self) -> None:

@@ -277,7 +277,7 @@ class InformerCollector:
         return []  # collected at scrape time only (the kinds are the source's)
 
     def collect(self) -> Iterable[Metric]:
-        families = {
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
             "resourceVersion": GaugeMetricFamily(
                 "preemptguard_informer_resource_version",
                 "The last resourceVersion the informer applied to the cluster cache (0 when not a number).",

@@ -626,7 +626,7 @@ def high_availability(args: argparse.Namespace, loader: Path, plane: ControlPlan
     restarted = replicas[-1]
     with LagPoller([replicas[0]]) as _:
         _, finish = run_churn(loader, kubeconfig, nodes, args.churn_rate,
-                              max(args.churn_seconds, 10.0) + 60 * nodes / 1000,
+                              max(args.churn_seconds, 10.0) + 8 * nodes / 1000,
                               workdir / "churn-restart.ndjson", "churn-restart")
         time.sleep(2)
         restarted.stop()

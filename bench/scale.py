@@ -813,10 +813,18 @@ def main(argv: list[str] | None = None) -> int:
     kube_bin = kube_bin_dir(args.kube_bin)
     GUARD = MemoryGuard()
     results: list[Figures] = []
+    stopped = ""
     with tempfile.TemporaryDirectory(prefix="preemptguard-scale-", dir=args.workdir) as tmp:
         try:
             for nodes in args.nodes:
-                results.append(measure_size(args, nodes, kube_bin, Path(tmp)))
+                try:
+                    results.append(measure_size(args, nodes, kube_bin, Path(tmp)))
+                except SystemExit:
+                    if not GUARD.tripped or not results:
+                        raise
+                    # Out of memory on a later size: the sizes measured so far are still printed (exit 1).
+                    stopped = f"{nodes:,} nodes not measured: {GUARD.tripped}"
+                    break
                 GUARD.check()
         finally:
             GUARD.close()
@@ -824,7 +832,9 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
     print(f"\nlowest available memory during the run: {GUARD.lowest:.1f} GiB; {os.cpu_count()} CPUs")
     missed = report(results)
-    return 1 if missed else 0
+    if stopped:
+        print(stopped)
+    return 1 if missed or stopped else 0
 
 
 if __name__ == "__main__":

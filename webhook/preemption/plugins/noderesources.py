@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from webhook.cluster.model import Pod, Resources
 from webhook.preemption.framework.cycle_state import CycleState
-from webhook.preemption.framework.index import StateIndex, free_order, intersect, order_key
+from webhook.preemption.framework.index import StateIndex, free_order, intersect_at_least, order_key
 from webhook.preemption.framework.status import OK, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.framework.summary import CPU, EPHEMERAL, MEMORY, PODS, NodeSummary, Usage
 from webhook.preemption.framework.types import NodeInfo
@@ -110,7 +110,7 @@ def wanted_resources(pod: Pod) -> list[Want]:
 def nodes_with_room(index: StateIndex, universe: set[str], wants: list[Want], level: int | None) -> set[str]:
     """The nodes of ``universe`` with room for the pod, now (``level`` None) or once every pod with
     priority <= ``level`` is gone."""
-    return intersect(index, universe, [index.order(free_order(dim, level)).at_least(want) for dim, want in wants])
+    return intersect_at_least(index, universe, [(free_order(dim, level), want) for dim, want in wants])
 
 
 # A resource-status mask: which checks of NodeResourcesFit fail on a node. Its bits, by dimension:

@@ -73,13 +73,28 @@ def _controller(meta: JsonObject) -> tuple[str, str, str]:
     return "", "", ""
 
 
-def _in_tree(spec: JsonObject, path: str) -> InTreeVolume | None:
+def _in_tree(spec: JsonObject, path: str, labels: Mapping[str, str] | None = None) -> InTreeVolume | None:
+    """The in-tree source and the CSI volume handle csi-translation-lib gives it (its ``TranslateInTree*ToCSI``)."""
     for field, (plugin, id_field) in IN_TREE_SOURCES.items():
         source = spec.get(field)
         if source is not None:
             source = json_object(source, f"{path}.{field}")
-            return InTreeVolume(plugin, json_str(source.get(id_field), f"{path}.{field}.{id_field}"))
+            volume_id = json_str(source.get(id_field), f"{path}.{field}.{id_field}")
+            return InTreeVolume(plugin, _csi_handle(field, volume_id, labels))
     return None
+
+
+def _csi_handle(field: str, volume_id: str, labels: Mapping[str, str] | None) -> str:
+    if field == "awsElasticBlockStore" and volume_id.startswith("aws://"):
+        return volume_id.rstrip("/").rsplit("/", 1)[-1]  # KubernetesVolumeIDToEBSVolumeID
+    if field == "gcePersistentDisk":
+        zone = "UNSPECIFIED"
+        if labels is not None:  # a PersistentVolume's zone label (a regional disk keeps UNSPECIFIED here)
+            zones = (labels.get("topology.kubernetes.io/zone") or labels.get("failure-domain.beta.kubernetes.io/zone")
+                     or "UNSPECIFIED").split("__")
+            zone = zones[0] if len(zones) == 1 else "UNSPECIFIED"
+        return f"projects/UNSPECIFIED/zones/{zone}/disks/{volume_id}"
+    return volume_id
 
 
 def pv_from_dict(raw: JsonObject) -> PersistentVolume:
@@ -113,7 +128,7 @@ def pv_from_dict(raw: JsonObject) -> PersistentVolume:
         volume_attributes_class=json_str(spec.get("volumeAttributesClassName"), "spec.volumeAttributesClassName"),
         csi_driver=json_str(csi.get("driver"), "spec.csi.driver"),
         csi_volume_handle=json_str(csi.get("volumeHandle"), "spec.csi.volumeHandle"),
-        in_tree=_in_tree(spec, "spec"),
+        in_tree=_in_tree(spec, "spec", read_labels(meta.get("labels"), "metadata.labels")),
     )
 
 

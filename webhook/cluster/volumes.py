@@ -37,7 +37,7 @@ class ClaimRef:
 @dataclass(frozen=True, slots=True)
 class InTreeVolume:
     """An in-tree volume source that kube-scheduler translates to its CSI driver (csi-translation-lib): the in-tree
-    plugin's name and what identifies the disk."""
+    plugin's name and the CSI volume handle the translation gives the disk."""
 
     plugin: str  # e.g. kubernetes.io/aws-ebs
     volume_id: str

@@ -94,13 +94,16 @@ class StorageView:
         return count > 0
 
     def pod_claim(self, pod: Pod, volume: ClaimVolume) -> ClaimLookup:
-        """The claim of one of ``pod``'s volumes through the listers: an ephemeral volume's claim as the ephemeral
-        volume controller creates it when the cluster does not hold it yet (the pod under prediction)."""
+        """The claim of one of ``pod``'s volumes through the listers. A pod not created yet (no uid: the pod under
+        admission, a preview) reads an ephemeral volume's claim as the ephemeral volume controller will create it
+        once the pod exists; a created pod waits for the controller as upstream's does."""
         name = volume.claim_name_for(pod.name)
         found = self.pvc(pod.namespace, name)
         if volume.template is None:
             return ClaimLookup(found, "" if found is not None else name)
         if found is None:
+            if pod.uid:
+                return ClaimLookup(missing=name)
             return ClaimLookup(ephemeral_claim(volume.template, name, pod.namespace, pod.uid,
                                                default_storage_class(self.state.volumes.storage_classes.values())))
         if not pod.uid or found.controller_uid != pod.uid:

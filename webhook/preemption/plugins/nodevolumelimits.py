@@ -61,7 +61,7 @@ def _driver_of_claim(view: ClusterView, csinode: CSINode | None, claim: Persiste
                 return pv.csi_driver, pv.csi_volume_handle
             if pv.in_tree is None or not _migrated(csinode, pv.in_tree.plugin):
                 return "", ""
-            return CSI_DRIVER_OF_IN_TREE[pv.in_tree.plugin], f"{pv.in_tree.plugin}:{pv.in_tree.volume_id}"
+            return CSI_DRIVER_OF_IN_TREE[pv.in_tree.plugin], pv.in_tree.volume_id
     # getCSIDriverInfoFromSC: a volume not bound (or not found) counts as one more of its class's provisioner.
     if not claim.storage_class:
         return "", ""
@@ -99,7 +99,7 @@ def attachable_volumes(view: ClusterView, pod: Pod, csinode: CSINode | None, new
     for in_tree in volumes.in_tree:
         if _migrated(csinode, in_tree.plugin):
             driver = CSI_DRIVER_OF_IN_TREE[in_tree.plugin]
-            into[f"{driver}/{in_tree.plugin}:{in_tree.volume_id}"] = driver
+            into[f"{driver}/{in_tree.volume_id}"] = driver
     return None
 
 

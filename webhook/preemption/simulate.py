@@ -26,6 +26,7 @@ from webhook.preemption.framework.types import fit_error_message
 from webhook.preemption.framework.view import ClusterView
 from webhook.preemption.plugins import nodeaffinity, nodeports, noderesources, volumebinding
 from webhook.preemption.plugins.defaultpreemption.default_preemption import DefaultPreemption
+from webhook.preemption.plugins.dynamicresources import plugin as dynamicresources
 from webhook.preemption.plugins.helper import required_node_affinity_matches, tolerates
 from webhook.preemption.plugins.registry import default_preemption
 from webhook.preemption.results import (
@@ -198,6 +199,9 @@ def reserve(view: ClusterView, cycle: CycleState, pod: Pod, node: str) -> None:
     volumes = volumebinding.assumed_volumes(cycle, node)
     if volumes is not None:
         view.assume_volumes(volumes.static_bindings, volumes.dynamic_provisions, node)
+    claims = dynamicresources.reserved_claims(cycle, pod, node)
+    if claims:
+        view.assume_allocations(claims)
 
 
 def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs | None = None, *,

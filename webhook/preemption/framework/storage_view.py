@@ -15,12 +15,14 @@ template claim of DRA likewise (``claim_from_template``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from webhook.cluster.copying import replace_fields
-from webhook.cluster.devices import DeviceClass, ResourceClaim, ResourceSlice
+from webhook.cluster.devices import DEVICE_CLASS_RESOURCE_PREFIX, DeviceClass, ResourceClaim, ResourceSlice
 from webhook.cluster.model import Pod
+from webhook.cluster.storage_state import DeviceStore
 from webhook.cluster.volume_helpers import default_storage_class, ephemeral_claim
 from webhook.cluster.volumes import (
     ClaimRef,
@@ -34,6 +36,11 @@ from webhook.cluster.volumes import (
 
 if TYPE_CHECKING:
     from webhook.cluster.snapshot import ClusterState
+
+
+# Per DeviceStore: (its version, extended resource name -> DeviceClass), rebuilt when the store changes.
+_EXTENDED_CACHE: weakref.WeakKeyDictionary[DeviceStore, tuple[int, dict[str, DeviceClass]]] = (
+    weakref.WeakKeyDictionary())
 
 
 class ClaimLookup:
@@ -155,6 +162,29 @@ class StorageView:
         for key, claim in assumed.items():
             if key not in self.state.devices.claims:
                 yield claim
+
+    def extended_resource_class(self, resource: str) -> DeviceClass | None:
+        """``DeviceClassResolver.GetDeviceClass``: the DeviceClass backing an extended resource (DRAExtendedResource,
+        on in v1.37): the class naming it in ``spec.extendedResourceName`` (of several, the newest, then the first by
+        name: extendedresourcecache), or the class ``<name>`` for ``deviceclass.resource.kubernetes.io/<name>``."""
+        devices = self.state.devices
+        cached = _EXTENDED_CACHE.get(devices)
+        if cached is None or cached[0] != devices.version:
+            mapping: dict[str, DeviceClass] = {}
+            for device_class in devices.device_classes.values():
+                mapping[DEVICE_CLASS_RESOURCE_PREFIX + device_class.name] = device_class
+            explicit: dict[str, DeviceClass] = {}
+            for device_class in devices.device_classes.values():
+                name = device_class.extended_resource_name
+                if name is None:
+                    continue
+                held = explicit.get(name)
+                if held is None or (device_class.creation_ns, held.name) > (held.creation_ns, device_class.name):
+                    explicit[name] = device_class
+            mapping.update(explicit)
+            cached = (devices.version, mapping)
+            _EXTENDED_CACHE[devices] = cached
+        return cached[1].get(resource)
 
     def assume_allocations(self, claims: Iterable[ResourceClaim]) -> None:
         """Claims a bound pod allocated (or reserved): what the next pods see of them."""

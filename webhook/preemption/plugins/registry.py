@@ -11,6 +11,7 @@ import functools
 
 from webhook.preemption.framework.runtime import Framework
 from webhook.preemption.plugins.defaultpreemption.default_preemption import DefaultPreemption
+from webhook.preemption.plugins.dynamicresources.plugin import DynamicResources
 from webhook.preemption.plugins.interpodaffinity import InterPodAffinity
 from webhook.preemption.plugins.nodeaffinity import NodeAffinity
 from webhook.preemption.plugins.nodename import NodeName
@@ -28,10 +29,12 @@ from webhook.preemption.results import PreemptionArgs
 
 @functools.cache
 def default_framework() -> Framework:
-    """The default profile's PreFilter and Filter plugins (one instance: the plugins keep no state of their own)."""
+    """The default profile's PreFilter and Filter plugins (one instance: the plugins keep no state of their own).
+    DynamicResources is last: the DynamicResourceAllocation gate (GA, on) places it just before DefaultPreemption
+    (default_plugins.go, ``applyDynamicResources``)."""
     return Framework([NodeName(), NodeUnschedulable(), TaintToleration(), NodeAffinity(), NodePorts(), Fit(),
                       VolumeRestrictions(), NodeVolumeLimits(), VolumeBinding(), VolumeZone(),
-                      PodTopologySpread(), InterPodAffinity()])
+                      PodTopologySpread(), InterPodAffinity(), DynamicResources()])
 
 
 @functools.lru_cache(maxsize=16)

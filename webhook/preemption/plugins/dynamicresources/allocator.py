@@ -46,6 +46,23 @@ TAINT_EFFECTS_PREVENTING_ALLOCATION = frozenset({"NoSchedule", "NoExecute"})
 DeviceId = tuple[str, str, str]  # driver, pool, device
 
 
+@dataclass(frozen=True, slots=True)
+class Features:
+    """The allocator's feature switches (``structured.Features``), as v1.37's default gates set them; upstream's tests
+    turn some off."""
+
+    admin_access: bool = True
+    prioritized_list: bool = True
+    partitionable_devices: bool = True
+    device_taints: bool = True
+    device_binding_and_status: bool = True
+    consumable_capacity: bool = True
+    fractional_capacity_range: bool = True
+
+
+DEFAULT_FEATURES = Features()
+
+
 class AllocationError(Exception):
     """The claims cannot be allocated because something is wrong with them or the cluster's devices (upstream's
     Filter returns Error for it, except ``on_node``: an invalid pool, which only fails this node)."""
@@ -127,12 +144,14 @@ def _slice_targets(slice_: ResourceSlice, node: Node) -> bool | None:
     return None
 
 
-def gather_pools(slices_for_node: Iterable[ResourceSlice], node: Node,
-                 all_slices: Sequence[ResourceSlice]) -> list[Pool]:
+def gather_pools(slices_for_node: Iterable[ResourceSlice], node: Node, all_slices: Sequence[ResourceSlice],
+                 features: Features = DEFAULT_FEATURES) -> list[Pool]:
     """``GatherPools``: the node's pools at their newest generation, complete or marked incomplete, sorted by driver
     and name; pools with binding conditions last."""
     by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
     for slice_ in slices_for_node:
+        if not features.partitionable_devices and (slice_.per_device_node_selection or slice_.shared_counters):
+            continue
         if not _slice_targets(slice_, node):
             continue
         key = (slice_.driver, slice_.pool)
@@ -163,31 +182,35 @@ def gather_pools(slices_for_node: Iterable[ResourceSlice], node: Node,
             if len(everything) != count:
                 pools.append(Pool(driver, pool_name, incomplete=True))
                 continue
-        pool = _build_pool(driver, pool_name, members, everything)
+        pool = _build_pool(driver, pool_name, members, everything, features)
         (with_conditions if pool.has_binding_conditions else pools).append(pool)
     pools.sort(key=lambda p: (p.driver, p.pool))
     with_conditions.sort(key=lambda p: (p.driver, p.pool))
     return pools + with_conditions
 
 
-def _build_pool(driver: str, name: str, members: list[ResourceSlice], everything: list[ResourceSlice] | None) -> Pool:
+def _build_pool(driver: str, name: str, members: list[ResourceSlice], everything: list[ResourceSlice] | None,
+                features: Features = DEFAULT_FEATURES) -> Pool:
     """``buildPool``: device slices and counter sets; duplicate device names or dangling counters make it invalid."""
     members = sorted(members, key=lambda s: s.name)
-    device_slices = [s for s in members if not s.shared_counters]
-    counter_slices = [s for s in members if s.shared_counters]
+    partitionable = features.partitionable_devices
+    device_slices = [s for s in members if not (partitionable and s.shared_counters)]
+    counter_slices = [s for s in members if partitionable and s.shared_counters]
     others: list[ResourceSlice] = []
     if everything is not None and len(members) < len(everything):
         names = {s.name for s in members}
         for other in everything:
             if other.name in names:
                 continue
-            (counter_slices if other.shared_counters else others).append(other)
+            (counter_slices if partitionable and other.shared_counters else others).append(other)
     seen: set[str] = set()
     for slice_ in device_slices:
         for device in slice_.devices:
             if device.name in seen:
                 return Pool(driver, name, invalid=True)
             seen.add(device.name)
+    if not partitionable:
+        return Pool(driver, name, slices=device_slices)
     counter_sets: dict[str, CounterSet] = {}
     for slice_ in counter_slices:
         for counter_set in slice_.shared_counters:
@@ -364,7 +387,8 @@ class Allocator:
     node (``allocate``)."""
 
     def __init__(self, allocated: AllocatedState, classes: Mapping[str, DeviceClass],
-                 slices: Sequence[ResourceSlice]) -> None:
+                 slices: Sequence[ResourceSlice], features: Features = DEFAULT_FEATURES) -> None:
+        self.features = features
         self.allocated = allocated
         self.classes = classes
         self.all_slices = slices
@@ -402,10 +426,19 @@ class _Allocation:
 
     def run(self) -> list[ClaimResult] | None:
         slices = [*self.a.slices_on_node.get(self.node.name, ()), *self.a.slices_shared]
-        self.pools = gather_pools(slices, self.node, self.a.all_slices)
+        features = self.a.features
+        self.pools = gather_pools(slices, self.node, self.a.all_slices, features)
         for claim_index, claim in enumerate(self.claims):
             minimum = 0
             for request_index, request in enumerate(claim.requests):
+                if request.first_available and not features.prioritized_list:
+                    raise AllocationError(f"claim {claim.key}, request {request.name}: has subrequests, but the "
+                                          "DRAPrioritizedList feature is disabled")
+                if not features.consumable_capacity and any(
+                        r.capacity_requests is not None for r in (request.exactly, *request.first_available)
+                        if r is not None):
+                    raise AllocationError(f"claim {claim.key}, request {request.name}: has capacity requests, but "
+                                          "the DRAConsumableCapacity feature is disabled")
                 if request.first_available:
                     least = math.inf
                     for sub_index, sub in enumerate(request.first_available):
@@ -445,6 +478,13 @@ class _Allocation:
                   key: tuple[int, int, int]) -> _RequestData:
         """``validateDeviceRequest``: the class, and how many devices (for "All": which ones)."""
         name = request.name if parent is None else f"{parent}/{request.name}"
+        for i, expression in enumerate(request.selectors):
+            if not expression:
+                raise AllocationError(f"claim {claim.key}, request {name}, selector #{i}: CEL expression empty "
+                                      "(unsupported selector type?)")
+        if not self.a.features.admin_access and request.admin_access is not None:
+            raise AllocationError(f"claim {claim.key}, request {name}: admin access is requested, but the feature is "
+                                  "disabled")
         if not request.device_class_name:
             raise AllocationError(f"claim {claim.key}, request {name}: missing device class name "
                                   "(unsupported request type?)")
@@ -468,7 +508,8 @@ class _Allocation:
                         device_id = (slice_.driver, slice_.pool, device.name)
                         if not self._selectable(key, data, slice_, device, device_id):
                             continue
-                        if not request_fits_capacity(request.capacity_requests, device, {}, {}):
+                        if self.a.features.consumable_capacity and not request_fits_capacity(
+                                request.capacity_requests, device, {}, {}):
                             continue
                         data.all_devices.append((device, device_id, slice_, pool))
             data.num_devices = len(data.all_devices)
@@ -481,6 +522,8 @@ class _Allocation:
     def _selectable(self, key: tuple[int, int, int], data: _RequestData, slice_: ResourceSlice, device: Device,
                     device_id: DeviceId) -> bool:
         """``isSelectable``: the class's selectors, the request's, and per-device node selection."""
+        if device.binding_conditions and not self.a.features.device_binding_and_status:
+            return False
         cache_key = (device_id, *key)
         found = self.matches.get(cache_key)
         if found is not None:
@@ -502,7 +545,8 @@ class _Allocation:
             except CelError as exc:
                 raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {exc}") from exc
             try:
-                matched = selector.matches(device, lambda: device_activation(
+                # the driver is part of what CEL sees but not of the Device: two drivers' equal devices differ
+                matched = selector.matches((device_id[0], device), lambda: device_activation(
                     device_id[0], device.attributes, {n: c.value for n, c in device.capacity.items()},
                     bool(device.allow_multiple_allocations)))
             except CelError as exc:
@@ -585,7 +629,7 @@ class _Allocation:
                         continue
                     if not self._selectable((claim_index, request_index, sub_index), data, slice_, device, device_id):
                         continue
-                    if not self._capacity_fits(request, device, device_id):
+                    if self.a.features.consumable_capacity and not self._capacity_fits(request, device, device_id):
                         continue
                     undo = self._allocate_device(position, data, device, device_id, slice_, pool, must=False)
                     if undo is None:
@@ -613,10 +657,13 @@ class _Allocation:
         claim_index = position[0]
         request = data.request
         admin = bool(request.admin_access)
-        multiple = bool(device.allow_multiple_allocations)
+        features = self.a.features
+        multiple = features.consumable_capacity and bool(device.allow_multiple_allocations)
         if not multiple and admin and claim_index in self.allocating.get(device_id, ()):
             return None
         if not admin and self._in_use(device_id):
+            return None
+        if not features.partitionable_devices and device.consumes_counters:
             return None
         in_use_shared = multiple and (device_id in self.a.allocated.capacity or device_id in self.a.allocated.shared
                                       or device_id in self.allocating_capacity)
@@ -627,7 +674,7 @@ class _Allocation:
             counters_reserved = True
         base = data.parent if data.parent is not None else request.name
         sub = request.name if data.parent is not None else ""
-        if any(t.effect in TAINT_EFFECTS_PREVENTING_ALLOCATION
+        if features.device_taints and any(t.effect in TAINT_EFFECTS_PREVENTING_ALLOCATION
                and not any(_tolerates(tol, t) for tol in request.tolerations) for t in device.taints):
             if counters_reserved:
                 self._release_counters(pool, device)
@@ -686,7 +733,8 @@ class _Allocation:
         found = self.available_counters.get(key)
         if found is None:
             found = {name: {c: q.value for c, q in cs.counters.items()} for name, cs in pool.counter_sets.items()}
-            allocated = self.a.allocated.devices
+            # a device shared between claims consumes its counters once, whoever holds it (the cross-cycle case)
+            allocated = self.a.allocated.devices | self.a.allocated.shared
             for slice_ in (*pool.slices, *pool.other_slices):
                 for device in slice_.devices:
                     if (slice_.driver, slice_.pool, device.name) not in allocated:

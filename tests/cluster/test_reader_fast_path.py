@@ -156,6 +156,7 @@ def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
                                               "spec.terminationGracePeriodSeconds"),
         scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler")
         or "default-scheduler",
+        scheduling_gated=bool(spec.get("schedulingGates")),
         unmodeled=_unmodeled_features(spec),
         volumes=pod_volumes(spec),
         claims=pod_claims(spec, status),

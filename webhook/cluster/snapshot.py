@@ -192,6 +192,11 @@ class ClusterState:
         if kind in VOLUME_KIND_NAMES or kind in DEVICE_KIND_NAMES:
             self.known_kinds.add(kind)
 
+    def forget_kind(self, kind: str) -> None:
+        """A storage or device kind the API server no longer lets us list: no objects, and not known."""
+        self.replace_kind(kind, ())
+        self.known_kinds.discard(kind)
+
     def replace_kind(self, kind: str, objects: Iterable[ClusterObject]) -> None:
         """Make the objects of one kind exactly ``objects`` (a relist): stale ones disappear."""
         fresh = {object_key(o): o for o in objects}

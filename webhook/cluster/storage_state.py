@@ -39,6 +39,11 @@ NAMESPACED_KINDS = frozenset({"PersistentVolumeClaim", "ResourceClaim", "Resourc
 class VolumeStore:
     """PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes and VolumeAttachments."""
 
+    def __eq__(self, other: object) -> bool:  # two states with the same objects are equal (snapshot cache tests)
+        return type(other) is type(self) and vars(self) == vars(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __init__(self) -> None:
         self.pvs: dict[str, PersistentVolume] = {}
         self.pvs_by_class: dict[str, dict[str, PersistentVolume]] = {}
@@ -112,6 +117,11 @@ class VolumeStore:
 
 class DeviceStore:
     """DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates."""
+
+    def __eq__(self, other: object) -> bool:  # two states with the same objects are equal (snapshot cache tests)
+        return type(other) is type(self) and vars(self) == vars(other)
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(self) -> None:
         self.device_classes: dict[str, DeviceClass] = {}

@@ -42,7 +42,7 @@ def _bound_claim(name: str, pv: str, zone: str, mode: str = "ReadWriteOnce", dri
   status: {{phase: Bound}}
 - apiVersion: v1
   kind: PersistentVolumeClaim
-  metadata: {{name: {name}, namespace: team-a}}
+  metadata: {{name: {name}, namespace: team-a, annotations: {{pv.kubernetes.io/bind-completed: "yes"}}}}
   spec: {{accessModes: [{mode}], storageClassName: zonal, volumeName: {pv}, resources: {{requests: {{storage: 1Gi}}}}}}
   status: {{phase: Bound, accessModes: [{mode}], capacity: {{storage: 1Gi}}}}
 """

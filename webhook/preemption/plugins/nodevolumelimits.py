@@ -116,8 +116,30 @@ def _attachments(view: ClusterView, node: str) -> dict[str, str]:
     return found
 
 
-def node_volume_limits_status(view: ClusterView, pod: Pod, node: str, pods: Iterable[Pod]) -> Status:
-    """The Filter on one node whose pods are ``pods``."""
+# A placed pod's attachable volumes on its node, remembered per (node, pod key) with the pod object itself: the
+# dry run asks the Filter again for every reprieved victim, over the same pods (a pod that changes is a new object).
+PlacedVolumes = dict[tuple[str, str], tuple[Pod, dict[str, str]]]
+
+
+def _placed_volumes(view: ClusterView, other: Pod, csinode: CSINode | None, node: str,
+                    cache: PlacedVolumes | None) -> dict[str, str]:
+    if cache is None:
+        found: dict[str, str] = {}
+        attachable_volumes(view, other, csinode, False, found)
+        return found
+    key = (node, other.key)
+    hit = cache.get(key)
+    if hit is not None and hit[0] is other:
+        return hit[1]
+    found = {}
+    attachable_volumes(view, other, csinode, False, found)
+    cache[key] = (other, found)
+    return found
+
+
+def node_volume_limits_status(view: ClusterView, pod: Pod, node: str, pods: Iterable[Pod],
+                              cache: PlacedVolumes | None = None) -> Status:
+    """The Filter on one node whose pods are ``pods`` (``cache``: what the pods already placed there attach)."""
     csinode = view.csinode(node)
     new_volumes: dict[str, str] = {}
     failed = attachable_volumes(view, pod, csinode, True, new_volumes)
@@ -132,7 +154,8 @@ def node_volume_limits_status(view: ClusterView, pod: Pod, node: str, pods: Iter
         return OK
     attached: dict[str, str] = {}
     for other in pods:
-        attachable_volumes(view, other, csinode, False, attached)
+        if other.volumes is not None:
+            attached.update(_placed_volumes(view, other, csinode, node, cache))
     counts: dict[str, int] = {}
     for unique, driver in attached.items():
         new_volumes.pop(unique, None)
@@ -153,10 +176,11 @@ def node_volume_limits_status(view: ClusterView, pod: Pod, node: str, pods: Iter
 class LimitsState:
     """The view the Filter reads claims through (the plugin keeps no per-pod state of its own)."""
 
-    __slots__ = ("view",)
+    __slots__ = ("placed", "view")
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
+        self.placed: PlacedVolumes = {}
 
     def copy(self) -> LimitsState:
         return self
@@ -178,4 +202,4 @@ class NodeVolumeLimits:
         state = cycle.read(LimitsState)
         if state is None:
             return OK
-        return node_volume_limits_status(state.view, pod, info.node.name, info.pods.values())
+        return node_volume_limits_status(state.view, pod, info.node.name, info.pods.values(), state.placed)

@@ -29,7 +29,8 @@ def _features(raw: dict[str, bool]) -> Features:
                     partitionable_devices=raw["PartitionableDevices"], device_taints=raw["DeviceTaints"],
                     device_binding_and_status=raw["DeviceBindingAndStatus"],
                     consumable_capacity=raw["ConsumableCapacity"],
-                    fractional_capacity_range=raw["FractionalCapacityRange"])
+                    fractional_capacity_range=raw["FractionalCapacityRange"],
+                    compatibility_groups=raw["CompatibilityGroups"])
 
 
 def _device_id(text: str) -> tuple[str, str, str]:
@@ -54,10 +55,6 @@ KNOWN_DIFFERENCES = {
     "interrupt/cancel": "upstream aborts on a cancelled Go context; our allocator runs to the end",
     "interrupt/deadline": "upstream aborts on a context deadline; our allocator runs to the end",
     "interrupt/timeout": "upstream aborts on a context timeout; our allocator runs to the end",
-    "compatibility-groups-disabled-skips-grouped-pool":
-        "consumesCounters[].compatibilityGroups is not read, so a grouped pool is not skipped with the gate off",
-    "compatibility-groups-disabled-skips-ungrouped-device-in-grouped-pool":
-        "consumesCounters[].compatibilityGroups is not read, so a grouped pool is not skipped with the gate off",
     "consumable-capacity-multi-allocatable-device-allocation-mode-all-in-use-insufficient":
         "the vector generator does not dump the capacity already consumed on shared devices",
     "consumable-capacity-multi-allocatable-device-with-allocated-capacity-next-device":

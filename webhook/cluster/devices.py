@@ -64,6 +64,7 @@ class DeviceCapacity:
 class CounterConsumption:
     counter_set: str
     counters: Mapping[str, Quantity]
+    compatibility_groups: tuple[str, ...] = ()  # DRADeviceCompatibilityGroups (alpha in v1.37, off)
 
 
 @dataclass(frozen=True, slots=True)

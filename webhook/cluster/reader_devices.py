@@ -124,7 +124,9 @@ def _device(raw: JsonObject, path: str) -> Device:
         consumes.append(CounterConsumption(
             json_str(consumption.get("counterSet"), f"{cpath}.counterSet"),
             FrozenMap({name: _quantity(json_object(c, f"{cpath}.counters.{name}").get("value"),
-                                       f"{cpath}.counters.{name}.value") for name, c in counters.items()})))
+                                       f"{cpath}.counters.{name}.value") for name, c in counters.items()}),
+            tuple(json_str(g, f"{cpath}.compatibilityGroups") for g in
+                  json_list(consumption.get("compatibilityGroups"), f"{cpath}.compatibilityGroups"))))
     attributes = json_object(raw.get("attributes"), f"{path}.attributes")
     capacity = json_object(raw.get("capacity"), f"{path}.capacity")
     allow = raw.get("allowMultipleAllocations")

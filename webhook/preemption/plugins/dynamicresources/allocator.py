@@ -58,6 +58,7 @@ class Features:
     device_binding_and_status: bool = True
     consumable_capacity: bool = True
     fractional_capacity_range: bool = True
+    compatibility_groups: bool = False  # DRADeviceCompatibilityGroups: alpha and off in v1.37
 
 
 DEFAULT_FEATURES = Features()
@@ -144,6 +145,10 @@ def _slice_targets(slice_: ResourceSlice, node: Node) -> bool | None:
     return None
 
 
+def _uses_compatibility_groups(slice_: ResourceSlice) -> bool:
+    return any(c.compatibility_groups for device in slice_.devices for c in device.consumes_counters)
+
+
 def gather_pools(slices_for_node: Iterable[ResourceSlice], node: Node, all_slices: Sequence[ResourceSlice],
                  features: Features = DEFAULT_FEATURES) -> list[Pool]:
     """``GatherPools``: the node's pools at their newest generation, complete or marked incomplete, sorted by driver
@@ -151,6 +156,10 @@ def gather_pools(slices_for_node: Iterable[ResourceSlice], node: Node, all_slice
     by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
     for slice_ in slices_for_node:
         if not features.partitionable_devices and (slice_.per_device_node_selection or slice_.shared_counters):
+            continue
+        # Without DRADeviceCompatibilityGroups the allocator cannot check co-allocation, so a slice whose devices
+        # declare groups is ignored, and its pool counts as incomplete (pools_incubating.go, GatherPools).
+        if not features.compatibility_groups and _uses_compatibility_groups(slice_):
             continue
         if not _slice_targets(slice_, node):
             continue
@@ -173,7 +182,8 @@ def gather_pools(slices_for_node: Iterable[ResourceSlice], node: Node, all_slice
                 if other.driver != driver or other.pool != pool_name:
                     continue
                 if other.pool_generation == generation:
-                    everything.append(other)
+                    if features.compatibility_groups or not _uses_compatibility_groups(other):
+                        everything.append(other)
                 elif other.pool_generation > generation:
                     obsolete = True
                     break

@@ -12,11 +12,15 @@ from typing import Any
 import pytest
 from fake_apiserver import FakeApiServer, seed_cluster, wait_for, wait_until_consistent
 
-from conftest import FAST, TOKEN
 from webhook.cluster.model import Pod
 from webhook.cluster.reader import pod_from_dict
 from webhook.preemption.simulate import predict_pods
+from webhook.sources.informer import InformerSettings
 from webhook.sources.kube_source import KubernetesSource
+
+FAST = InformerSettings(page_size=2, watch_timeout_seconds=30, backoff_base_seconds=0.01, backoff_cap_seconds=0.1,
+                        connect_timeout_seconds=1.0, request_timeout_seconds=5.0, watch_read_slack_seconds=5.0)
+TOKEN = "a-token-for-the-fake-apiserver"
 
 DRA_KINDS = {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"}
 STORAGE_KINDS = {"PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode", "VolumeAttachment"}

@@ -1,8 +1,8 @@
 """Volumes and devices on the real control plane (#27): ``verify`` restores PersistentVolumes, claims, CSINodes,
 DeviceClasses, ResourceSlices and ResourceClaims as stored, and the real kube-scheduler's VolumeBinding, VolumeZone,
 VolumeRestrictions, NodeVolumeLimits and DynamicResources decide the same node and victims as the prediction: a
-zonal volume, a volume zone without nodes, a ReadWriteOncePod holder, a node out of CSI attachments, a free device,
-a device held by a lower-priority pod (never freed by preemption in v1.37) and a missing claim."""
+zonal volume, a volume zone without nodes, a ReadWriteOncePod holder, a node out of CSI attachments, a free device
+and a device held by a lower-priority pod (never freed by preemption in v1.37)."""
 
 from __future__ import annotations
 
@@ -128,10 +128,10 @@ SCENARIOS: dict[str, tuple[list[dict[str, Any]], dict[str, Any], tuple[str, str 
         [_node("n1", "4"), DEVICE_CLASS, SLICE, _gpu_claim("mine"), _gpu_claim("theirs", holder="holder"),
          _pod("holder", "n1", "100m", 1, resourceClaims=[{"name": "gpu", "resourceClaimName": "theirs"}])],
         _gpu_pod(), ("Unschedulable", None, [])),
-    "missing-claim-blocks-everywhere": (
-        [_node("n1", "4"), DEVICE_CLASS, SLICE, _pod("cheap", "n1", "4", 1)],
-        _preemptor(resourceClaims=[{"name": "gpu", "resourceClaimName": "nowhere"}]), ("Unschedulable", None, [])),
 }
+# Not here: a pod whose ResourceClaim does not exist. v1.37's DynamicResources PreEnqueue keeps it out of the active
+# queue, so the real scheduler makes no attempt and verify observes no decision ("no scheduling decision within
+# 30s", an Error); the prediction says Unschedulable with nobody evicted, which is what happens to the pod.
 
 
 def _write(directory: Path) -> Path:
@@ -150,7 +150,7 @@ def test_volumes_and_devices_are_predicted_as_the_real_scheduler_decides(
 
     code = main(["verify", "--kube-bin", str(kube_bin_dir()), "-o", "json", "--scenarios", str(_write(tmp_path))])
     report = json.loads(capsys.readouterr().out)
-    assert code in (0, 1), report
+    assert code in (0, 1), json.dumps(report, indent=1)
     seen = {}
     for result in report["results"]:
         observed = result["observed"]

@@ -54,6 +54,10 @@ _node_selector_terms, _affinity_terms = node_selector_terms, affinity_terms
 _spread_constraints, _unmodeled_features = spread_constraints, reader_pod._unmodeled_features
 
 
+from webhook.cluster.reader_devices import pod_claims  # noqa: E402
+from webhook.cluster.reader_volumes import pod_volumes  # noqa: E402
+
+
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     ports = []
     # Upstream GetHostPorts: sidecar init containers (restartPolicy Always) and app containers only.
@@ -154,6 +158,8 @@ def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
         or "default-scheduler",
         scheduling_gated=bool(spec.get("schedulingGates")),
         unmodeled=_unmodeled_features(spec),
+        volumes=pod_volumes(spec),
+        claims=pod_claims(spec, status),
         quota=quota_facts(resources, quota_extras(meta, spec, status)) if quota else NO_QUOTA_FACTS,
         trace=_prediction_trace(meta, spec, status),
     )
@@ -423,7 +429,9 @@ def test_the_full_pod_reads_every_field() -> None:
     assert pod.required_node_affinity is not None and len(pod.pod_affinity) == len(pod.pod_anti_affinity) == 1
     assert pod.topology_spread[0].match_label_keys == ("pod-template-hash",)
     assert (pod.priority, pod.preemption_policy, pod.termination_grace_period_seconds) == (1000, "Never", 30)
-    assert pod.deleting and pod.preempted_by_scheduler and len(pod.unmodeled) == 3
+    assert pod.deleting and pod.preempted_by_scheduler and len(pod.unmodeled) == 1
+    # Claims and resourceClaims are modelled (#27): read into the pod's volumes and claims.
+    assert pod.volumes is not None and pod.volumes.claims and pod.claims is not None and pod.claims.claims
     assert pod.start_time_ns == 1_748_856_600_250_000_000
     facts = pod.quota
     assert [c.name for c in (*facts.resources.containers, *facts.resources.init_containers)] == \

@@ -101,7 +101,7 @@ def test_other_kinds_upsert_and_delete() -> None:
     quota = ResourceQuota("q", "team-a")
     state = build([PriorityClass("high", 1000), Namespace("team-a"), Node("n1"), pdb, quota])
     assert state.pdbs_in("team-a") == [pdb] and state.quotas_in("team-a") == [quota]
-    assert state.counts() == {"PriorityClass": 1, "Namespace": 1, "Node": 1, "Pod": 0,
+    assert state.counts() == {**dict.fromkeys(KIND_OF.values(), 0), "PriorityClass": 1, "Namespace": 1, "Node": 1,
                               "PodDisruptionBudget": 1, "ResourceQuota": 1}
     state.upsert(replace(pdb, disruptions_allowed=0))
     assert state.pdbs_in("team-a")[0].disruptions_allowed == 0

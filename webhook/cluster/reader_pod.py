@@ -22,6 +22,7 @@ from webhook.cluster.reader_constraints import (
     read_tolerations,
     spread_constraints,
 )
+from webhook.cluster.reader_devices import pod_claims
 from webhook.cluster.reader_resources import (
     NO_EXTRAS,
     QuotaExtras,
@@ -29,6 +30,7 @@ from webhook.cluster.reader_resources import (
     pod_resources,
     quota_extras,
 )
+from webhook.cluster.reader_volumes import pod_volumes
 from webhook.cluster.sharing import interned
 from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 
@@ -70,12 +72,6 @@ def _host_ports(spec: JsonObject) -> tuple[HostPort, ...]:
 
 def _unmodeled_features(spec: JsonObject) -> tuple[str, ...]:
     gaps = []
-    for volume in json_list(spec.get("volumes"), "spec.volumes"):
-        if (type(volume) is dict or isinstance(volume, Mapping)) and "persistentVolumeClaim" in volume:
-            gaps.append("persistentVolumeClaim volumes (VolumeBinding/VolumeZone)")
-            break
-    if spec.get("resourceClaims"):
-        gaps.append("resourceClaims (DynamicResources)")
     if spec.get("schedulingGates"):
         gaps.append("schedulingGates (the pod is not scheduled until they are removed)")
     scheduler = spec.get("schedulerName")
@@ -245,6 +241,8 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         scheduler_name=scheduler_name,
         scheduling_gated=bool(spec.get("schedulingGates")),
         unmodeled=_unmodeled_features(spec),
+        volumes=pod_volumes(spec) if "volumes" in spec else None,
+        claims=pod_claims(spec, status) if "resourceClaims" in spec or requests.scalar else None,
         quota=NO_QUOTA_FACTS if resources is None else resources.quota_facts(_quota_extras(meta, spec, status)),
         # A bound pod keeps none: the observer sees its binding as the change from the pending pod it holds.
         trace=None if annotations is None or node_name else _prediction_trace(annotations, conditions),

@@ -28,6 +28,19 @@ from webhook.cluster.reader import (
     resource_quota_from_dict,
     state_pod_from_dict,
 )
+from webhook.cluster.reader_devices import (
+    device_class_from_dict,
+    resource_claim_from_dict,
+    resource_claim_template_from_dict,
+    resource_slice_from_dict,
+)
+from webhook.cluster.reader_volumes import (
+    csinode_from_dict,
+    pv_from_dict,
+    pvc_from_dict,
+    storage_class_from_dict,
+    volume_attachment_from_dict,
+)
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import ApiError, ClusterUnavailable, InvalidInput
 from webhook.kubeapi import KubeClient, Timeout, api_error
@@ -52,6 +65,10 @@ class ResourceKind:
     list_path: str
     namespaced: bool
     convert: Callable[[JsonObject], ClusterObject]
+    # A kind the cluster may not serve (resource.k8s.io/v1 before v1.34) or the server may not be granted (RBAC
+    # from an older release of the manifests): a 404 or 403 on its LIST leaves it "not known" in the state, which
+    # the predictions then say, instead of keeping the server unready; the informer keeps retrying.
+    optional: bool = False
 
     def object_key(self, raw: JsonObject) -> str:
         meta = raw.get("metadata") or {}
@@ -70,9 +87,33 @@ POD_DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "/apis/policy/v1/po
                                       pdb_from_dict)
 RESOURCE_QUOTAS = ResourceKind("ResourceQuota", "/api/v1/resourcequotas", True, resource_quota_from_dict)
 
-RESOURCE_KINDS: tuple[ResourceKind, ...] = (
-    PRIORITY_CLASSES, NAMESPACES, NODES, PODS, POD_DISRUPTION_BUDGETS, RESOURCE_QUOTAS,
+# Storage and devices (#27): what VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits and
+# DynamicResources read, from the API versions v1.34+ serve.
+STORAGE_KINDS: tuple[ResourceKind, ...] = (
+    ResourceKind("PersistentVolume", "/api/v1/persistentvolumes", False, pv_from_dict, optional=True),
+    ResourceKind("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", True, pvc_from_dict, optional=True),
+    ResourceKind("StorageClass", "/apis/storage.k8s.io/v1/storageclasses", False, storage_class_from_dict,
+                 optional=True),
+    ResourceKind("CSINode", "/apis/storage.k8s.io/v1/csinodes", False, csinode_from_dict, optional=True),
+    ResourceKind("VolumeAttachment", "/apis/storage.k8s.io/v1/volumeattachments", False,
+                 volume_attachment_from_dict, optional=True),
 )
+DEVICE_KINDS: tuple[ResourceKind, ...] = (
+    ResourceKind("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses", False, device_class_from_dict,
+                 optional=True),
+    ResourceKind("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices", False, resource_slice_from_dict,
+                 optional=True),
+    ResourceKind("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims", True, resource_claim_from_dict,
+                 optional=True),
+    ResourceKind("ResourceClaimTemplate", "/apis/resource.k8s.io/v1/resourceclaimtemplates", True,
+                 resource_claim_template_from_dict, optional=True),
+)
+
+RESOURCE_KINDS: tuple[ResourceKind, ...] = (
+    PRIORITY_CLASSES, NAMESPACES, NODES, PODS, POD_DISRUPTION_BUDGETS, RESOURCE_QUOTAS, *STORAGE_KINDS, *DEVICE_KINDS,
+)
+# The HTTP statuses of a LIST that make an optional kind "not known" rather than an outage.
+_NOT_SERVED_OR_NOT_GRANTED = frozenset({403, 404})
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +218,10 @@ class Informer:
                     log.info("%s watch expired (%s); relisting", self.kind, exc.message or exc.reason)
                     self.resource_version = None
                     continue
+                if self.resource.optional and self.resource_version is None \
+                        and exc.code in _NOT_SERVED_OR_NOT_GRANTED:
+                    await self._not_known(exc)
+                    continue
                 await self._back_off(exc)
             except _RETRYABLE as exc:
                 await self._back_off(exc)
@@ -184,6 +229,17 @@ class Informer:
                 # An informer must outlive surprises (a malformed answer); its staleness shows the trouble.
                 log.exception("%s informer: unexpected error", self.kind)
                 await self._back_off(exc)
+
+    async def _not_known(self, exc: ApiError) -> None:
+        """An optional kind the API server does not serve or does not let us list: synced, but not known (its
+        objects, if any were listed before, are dropped: stale devices are worse than none), retried at the
+        back-off's cap."""
+        self._touch()  # the API server answered: the state is as current as it can be, not stale
+        if not self.synced.is_set():
+            log.warning("%s informer: %s; predictions say the kind is not known", self.kind, exc)
+            self.state.forget_kind(self.kind)
+            self.synced.set()
+        await asyncio.sleep(self.settings.backoff_cap_seconds)
 
     async def _back_off(self, exc: BaseException) -> None:
         self._failures += 1
@@ -201,6 +257,7 @@ class Informer:
         with LISTING:
             objects, resource_version = await self.list_all()
             self.state.replace_kind(self.kind, objects)
+        self.state.mark_known(self.kind)
         self.resource_version = resource_version
         self.relists += 1
         self._touch()

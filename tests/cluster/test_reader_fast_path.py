@@ -55,6 +55,10 @@ _spread_constraints, _unmodeled_features = spread_constraints, reader_pod._unmod
 _scheduling_gates = reader_pod._scheduling_gates
 
 
+from webhook.cluster.reader_devices import pod_claims  # noqa: E402
+from webhook.cluster.reader_volumes import pod_volumes  # noqa: E402
+
+
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     ports = []
     # Upstream GetHostPorts: sidecar init containers (restartPolicy Always) and app containers only.
@@ -158,6 +162,8 @@ def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
         scheduling_gates=_scheduling_gates(spec.get("schedulingGates")),
         runtime_class_name=_interned(_str(spec.get("runtimeClassName"), "spec.runtimeClassName")),
         unmodeled=_unmodeled_features(spec),
+        volumes=pod_volumes(spec),
+        claims=pod_claims(spec, status),
         quota=quota_facts(resources, quota_extras(meta, spec, status)) if quota else NO_QUOTA_FACTS,
         trace=_prediction_trace(meta, spec, status),
     )
@@ -434,8 +440,10 @@ def test_the_full_pod_reads_every_field() -> None:
     assert pod.required_node_affinity is not None and len(pod.pod_affinity) == len(pod.pod_anti_affinity) == 1
     assert pod.topology_spread[0].match_label_keys == ("pod-template-hash",)
     assert (pod.priority, pod.preemption_policy, pod.termination_grace_period_seconds) == (1000, "Never", 30)
-    assert pod.deleting and pod.preempted_by_scheduler and len(pod.unmodeled) == 2
+    assert pod.deleting and pod.preempted_by_scheduler and pod.unmodeled == ()
     assert pod.scheduling_gates == ("wait",)  # an outcome of its own now (Gated), no longer a gap
+    # Claims and resourceClaims are modelled (#27): read into the pod's volumes and claims.
+    assert pod.volumes is not None and pod.volumes.claims and pod.claims is not None and pod.claims.claims
     assert pod.start_time_ns == 1_748_856_600_250_000_000
     facts = pod.quota
     assert [c.name for c in (*facts.resources.containers, *facts.resources.init_containers)] == \

@@ -106,7 +106,7 @@ def test_other_kinds_upsert_and_delete() -> None:
                    runtime_class])
     assert state.pdbs_in("team-a") == [pdb] and state.quotas_in("team-a") == [quota]
     assert state.limit_ranges_in("team-a") == [limit_range] and state.runtime_classes == {"kata": runtime_class}
-    assert state.counts() == {"PriorityClass": 1, "Namespace": 1, "Node": 1, "Pod": 0,
+    assert state.counts() == {**dict.fromkeys(KIND_OF.values(), 0), "PriorityClass": 1, "Namespace": 1, "Node": 1,
                               "PodDisruptionBudget": 1, "ResourceQuota": 1, "LimitRange": 1, "RuntimeClass": 1}
     state.upsert(replace(pdb, disruptions_allowed=0))
     assert state.pdbs_in("team-a")[0].disruptions_allowed == 0

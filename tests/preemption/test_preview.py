@@ -124,10 +124,18 @@ def test_priority_class_override_and_never_policy() -> None:
 
 
 def test_unmodeled_feature_is_named_in_the_message() -> None:
+    pod = _pod(schedulingGates=[{"name": "example.com/wait"}])
+    (result,) = preview_objects(_state(), [pod])["results"]
+    assert "Not modelled" in result["message"] and "schedulingGates" in result["message"]
+
+
+def test_claims_a_snapshot_does_not_hold_are_named_as_not_known() -> None:
+    """A snapshot taken without persistentvolumeclaims (the documented command before #27) cannot tell a missing
+    claim from one it did not dump: the prediction ignores the claim and says so."""
     pod = _pod(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
     (result,) = preview_objects(_state(), [pod])["results"]
     assert result["outcome"] == Outcome.PREEMPTS
-    assert "Not modelled" in result["message"] and "persistentVolumeClaim" in result["message"]
+    assert "Not known: the snapshot holds no PersistentVolumeClaims" in result["message"]
 
 
 def test_sampling_note_when_candidates_exceed_upstream_sample() -> None:

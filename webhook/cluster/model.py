@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Union
 
 from webhook.cluster.quantity import Quantity
+
+if TYPE_CHECKING:  # the storage and device model (issue #27) builds on this module's types
+    from webhook.cluster.devices import DeviceObject, PodClaims
+    from webhook.cluster.volumes import PodVolumes, VolumeObject
 
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 PREEMPT_NEVER = "Never"
@@ -277,6 +281,10 @@ class Pod:
     unmodeled: tuple[str, ...] = ()
     quota: QuotaFacts = NO_QUOTA_FACTS
     trace: PredictionTrace | None = None
+    # What the pod asks of storage and devices (None for most pods): its claims' volumes, inline disks, and its
+    # ResourceClaims and extended resources DRA may back (webhook.cluster.volumes, webhook.cluster.devices).
+    volumes: PodVolumes | None = None
+    claims: PodClaims | None = None
 
     @property
     def key(self) -> str:
@@ -364,5 +372,6 @@ class RuntimeClass:
     has_scheduling: bool = False
 
 
-ClusterObject = (PriorityClass | Namespace | Node | Pod | PodDisruptionBudget | ResourceQuota
-                 | LimitRange | RuntimeClass)
+ClusterObject = Union[
+    PriorityClass, Namespace, Node, Pod, PodDisruptionBudget, ResourceQuota, LimitRange, RuntimeClass,
+    "VolumeObject", "DeviceObject"]

@@ -29,8 +29,21 @@ from webhook.cluster.model import (
 )
 from webhook.cluster.quantity import Quantity
 from webhook.cluster.reader_constraints import checked_tolerations, label_selector, read_labels
+from webhook.cluster.reader_devices import (
+    device_class_from_dict,
+    resource_claim_from_dict,
+    resource_claim_template_from_dict,
+    resource_slice_from_dict,
+)
 from webhook.cluster.reader_pod import pod_from_dict, state_pod_from_dict
 from webhook.cluster.reader_resources import quantity_map, resources_from_quantities
+from webhook.cluster.reader_volumes import (
+    csinode_from_dict,
+    pv_from_dict,
+    pvc_from_dict,
+    storage_class_from_dict,
+    volume_attachment_from_dict,
+)
 
 __all__ = [
     "SUPPORTED_KINDS",
@@ -192,6 +205,16 @@ _CONVERTERS: dict[str, Callable[[JsonObject], ClusterObject]] = {
     "ResourceQuota": resource_quota_from_dict,
     "LimitRange": limit_range_from_dict,
     "RuntimeClass": runtime_class_from_dict,
+    # Storage and devices (issue #27): what the volume plugins and DynamicResources read.
+    "PersistentVolume": pv_from_dict,
+    "PersistentVolumeClaim": pvc_from_dict,
+    "StorageClass": storage_class_from_dict,
+    "CSINode": csinode_from_dict,
+    "VolumeAttachment": volume_attachment_from_dict,
+    "DeviceClass": device_class_from_dict,
+    "ResourceSlice": resource_slice_from_dict,
+    "ResourceClaim": resource_claim_from_dict,
+    "ResourceClaimTemplate": resource_claim_template_from_dict,
 }
 
 SUPPORTED_KINDS = tuple(_CONVERTERS)

@@ -22,6 +22,7 @@ from webhook.cluster.reader_constraints import (
     read_tolerations,
     spread_constraints,
 )
+from webhook.cluster.reader_devices import pod_claims
 from webhook.cluster.reader_resources import (
     NO_EXTRAS,
     QuotaExtras,
@@ -31,6 +32,7 @@ from webhook.cluster.reader_resources import (
     quota_extras,
     says_more_than_spec,
 )
+from webhook.cluster.reader_volumes import pod_volumes
 from webhook.cluster.sharing import interned
 from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 
@@ -71,14 +73,9 @@ def _host_ports(spec: JsonObject) -> tuple[HostPort, ...]:
 
 
 def _unmodeled_features(spec: JsonObject) -> tuple[str, ...]:
-    gaps = []
-    for volume in json_list(spec.get("volumes"), "spec.volumes"):
-        if (type(volume) is dict or isinstance(volume, Mapping)) and "persistentVolumeClaim" in volume:
-            gaps.append("persistentVolumeClaim volumes (VolumeBinding/VolumeZone)")
-            break
-    if spec.get("resourceClaims"):
-        gaps.append("resourceClaims (DynamicResources)")
-    return tuple(gaps)
+    """What the prediction does not model of this pod: nothing since scheduling gates and other schedulers (#26)
+    and volumes and resource claims (#27) are; the field stays for the features still to come."""
+    return ()
 
 
 def _scheduling_gates(value: object) -> tuple[str, ...]:
@@ -261,6 +258,8 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         scheduling_gates=_scheduling_gates(spec.get("schedulingGates")),
         runtime_class_name=_interned_str(spec.get("runtimeClassName"), "spec.runtimeClassName"),
         unmodeled=_unmodeled_features(spec),
+        volumes=pod_volumes(spec) if "volumes" in spec else None,
+        claims=pod_claims(spec, status) if "resourceClaims" in spec or requests.scalar else None,
         quota=NO_QUOTA_FACTS if resources is None else resources.quota_facts(_quota_extras(meta, spec, status)),
         # A bound pod keeps none: the observer sees its binding as the change from the pending pod it holds.
         trace=None if annotations is None or node_name else _prediction_trace(annotations, conditions),

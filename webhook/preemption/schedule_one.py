@@ -19,7 +19,7 @@ from webhook.cluster.model import Pod
 from webhook.preemption.deadline import DEADLINE_STRIDE, Deadline
 from webhook.preemption.framework.context import PredictionContext
 from webhook.preemption.framework.runtime import Framework
-from webhook.preemption.framework.status import UNSCHEDULABLE, Status
+from webhook.preemption.framework.status import ERROR, UNSCHEDULABLE, Status
 from webhook.preemption.framework.view import ClusterView
 from webhook.preemption.plugins import nodeaffinity, nodename, noderesources, nodeunschedulable, tainttoleration
 from webhook.preemption.plugins.nodeaffinity import NODE_AFFINITY_FAILED, matching_nodes, selects_nodes
@@ -89,10 +89,41 @@ class FilterResult:
     statuses: dict[str, Status]
     counts: Counter[Status] | None = None
     potential: set[str] | None = None
+    # A PreFilter plugin failed (every node has its status): its message, which the FitError names instead of the
+    # per-node reasons (upstream Diagnosis.PreFilterMsg).
+    pre_filter_message: str = ""
+    # A plugin answered Error: the scheduling attempt fails with it, and no PostFilter runs.
+    error: str = ""
+
+
+class SchedulingError(Exception):
+    """A Filter plugin answered Error on a node: upstream's findNodesThatPassFilters stops the attempt with it."""
 
 
 def find_nodes_that_fit_pod(ctx: PredictionContext) -> FilterResult:
     """The scheduling attempt: the pod's nominated node first, then every node in name order."""
+    pre = ctx.cycle.pre_filter_status
+    if pre is not None:
+        return _pre_filter_failed(ctx, pre)
+    try:
+        return _find_nodes_that_fit_pod(ctx)
+    except SchedulingError as exc:
+        return FilterResult(None, {}, error=str(exc))
+
+
+def _pre_filter_failed(ctx: PredictionContext, status: Status) -> FilterResult:
+    """Upstream's findNodesThatFitPod when RunPreFilterPlugins rejects the pod: every node gets the status (so an
+    UnschedulableAndUnresolvable one leaves preemption nothing to try); an Error stops the attempt."""
+    message = ", ".join(status.reasons)
+    if status.code == ERROR:
+        return FilterResult(None, {}, error=message)
+    names = ctx.view.node_names
+    statuses = dict.fromkeys(names, status)
+    potential = set(names) if status.code == UNSCHEDULABLE else set()
+    return FilterResult(None, statuses, Counter({status: len(names)}), potential, pre_filter_message=message)
+
+
+def _find_nodes_that_fit_pod(ctx: PredictionContext) -> FilterResult:
     statuses: dict[str, Status] = {}
     nominated = ctx.pod.nominated_node_name
     if nominated and nominated in ctx.view.state.nodes:
@@ -124,6 +155,8 @@ def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status])
         status = node_fit_status(ctx, name)
         if status.ok:
             return name
+        if status.code == ERROR:
+            raise SchedulingError(", ".join(status.reasons))
         statuses[name] = status
     return None
 

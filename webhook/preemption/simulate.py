@@ -19,12 +19,15 @@ from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod
 from webhook.cluster.reader_resources import without_pod_level_resources
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.deadline import DEADLINE_STRIDE, Deadline, acquire_before
+from webhook.preemption.framework.context import PredictionContext
+from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.index import StateIndex, state_index
 from webhook.preemption.framework.preemption import Candidate
 from webhook.preemption.framework.types import fit_error_message
 from webhook.preemption.framework.view import ClusterView
-from webhook.preemption.plugins import nodeaffinity, nodeports, noderesources
+from webhook.preemption.plugins import nodeaffinity, nodeports, noderesources, volumebinding
 from webhook.preemption.plugins.defaultpreemption.default_preemption import DefaultPreemption
+from webhook.preemption.plugins.dynamicresources import plugin as dynamicresources
 from webhook.preemption.plugins.helper import required_node_affinity_matches, tolerates
 from webhook.preemption.plugins.registry import default_preemption
 from webhook.preemption.results import (
@@ -34,7 +37,7 @@ from webhook.preemption.results import (
     PreemptionResult,
     VictimInfo,
 )
-from webhook.preemption.schedule_one import find_nodes_that_fit_pod, new_context
+from webhook.preemption.schedule_one import FilterResult, find_nodes_that_fit_pod, new_context
 from webhook.preemption.workloads import MAX_PODS_PER_REQUEST, expand_objects, replica_name
 from webhook.priority.chain import Admitted, PodQuotaCheck, admit_pods, resource_quota_only
 from webhook.priority.resolution import (
@@ -136,27 +139,49 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
 
     Does not change ``view``.
     """
+    result, candidate, _ = _predict_pod(view, pod, args, deadline)
+    return result, candidate
+
+
+def _predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, deadline: Deadline | float | None
+                 ) -> tuple[PreemptionResult, Candidate | None, CycleState | None]:
+    """``predict_pod``, and the cycle state of the pod (what Reserve reads), when the scheduler would handle it."""
     policy = pod.preemption_policy or PREEMPT_LOWER_PRIORITY
     gaps = _gap_note(pod)
     if pod.node_name:
         if not view.node_names:
-            return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None
-        return _predict_bound_pod(view, pod, policy, gaps), None
+            return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None, None
+        return _predict_bound_pod(view, pod, policy, gaps), None, None
     not_acted_on = _not_acted_on(pod, args, policy)
     if not_acted_on is not None:
-        return not_acted_on, None
+        return not_acted_on, None, None
     if not view.node_names:
-        return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None
+        return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None, None
     ctx = new_context(view, pod, args, deadline=deadline)
     ctx.check_deadline()
+    gaps += _not_known_note(ctx.cycle.notes)  # what the plugins could not check: the state lacks a kind
     filtered = find_nodes_that_fit_pod(ctx)
+    result, candidate = _post_filter(ctx, filtered, policy, gaps)
+    return result, candidate, ctx.cycle
+
+
+def _post_filter(ctx: PredictionContext, filtered: FilterResult, policy: str, gaps: str
+                 ) -> tuple[PreemptionResult, Candidate | None]:
+    """The result once the Filter pass is done: the node it found, or what the PostFilter makes of the statuses."""
+    view, pod, args = ctx.view, ctx.pod, ctx.args
+    if filtered.error:
+        message = f"the scheduler's attempt fails with an error, and it retries after a back-off: {filtered.error}."
+        return pending_result(pod, policy, message + gaps), None
     if filtered.fit_node is not None:
         return PreemptionResult(pod=pod.key, priority=pod.effective_priority,
                                 priority_class_name=pod.priority_class_name, preemption_policy=policy,
                                 outcome=Outcome.FITS, node=filtered.fit_node,
                                 message=f"fits on node {filtered.fit_node} without preemption." + gaps), None
     counts = Counter(filtered.statuses.values()) if filtered.counts is None else filtered.counts
-    fit_error = fit_error_message(len(view.node_names), counts)
+    if filtered.pre_filter_message:  # upstream FitError.Error: the PreFilter's message instead of the histogram
+        fit_error = f"0/{len(view.node_names)} nodes are available: {filtered.pre_filter_message}."
+    else:
+        fit_error = fit_error_message(len(view.node_names), counts)
     if not args.preemption_enabled and pod.preemption_policy != PREEMPT_NEVER:
         # No PostFilter in the scheduler profile: the pod stays Pending (a Never pod keeps its own reason below).
         return pending_result(pod, policy, f"{fit_error} {PREEMPTION_DISABLED}{gaps}"), None
@@ -186,6 +211,17 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
     ), candidate
 
 
+def reserve(view: ClusterView, cycle: CycleState, pod: Pod, node: str) -> None:
+    """Reserve for a replica placed on ``node``: what the storage and device plugins assume for the next pods (the
+    volumes VolumeBinding chose there, the devices DynamicResources allocated there)."""
+    volumes = volumebinding.assumed_volumes(cycle, node)
+    if volumes is not None:
+        view.assume_volumes(volumes.static_bindings, volumes.dynamic_provisions, node)
+    claims = dynamicresources.reserved_claims(cycle, pod, node)
+    if claims:
+        view.assume_allocations(claims)
+
+
 def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs | None = None, *,
                   deadline: Deadline | float | None = None, index: StateIndex | None = None) -> list[PreemptionResult]:
     """Predict each pod in order, applying each placement and eviction before the next (never mutating ``state``).
@@ -207,7 +243,7 @@ def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs
             deadline.check()
             if not args.pod_level_resources:
                 pod = without_pod_level_resources(pod)
-            result, candidate = predict_pod(view, pod, args, deadline=deadline)
+            result, candidate, cycle = _predict_pod(view, pod, args, deadline)
             results.append(result)
             if i == last:
                 break  # nothing reads the view after the last replica: skip applying its placement
@@ -215,7 +251,9 @@ def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs
                 for victim in candidate.victims:
                     view.evict(victim)
             if result.node is not None:
-                view.bind(pod, result.node)
+                bound = view.bind(pod, result.node)
+                if cycle is not None:
+                    reserve(view, cycle, bound, result.node)
         return results
     finally:
         index.lock.release()
@@ -268,6 +306,7 @@ def _admit_each(state: ClusterState, pods: Sequence[Pod], deadline: Deadline | N
 
 
 def _not_known_note(not_known: Sequence[str]) -> str:
+    """What could not be applied or checked because the state lacks a kind (an older snapshot)."""
     return f" Not known: {'; '.join(not_known)}." if not_known else ""
 
 

@@ -152,6 +152,8 @@ class User:
 @dataclass
 class ControlPlane:
     """``start()`` brings the components up; ``request()`` talks to the API server as a user.
+    ``with_scheduler`` False leaves kube-scheduler out; ``extra_etcd_args`` go to etcd (e.g. a larger
+    ``--quota-backend-bytes``).
 
     ``scheduler_config``: keyword arguments of ``scheduler_configuration`` (DefaultPreemptionArgs); the
     scheduler always runs from a KubeSchedulerConfiguration file written in ``workdir``.
@@ -162,6 +164,9 @@ class ControlPlane:
     users: Sequence[User] = ()
     extra_apiserver_args: Sequence[str] = ()
     scheduler_config: Mapping[str, Any] = field(default_factory=dict)
+    # False: etcd and kube-apiserver only (bench/scale.py measures the API server holding a cluster, nothing binds).
+    with_scheduler: bool = True
+    extra_etcd_args: Sequence[str] = ()
     components: list[Component] = field(default_factory=list)
     etcd_port: int = 0
     apiserver_port: int = 0
@@ -200,7 +205,8 @@ class ControlPlane:
         try:
             self._start_etcd(timeout)
             self._start_apiserver(timeout)
-            self._start_scheduler(timeout)
+            if self.with_scheduler:
+                self._start_scheduler(timeout)
         except BaseException:
             self.stop()
             raise
@@ -248,6 +254,7 @@ class ControlPlane:
             "--initial-cluster", f"conformance=http://127.0.0.1:{peer}",
             "--log-level", "warn",
             "--unsafe-no-fsync",  # a throwaway cluster: durability buys nothing, and fsync is most of a write
+            *self.extra_etcd_args,
         ])
         self._wait(etcd, lambda: _http_ok(f"http://127.0.0.1:{self.etcd_port}/health"), timeout)
 

@@ -25,7 +25,7 @@ def _permission(api_group: str, resource: str, *verbs: str, names: tuple[str, ..
     return Permission(api_group, resource, frozenset(verbs), frozenset(names))
 
 
-# The webhook server (ClusterRole ``preemptguard``): webhook/sources/informer.py lists and watches six
+# The webhook server (ClusterRole ``preemptguard``): webhook/sources/informer.py lists and watches eight
 # kinds, and the storage and device ones (#27), and webhook/sources/kube_source.py GETs a PriorityClass the
 # cache has not seen yet. The policy
 # ConfigMap and the TLS Secret are mounted files, so the server reads no ConfigMap or Secret.
@@ -37,7 +37,9 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     _permission("", "nodes", "list", "watch"),
     _permission("", "pods", "list", "watch"),
     _permission("", "resourcequotas", "list", "watch"),
+    _permission("", "limitranges", "list", "watch"),
     _permission("policy", "poddisruptionbudgets", "list", "watch"),
+    _permission("node.k8s.io", "runtimeclasses", "list", "watch"),
     # Storage and devices (#27), for the volume plugins and DynamicResources.
     _permission("", "persistentvolumes", "list", "watch"),
     _permission("", "persistentvolumeclaims", "list", "watch"),

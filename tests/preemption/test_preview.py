@@ -96,14 +96,16 @@ def test_replicas_are_simulated_in_order_without_mutating_the_state() -> None:
     assert preview["results"][1]["expectedDelaySeconds"] == 90
     assert outcomes[2][1] == Outcome.UNSCHEDULABLE
     assert preview["summary"] == {"pods": 3, "fits": 0, "preempting": 2, "unschedulable": 1, "rejected": 0,
-                                  "victims": 2, "pdbViolations": 1, "namespacesAffected": ["team-b", "team-c"]}
+                                  "gated": 0, "notScheduled": 0, "victims": 2, "pdbViolations": 1,
+                                  "namespacesAffected": ["team-b", "team-c"]}
     assert state.version == version and len(state.pods_by_node["node-1"]) == 1
 
 
 def test_unknown_priority_class_is_rejected_with_the_admission_message() -> None:
     (result,) = preview_objects(_state(), [_pod(cls="nope")])["results"]
     assert result["outcome"] == Outcome.REJECTED
-    assert result["message"] == "no PriorityClass with name nope was found"
+    # The API server's words, in full.
+    assert result["message"] == 'pods "web" is forbidden: no PriorityClass with name nope was found'
 
 
 def test_global_default_class_applies_and_a_small_pod_fits() -> None:
@@ -166,9 +168,11 @@ def test_the_summary_counts_victims_redacted_or_of_other_tenants() -> None:
         {"outcome": "Preempts", "pdbViolations": 1, "victims": [],
          "redactedVictims": [{"namespace": "team-z", "count": 2, "pdbViolations": 1}]},
         {"outcome": "Fits", "victims": []}, {"outcome": "Rejected"}, {"outcome": "Unschedulable", "victims": []},
+        {"outcome": "Gated", "victims": []}, {"outcome": "NotScheduled", "victims": []},
     ]
-    assert summarize(results) == {"pods": 5, "fits": 1, "preempting": 2, "unschedulable": 1, "rejected": 1,
-                                  "victims": 6, "pdbViolations": 3, "namespacesAffected": ["team-a", "team-z"],
+    assert summarize(results) == {"pods": 7, "fits": 1, "preempting": 2, "unschedulable": 1, "rejected": 1,
+                                  "gated": 1, "notScheduled": 1, "victims": 6, "pdbViolations": 3,
+                                  "namespacesAffected": ["team-a", "team-z"],
                                   "otherTenantVictims": 3}
     assert "otherTenantVictims" not in summarize(results[1:])
 

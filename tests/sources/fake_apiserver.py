@@ -58,6 +58,8 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("pods", "Pod", "v1", True),
     Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", True),
     Resource("resourcequotas", "ResourceQuota", "v1", True),
+    Resource("limitranges", "LimitRange", "v1", True),
+    Resource("runtimeclasses", "RuntimeClass", "node.k8s.io/v1", False),
     Resource("persistentvolumes", "PersistentVolume", "v1", False),
     Resource("persistentvolumeclaims", "PersistentVolumeClaim", "v1", True),
     Resource("storageclasses", "StorageClass", "storage.k8s.io/v1", False),

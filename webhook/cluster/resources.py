@@ -12,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from webhook.cluster.model import (
+    EMPTY_QUANTITIES,
     EMPTY_SCALARS,
     NO_RESOURCES,
     ContainerResources,
+    ContainerStatusResources,
     FrozenMap,
     PodResourceSpec,
+    PodResourceStatus,
     Resources,
 )
 from webhook.cluster.quantity import Quantity, int_value, milli_value
@@ -92,14 +95,89 @@ def _limits(ctr: ContainerResources) -> Mapping[str, Quantity]:
     return ctr.limits
 
 
-def pod_requests(spec: PodResourceSpec) -> ResourceList:
-    """``PodRequests``: the containers' aggregate, replaced by pod-level requests where set, plus overhead."""
-    requests = _aggregate_containers(spec, _requests)
-    if spec.pod_requests:
-        requests.update(_supported(spec.pod_requests))
+def aggregate_container_requests(spec: PodResourceSpec) -> ResourceList:
+    """``AggregateContainerRequests`` without options: the containers alone (no pod-level values, no overhead)."""
+    return _aggregate_containers(spec, _requests)
+
+
+def aggregate_container_limits(spec: PodResourceSpec) -> ResourceList:
+    """``AggregateContainerLimits`` without options."""
+    return _aggregate_containers(spec, _limits)
+
+
+def pod_requests(spec: PodResourceSpec, status: PodResourceStatus | None = None) -> ResourceList:
+    """``PodRequests``: the containers' aggregate, replaced by pod-level requests where set, plus overhead.
+
+    With ``status`` (a running pod's), as the scheduler computes it in v1.37 (``PodInfo.CalculateResource``:
+    ``UseStatusResources`` since InPlacePodVerticalScaling is GA, ``InPlacePodLevelResourcesVerticalScalingEnabled``
+    on by default since v1.36): each aggregate is the larger of the spec's, the allocated and the actuated
+    resources, the spec left out while the resize is ``Infeasible`` (``AggregateContainerRequests``,
+    ``effectivePodLevelResources``).
+    """
+    if status is None:
+        requests = _aggregate_containers(spec, _requests)
+    else:
+        requests = _container_requests_with_status(spec, status)
+    if _supported(spec.pod_requests):  # IsPodLevelRequestsSet
+        effective = spec.pod_requests
+        if status is not None and status.has_resources:
+            effective = _max_of(None if status.resize_infeasible else spec.pod_requests,
+                                status.actuated_requests, status.allocated)
+        requests.update(_supported(effective))
     if spec.overhead:
         _add_into(requests, spec.overhead)
     return requests
+
+
+# ---- in-place resize: the status half of PodRequests (issue #26) ----------------------------------------
+
+def _max_of(first: Mapping[str, Quantity] | None, *others: Mapping[str, Quantity] | None) -> ResourceList:
+    """component-helpers ``max(a, b...)``: per resource the largest, a nil ``first`` counting as empty."""
+    result: ResourceList = dict(first) if first is not None else {}
+    for other in others:
+        if other:
+            _max_into(result, other)
+    return result
+
+
+def _status_of(status: PodResourceStatus, name: str) -> ContainerStatusResources | None:
+    """``findContainerStatus``: the first status of that name (containerStatuses before initContainerStatuses)."""
+    for found in status.containers:
+        if found.name == name:
+            return found
+    return None
+
+
+def _container_requests_with_status(spec: PodResourceSpec, status: PodResourceStatus) -> ResourceList:
+    """``AggregateContainerRequests`` with ``UseStatusResources``."""
+    infeasible = status.resize_infeasible
+
+    def allocated(ctr: ContainerResources) -> Mapping[str, Quantity]:  # containerAllocatedRequests
+        found = _status_of(status, ctr.name)
+        if found is not None and found.allocated is not None:
+            return found.allocated
+        return EMPTY_QUANTITIES if infeasible else ctr.requests
+
+    def actuated(ctr: ContainerResources) -> Mapping[str, Quantity]:  # containerActuatedRequests
+        found = _status_of(status, ctr.name)
+        if found is not None and found.actuated_requests is not None:
+            return found.actuated_requests
+        if found is not None and found.allocated is not None:
+            return found.allocated
+        return EMPTY_QUANTITIES if infeasible else ctr.requests
+
+    spec_requests = _aggregate_containers(spec, _requests)
+    allocated_requests: Mapping[str, Quantity]
+    actuated_requests: Mapping[str, Quantity]
+    if status.allocated is not None and status.has_resources and status.actuated_requests is not None:
+        # The pod-level status maps already hold the aggregate over every container.
+        allocated_requests, actuated_requests = status.allocated, status.actuated_requests
+    else:
+        allocated_requests = _aggregate_containers(spec, allocated)
+        actuated_requests = _aggregate_containers(spec, actuated)
+    if infeasible:
+        return _max_of(actuated_requests, allocated_requests)
+    return _max_of(spec_requests, actuated_requests, allocated_requests)
 
 
 def pod_limits(spec: PodResourceSpec) -> ResourceList:

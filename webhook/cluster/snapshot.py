@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 
 from webhook.cluster.model import (
     ClusterObject,
+    LimitRange,
     Namespace,
     Node,
     Pod,
     PodDisruptionBudget,
     PriorityClass,
     ResourceQuota,
+    RuntimeClass,
 )
 from webhook.cluster.storage_state import DEVICE_KINDS, VOLUME_KINDS, DeviceStore, VolumeStore
 
@@ -28,6 +30,9 @@ KIND_OF: dict[type, str] = {
     Pod: "Pod",
     PodDisruptionBudget: "PodDisruptionBudget",
     ResourceQuota: "ResourceQuota",
+    # What the API server's admission chain reads (issue #26).
+    LimitRange: "LimitRange",
+    RuntimeClass: "RuntimeClass",
     **VOLUME_KINDS,
     **DEVICE_KINDS,
 }
@@ -100,6 +105,12 @@ class ClusterState:
         self.node_usage: dict[str, NodeUsage] = {}
         self.pdbs_by_namespace: dict[str, dict[str, PodDisruptionBudget]] = {}
         self.quotas_by_namespace: dict[str, dict[str, ResourceQuota]] = {}
+        # What the API server's admission chain reads (issue #26): LimitRanges by namespace, RuntimeClasses, and
+        # the kinds the source did not deliver at all (a snapshot taken without them), so that their absence is not
+        # taken for a cluster without any (``knows``).
+        self.limit_ranges_by_namespace: dict[str, dict[str, LimitRange]] = {}
+        self.runtime_classes: dict[str, RuntimeClass] = {}
+        self.unknown_kinds: frozenset[str] = frozenset()
         # Bumped on every change, so callers can cache derived views per version.
         self.version = 0
         # Finer-grained change stamps (the ``version`` of the last change), so derived per-node views survive
@@ -154,6 +165,10 @@ class ClusterState:
             self.pdbs_version = self.version
         elif isinstance(obj, ResourceQuota):
             self.quotas_by_namespace.setdefault(obj.namespace, {})[obj.name] = obj
+        elif isinstance(obj, LimitRange):
+            self.limit_ranges_by_namespace.setdefault(obj.namespace, {})[obj.name] = obj
+        elif isinstance(obj, RuntimeClass):
+            self.runtime_classes[obj.name] = obj
         elif type(obj) in VOLUME_KINDS:
             self.volumes.upsert(obj)  # type: ignore[arg-type]
             self.known_kinds.add(VOLUME_KINDS[type(obj)])
@@ -181,6 +196,10 @@ class ClusterState:
             self.pdbs_version = self.version
         elif kind == "ResourceQuota":
             _pop_nested(self.quotas_by_namespace, key)  # type: ignore[arg-type]
+        elif kind == "LimitRange":
+            _pop_nested(self.limit_ranges_by_namespace, key)  # type: ignore[arg-type]
+        elif kind == "RuntimeClass":
+            self.runtime_classes.pop(key, None)
         elif kind in VOLUME_KIND_NAMES:
             self.volumes.delete(kind, key)
         elif kind in DEVICE_KIND_NAMES:
@@ -223,6 +242,11 @@ class ClusterState:
         elif kind == "ResourceQuota":
             for quotas in self.quotas_by_namespace.values():
                 yield from quotas.values()
+        elif kind == "LimitRange":
+            for limit_ranges in self.limit_ranges_by_namespace.values():
+                yield from limit_ranges.values()
+        elif kind == "RuntimeClass":
+            yield from self.runtime_classes.values()
         elif kind in VOLUME_KIND_NAMES:
             yield from self.volumes.objects(kind)
         elif kind in DEVICE_KIND_NAMES:
@@ -298,6 +322,16 @@ class ClusterState:
 
     def quotas_in(self, namespace: str) -> list[ResourceQuota]:
         return list(self.quotas_by_namespace.get(namespace, {}).values())
+
+    def limit_ranges_in(self, namespace: str) -> list[LimitRange]:
+        """The namespace's LimitRanges by name (upstream lists them in its informer's order, which no client sees)."""
+        by_name = self.limit_ranges_by_namespace.get(namespace)
+        return [by_name[name] for name in sorted(by_name)] if by_name else []
+
+    def knows(self, kind: str) -> bool:
+        """Whether the state holds the cluster's objects of ``kind`` (informers list every watched kind; a snapshot
+        file that holds no object of a kind the admission chain reads marks it unknown: ``unknown_kinds``)."""
+        return kind not in self.unknown_kinds
 
     def counts(self) -> dict[str, int]:
         return {kind: sum(1 for _ in self.objects(kind)) for kind in KIND_OF.values()}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from webhook.cluster.model import LabelSelector, ScopedResourceSelectorRequirement
+from webhook.cluster.model import DEFAULT_SCHEDULER_NAME, LabelSelector, ScopedResourceSelectorRequirement
 
 __all__ = [
     "AUDIT_DETAILS",
@@ -102,6 +102,8 @@ class SchedulerConfig:
     # The release whose preemption the prediction follows (``KubernetesRelease.name``, e.g. "v1.34"); "" for the
     # default (the newest PreemptGuard knows, or the binaries' for ``verify``).
     kubernetes_version: str = ""
+    # ``profiles[].schedulerName`` of the cluster's kube-scheduler: a pod naming another is never seen by it.
+    scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
 
     @property
     def preemption_enabled(self) -> bool:

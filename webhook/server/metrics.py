@@ -5,8 +5,9 @@ Series (all prefixed ``preemptguard_``):
   ``admission_denials_total{endpoint,reason}`` (status reason) and ``admission_denials_by_rule_total{endpoint,rule}``
   (``priority``, ``quota.classes``, ``quota.limitedResources``, ``ResourceQuota`` or a guardrail rule name);
 - ``http_requests_total{endpoint,code}``;
-- ``predictions_total{endpoint,outcome}`` (``Fits``, ``Preempts``, ``Unschedulable``, ``Rejected``, ``skipped``,
-  ``failed``), ``predictions_skipped_total{endpoint,reason}``, ``prediction_duration_seconds{endpoint}``;
+- ``predictions_total{endpoint,outcome}`` (``Fits``, ``Preempts``, ``Unschedulable``, ``Rejected``, ``Gated``,
+  ``NotScheduled``, ``skipped``, ``failed``), ``predictions_skipped_total{endpoint,reason}``,
+  ``prediction_duration_seconds{endpoint}``;
 - ``predicted_victims_total{namespace}``: victims predicted for pods actually admitted (not dry runs);
 - ``guardrail_decisions_total{decision,mode}``;
 - ``prediction_observed_total{verdict}``: predictions made at pod creation held against what kube-scheduler then
@@ -123,7 +124,8 @@ class WebhookMetrics:
         )
         self.predictions = Counter(
             "preemptguard_predictions",
-            "Preemption predictions, by endpoint and outcome (Fits, Preempts, Unschedulable, Rejected, skipped, "
+            "Preemption predictions, by endpoint and outcome (Fits, Preempts, Unschedulable, Rejected, Gated, "
+            "NotScheduled, skipped, "
             "failed); a preview of several replicas counts each replica.",
             ["endpoint", "outcome"],
             registry=self.registry,

@@ -21,11 +21,13 @@ from typing import Any
 
 from webhook.cluster.model import ClusterObject
 from webhook.cluster.reader import (
+    limit_range_from_dict,
     namespace_from_dict,
     node_from_dict,
     pdb_from_dict,
     priority_class_from_dict,
     resource_quota_from_dict,
+    runtime_class_from_dict,
     state_pod_from_dict,
 )
 from webhook.cluster.reader_devices import (
@@ -86,6 +88,9 @@ PODS = ResourceKind("Pod", "/api/v1/pods", True, state_pod_from_dict)
 POD_DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", True,
                                       pdb_from_dict)
 RESOURCE_QUOTAS = ResourceKind("ResourceQuota", "/api/v1/resourcequotas", True, resource_quota_from_dict)
+# What the admission chain reads on the paths without the API server (/preview: webhook.priority.chain).
+LIMIT_RANGES = ResourceKind("LimitRange", "/api/v1/limitranges", True, limit_range_from_dict)
+RUNTIME_CLASSES = ResourceKind("RuntimeClass", "/apis/node.k8s.io/v1/runtimeclasses", False, runtime_class_from_dict)
 
 # Storage and devices (#27): what VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits and
 # DynamicResources read, from the API versions v1.34+ serve.
@@ -110,7 +115,8 @@ DEVICE_KINDS: tuple[ResourceKind, ...] = (
 )
 
 RESOURCE_KINDS: tuple[ResourceKind, ...] = (
-    PRIORITY_CLASSES, NAMESPACES, NODES, PODS, POD_DISRUPTION_BUDGETS, RESOURCE_QUOTAS, *STORAGE_KINDS, *DEVICE_KINDS,
+    PRIORITY_CLASSES, NAMESPACES, NODES, PODS, POD_DISRUPTION_BUDGETS, RESOURCE_QUOTAS, LIMIT_RANGES, RUNTIME_CLASSES,
+    *STORAGE_KINDS, *DEVICE_KINDS,
 )
 # The HTTP statuses of a LIST that make an optional kind "not known" rather than an outage.
 _NOT_SERVED_OR_NOT_GRANTED = frozenset({403, 404})

@@ -234,10 +234,17 @@ def collections_paused() -> Iterator[None]:
             gc.enable()
 
 
+# Kinds the admission chain reads (webhook.priority.chain) that older snapshot commands did not list: a file
+# holding none of one is taken as a snapshot without it, not as a cluster without any (ClusterState.knows).
+ADMISSION_CHAIN_KINDS = ("LimitRange", "RuntimeClass")
+
+
 def read_snapshot(snapshot: SnapshotFile, kinds: Counter[str], progress: ProgressFn | None = None) -> ClusterState:
     """The ``ClusterState`` of an opened snapshot file, streamed (see the module docstring)."""
     with collections_paused():
-        return _read_snapshot(snapshot, kinds, progress)
+        state = _read_snapshot(snapshot, kinds, progress)
+    state.unknown_kinds = frozenset(kind for kind in ADMISSION_CHAIN_KINDS if not kinds[kind])
+    return state
 
 
 def _read_snapshot(snapshot: SnapshotFile, kinds: Counter[str], progress: ProgressFn | None) -> ClusterState:

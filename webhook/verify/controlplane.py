@@ -110,21 +110,26 @@ def kubernetes_version(bin_dir: Path) -> str:
 
 
 def scheduler_configuration(kubeconfig: Path, *, preemption: bool = True, min_candidate_nodes_percentage: int = 10,
-                            min_candidate_nodes_absolute: int = 100) -> dict[str, Any]:
-    """A KubeSchedulerConfiguration: the default profile with these DefaultPreemptionArgs (or without the
-    DefaultPreemption PostFilter when ``preemption`` is off), no leader election."""
-    profile: dict[str, Any] = {
-        "schedulerName": "default-scheduler",
-        "pluginConfig": [{"name": "DefaultPreemption", "args": {
-            "apiVersion": SCHEDULER_CONFIG_API, "kind": "DefaultPreemptionArgs",
-            "minCandidateNodesPercentage": min_candidate_nodes_percentage,
-            "minCandidateNodesAbsolute": min_candidate_nodes_absolute}}],
-    }
-    if not preemption:
-        profile["plugins"] = {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}
+                            min_candidate_nodes_absolute: int = 100,
+                            scheduler_names: Sequence[str] = ("default-scheduler",)) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration: one profile per scheduler name (``scheduler.schedulerNames``), each with
+    these DefaultPreemptionArgs (or without the DefaultPreemption PostFilter when ``preemption`` is off), no leader
+    election."""
+    profiles: list[dict[str, Any]] = []
+    for name in scheduler_names:
+        profile: dict[str, Any] = {
+            "schedulerName": name,
+            "pluginConfig": [{"name": "DefaultPreemption", "args": {
+                "apiVersion": SCHEDULER_CONFIG_API, "kind": "DefaultPreemptionArgs",
+                "minCandidateNodesPercentage": min_candidate_nodes_percentage,
+                "minCandidateNodesAbsolute": min_candidate_nodes_absolute}}],
+        }
+        if not preemption:
+            profile["plugins"] = {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}
+        profiles.append(profile)
     return {"apiVersion": SCHEDULER_CONFIG_API, "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(kubeconfig)}, "leaderElection": {"leaderElect": False},
-            "profiles": [profile]}
+            "profiles": profiles}
 
 
 @dataclass

@@ -74,7 +74,7 @@ def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerCo
             results.append(replace(_failed(scenario, _pod_key(manifest), f"PreemptGuard could not predict: {exc}"),
                                    fidelity=fidelity))
             continue
-        observation = observe_pod(plane, manifest, timeout=timeout)
+        observation = observe_pod(plane, manifest, timeout=timeout, scheduler_names=scheduler.scheduler_names)
         observation = settle(plane, observation, str(manifest["metadata"]["namespace"]), timeout=timeout)
         predicted = Predicted(prediction.outcome, prediction.node, prediction.victims, prediction.tied_nodes,
                               prediction.sampled, prediction.tied_victims)
@@ -98,7 +98,8 @@ def start_plane(workdir: Path, bin_dir: Path, scheduler: SchedulerConfig) -> Con
     return ControlPlane(workdir, bin_dir, extra_apiserver_args=["--disable-admission-plugins=ServiceAccount"],
                         scheduler_config={"preemption": scheduler.preemption_enabled,
                                           "min_candidate_nodes_percentage": scheduler.min_candidate_nodes_percentage,
-                                          "min_candidate_nodes_absolute": scheduler.min_candidate_nodes_absolute})
+                                          "min_candidate_nodes_absolute": scheduler.min_candidate_nodes_absolute,
+                                          "scheduler_names": scheduler.scheduler_names})
 
 
 def run_scenarios(plane: ControlPlane, scenarios: Sequence[Scenario], scheduler: SchedulerConfig, *,

@@ -123,10 +123,13 @@ def test_priority_class_override_and_never_policy() -> None:
     assert result.message.endswith("preemption: not eligible due to preemptionPolicy=Never.")
 
 
-def test_unmodeled_feature_is_named_in_the_message() -> None:
+def test_a_gated_pod_is_gated_not_an_unmodelled_feature() -> None:
+    """Scheduling gates were a "Not modelled" note; since #26 they are the outcome itself (nothing is preempted
+    for the pod until every gate is gone)."""
     pod = _pod(schedulingGates=[{"name": "example.com/wait"}])
     (result,) = preview_objects(_state(), [pod])["results"]
-    assert "Not modelled" in result["message"] and "schedulingGates" in result["message"]
+    assert result["outcome"] == Outcome.GATED and "example.com/wait" in result["message"]
+    assert "Not modelled" not in result["message"] and not result["victims"]
 
 
 def test_claims_a_snapshot_does_not_hold_are_named_as_not_known() -> None:

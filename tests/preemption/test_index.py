@@ -59,7 +59,7 @@ def assert_index_matches_fresh(state: ClusterState) -> None:
 def test_bulk_paths_equal_reference_across_informer_events(data: st.DataObject) -> None:
     state, pods, options = data.draw(scenarios())
     args = PreemptionArgs(pdb_empty_selector_matches_all=options["empty_selector_matches_all"],
-                          pdb_stop_at_first_violation=options["stop_at_first"])
+                          pdb_stop_at_first_violation=options["stop_at_first"], scoring=options["scoring"])
     max_count = data.draw(st.sampled_from([1, 2, bounded_dry_run.MAX_COUNT_ORDER]))
     with mock.patch.object(schedule_one, "QUICK_SCAN_NODES", 0), mock.patch.object(bounded_dry_run, "MAX_COUNT_ORDER",
                                                                                             max_count):

@@ -31,7 +31,7 @@ def test_fast_predictor_equals_reference(scenario: tuple[ClusterState, list[Pod]
     state, pods, options = scenario
     version = state.version
     args = PreemptionArgs(pdb_empty_selector_matches_all=options["empty_selector_matches_all"],
-                          pdb_stop_at_first_violation=options["stop_at_first"])
+                          pdb_stop_at_first_violation=options["stop_at_first"], scoring=options["scoring"])
     fast = [as_dict(r) for r in simulate_pods(state, pods, args)]
     slow = reference_predict(state, pods, **options)
     assert fast == slow

@@ -24,6 +24,7 @@ from webhook.cluster.model import (
 from webhook.cluster.quantity import Quantity, parse_quantity
 from webhook.cluster.resources import (
     allocatable_as_resources,
+    pod_non_zero_requests,
     pod_requests,
     requests_as_resources,
     requests_from_units,
@@ -366,3 +367,48 @@ def _containers_items(value: object) -> tuple[_ContainerItems, ...] | None:
 def _only_strings(key: _ResourcesKey) -> bool:
     return all(type(name) is str and all(type(k) is str and type(v) is str for k, v in (*requests, *limits))
                for containers in key for name, requests, limits, _ in containers)
+
+
+# ---- the scheduler's non-zero requests (scoring) -------------------------------------------------------
+
+def _requests_cpu_and_memory(ctr: object) -> bool:
+    """Whether a container requests cpu and memory (a limit alone defaults the request), read without checks;
+    False also for anything not plainly shaped, which then takes the checked reading."""
+    if type(ctr) is not dict:
+        return False
+    resources = ctr.get("resources")
+    if type(resources) is not dict:
+        return False
+    requests = resources.get("requests")
+    limits = resources.get("limits")
+    requests = requests if type(requests) is dict else {}
+    limits = limits if type(limits) is dict else {}
+    return ("cpu" in requests or "cpu" in limits) and ("memory" in requests or "memory" in limits)
+
+
+def _non_zero_or_none(spec: JsonObject) -> tuple[int, int] | None:
+    resources = pod_resource_spec(spec)
+    requests = requests_as_resources(pod_requests(resources))
+    found = pod_non_zero_requests(resources)
+    return None if found == (requests.milli_cpu, requests.memory) else found
+
+
+# Remembered as a 1-tuple: None is a value here.
+_non_zero_by_containers: BoundedCache[_ResourcesKey, tuple[tuple[int, int] | None]] = BoundedCache(FAST_PATH_LIMIT)
+
+
+def _non_zero_remembered(spec: JsonObject) -> tuple[tuple[int, int] | None]:
+    return (_non_zero_or_none(spec),)
+
+
+def pod_non_zero_requests_of(spec: JsonObject) -> tuple[int, int] | None:
+    """``Pod.non_zero_requests``: None when every container requests both cpu and memory and the pod sets no
+    pod-level requests (then they equal the requests), else ``pod_non_zero_requests`` of the checked spec."""
+    if spec.get("resources") is None:
+        containers = spec.get("containers")
+        init_containers = spec.get("initContainers")
+        if (type(containers) is list and (init_containers is None or type(init_containers) is list)
+                and all(_requests_cpu_and_memory(c) for c in containers)
+                and all(_requests_cpu_and_memory(c) for c in init_containers or ())):
+            return None
+    return _remembered(_non_zero_by_containers, spec, _non_zero_remembered)[0]

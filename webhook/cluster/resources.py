@@ -10,6 +10,7 @@ sums converted afterwards, as pkg/scheduler/framework/plugins/noderesources/fit.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 
 from webhook.cluster.model import (
     EMPTY_SCALARS,
@@ -92,14 +93,52 @@ def _limits(ctr: ContainerResources) -> Mapping[str, Quantity]:
     return ctr.limits
 
 
-def pod_requests(spec: PodResourceSpec) -> ResourceList:
-    """``PodRequests``: the containers' aggregate, replaced by pod-level requests where set, plus overhead."""
-    requests = _aggregate_containers(spec, _requests)
+def pod_requests(spec: PodResourceSpec, non_missing: Mapping[str, Quantity] | None = None) -> ResourceList:
+    """``PodRequests``: the containers' aggregate, replaced by pod-level requests where set, plus overhead.
+
+    ``non_missing`` (``PodResourcesOptions.NonMissingContainerRequests``): a container that does not request one of
+    these resources counts as requesting this much of it (an explicit zero stays zero)."""
+    if non_missing:
+        def of(ctr: ContainerResources) -> Mapping[str, Quantity]:
+            missing = {name: qty for name, qty in non_missing.items() if name not in ctr.requests}
+            return {**ctr.requests, **missing} if missing else ctr.requests
+
+        requests = _aggregate_containers(spec, of)
+    else:
+        requests = _aggregate_containers(spec, _requests)
     if spec.pod_requests:
         requests.update(_supported(spec.pod_requests))
     if spec.overhead:
         _add_into(requests, spec.overhead)
     return requests
+
+
+# What the scheduler's scoring counts for a container without a cpu or memory request
+# (pkg/scheduler/util/pod_resources.go: DefaultMilliCPURequest, DefaultMemoryRequest).
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+_DEFAULT_NON_ZERO = {"cpu": Quantity(Fraction(DEFAULT_MILLI_CPU_REQUEST, 1000), "DecimalSI"),
+                     "memory": Quantity(Fraction(DEFAULT_MEMORY_REQUEST), "DecimalSI")}
+
+
+def is_pod_level_requests_set(spec: PodResourceSpec) -> bool:
+    """``IsPodLevelRequestsSet``: spec.resources.requests names a supported resource."""
+    return bool(_supported(spec.pod_requests))
+
+
+def pod_non_zero_requests(spec: PodResourceSpec) -> tuple[int, int]:
+    """(milli cpu, memory) as the scheduler's NodeInfo sums them for scoring (pkg/scheduler/framework/types.go,
+    ``PodInfo.CalculateResource`` with ``getNonMissingContainerRequests``): a container missing a cpu or memory
+    request counts 100m / 200 MiB; with pod-level requests, only a resource the pod's requests lack altogether."""
+    requests = pod_requests(spec)
+    if is_pod_level_requests_set(spec):
+        non_missing = {name: qty for name, qty in _DEFAULT_NON_ZERO.items() if name not in requests}
+    else:
+        non_missing = _DEFAULT_NON_ZERO
+    if non_missing:
+        requests = pod_requests(spec, non_missing)
+    cpu, memory = requests.get("cpu"), requests.get("memory")
+    return (milli_value(cpu) if cpu is not None else 0, int_value(memory) if memory is not None else 0)
 
 
 def pod_limits(spec: PodResourceSpec) -> ResourceList:

@@ -21,13 +21,14 @@ T = TypeVar("T", bound=StateData)
 
 
 class CycleState:
-    """The plugins' states for one pod, and the plugins whose PreFilter said Skip."""
+    """The plugins' states for one pod, and the plugins whose PreFilter (PreScore) said Skip."""
 
-    __slots__ = ("_data", "skip_filter_plugins")
+    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
 
     def __init__(self) -> None:
         self._data: dict[type, StateData] = {}
         self.skip_filter_plugins: frozenset[str] = frozenset()
+        self.skip_score_plugins: frozenset[str] = frozenset()
 
     def read(self, kind: type[T]) -> T | None:
         """The state of that class, or None when its plugin wrote none (it skipped: nothing to check)."""
@@ -40,4 +41,5 @@ class CycleState:
         copied = CycleState()
         copied._data = {kind: data.copy() for kind, data in self._data.items()}
         copied.skip_filter_plugins = self.skip_filter_plugins
+        copied.skip_score_plugins = self.skip_score_plugins
         return copied

@@ -1,5 +1,6 @@
 """NodeResourcesFit (pkg/scheduler/framework/plugins/noderesources/fit.go, docs/preemption.md §11): the node must
-have room for the pod's requests and one more pod.
+have room for the pod's requests and one more pod; its Score is the profile's scoring strategy (LeastAllocated by
+default, MostAllocated or RequestedToCapacityRatio: ``resource_allocation``) on the non-zero requests.
 
 ``Fit.filter`` answers on a ``NodeInfo``, as upstream. For a pod whose only check that reads the node's pods is
 this one (a "resource-only" pod), the same answer comes from sums: ``fit_on_summary`` on a node's summary,
@@ -11,13 +12,16 @@ node names by what is free, so "at least x free" is one slice), without a Python
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from webhook.cluster.model import Pod, Resources
 from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.index import StateIndex, free_order, intersect, order_key
 from webhook.preemption.framework.status import OK, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.framework.summary import CPU, EPHEMERAL, MEMORY, PODS, NodeSummary, Usage
-from webhook.preemption.framework.types import NodeInfo
+from webhook.preemption.framework.types import NodeInfo, ScoringNodes
+from webhook.preemption.plugins.noderesources.resource_allocation import ResourceAllocationScorer, strategy_scorer
+from webhook.preemption.results import ScoringStrategy
 
 NAME = "NodeResourcesFit"
 ERR_TOO_MANY_PODS = "Too many pods"
@@ -63,11 +67,34 @@ def fits(pod: Pod, info: NodeInfo) -> Status:
                                used.ephemeral_storage, used.pod_count, used.scalar)
 
 
+@dataclass(slots=True)
+class FitScoreState:
+    """PreScore: the pod's request of each resource of the scoring strategy."""
+
+    pod_requests: list[int]
+
+    def copy(self) -> FitScoreState:
+        return self
+
+
 class Fit:
     name = NAME
 
+    def __init__(self, strategy: ScoringStrategy | None = None) -> None:
+        strategy = strategy or ScoringStrategy()
+        self.strategy = strategy
+        self.scorer = ResourceAllocationScorer(strategy.resources, False, strategy_scorer(strategy))
+
     def filter(self, cycle: CycleState, pod: Pod, info: NodeInfo) -> Status:
         return fits(pod, info)
+
+    def pre_score(self, cycle: CycleState, pod: Pod, nodes: ScoringNodes) -> Status:
+        cycle.write(FitScoreState(self.scorer.pod_requests(pod)))
+        return OK
+
+    def score(self, cycle: CycleState, pod: Pod, nodes: ScoringNodes) -> list[int]:
+        state = cycle.read(FitScoreState)
+        return self.scorer.score(self.scorer.pod_requests(pod) if state is None else state.pod_requests, nodes)
 
 
 # ---- a resource-only pod: the same answer from sums ------------------------------------------------------

@@ -1,6 +1,10 @@
 """PreemptGuard against the real kube-scheduler on random clusters (not a test).
 
-    .venv/bin/python bench/real_scheduler.py --n 200 --seed 1 [--kube-bin DIR] [--keep DIR] [--timeout 30]
+    .venv/bin/python bench/real_scheduler.py --n 200 --seed 1 [--kube-version vX.Y.Z | --kube-bin DIR]
+                                             [--keep DIR] [--timeout 30]
+
+``--kube-version vX.Y.Z`` takes the binaries ``conformance/build --kube-version vX.Y.Z`` builds
+(``conformance/bin/vX.Y.Z``, or ``--kube-bin DIR``) and refuses binaries of another release.
 
 Generates ``--n`` scenarios with ``bench/scenariogen.py`` (small random clusters across the predictor's
 features, an incoming Pod or Deployment), runs them through ``preempt-guard verify``'s runner on one control
@@ -34,6 +38,7 @@ from bench.scenariogen import features, generate_scenario, scenario_name, write_
 from webhook.config import DEFAULT_CONFIG, load_config  # noqa: E402
 from webhook.observe.compare import ERROR  # noqa: E402
 from webhook.verify.controlplane import kube_bin_dir, kubernetes_version  # noqa: E402
+from webhook.verify.engine import scheduler_for_release  # noqa: E402
 from webhook.verify.report import is_tied, result_json  # noqa: E402
 from webhook.verify.runner import VerifyResult, run_scenarios, start_plane  # noqa: E402
 from webhook.verify.scenarios import discover  # noqa: E402
@@ -88,16 +93,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the generator (default 1)")
     parser.add_argument("--start", type=int, default=0, help="first scenario index (default 0)")
     parser.add_argument("--kube-bin", metavar="DIR", help="etcd, kube-apiserver, kube-scheduler (as verify)")
+    parser.add_argument("--kube-version", metavar="vX.Y.Z",
+                        help="the release to run against (default: the one in --kube-bin); without --kube-bin, "
+                             "conformance/bin/vX.Y.Z as conformance/build --kube-version builds it")
     parser.add_argument("--config", metavar="FILE", help="PreemptGuard configuration (scheduler.*)")
     parser.add_argument("--timeout", type=float, default=30.0, help="longest wait for one decision (default 30)")
     parser.add_argument("--keep", metavar="DIR", help="where disagreements go (default bench/disagreements/seed-S)")
     parser.add_argument("--coverage", action="store_true", help="print how many scenarios used each feature")
     parser.add_argument("--quiet", action="store_true", help="no progress line per scenario on stderr")
     args = parser.parse_args(argv)
+    if args.kube_version and not args.kube_bin:
+        args.kube_bin = str(ROOT / "conformance" / "bin" / args.kube_version)
     bin_dir = kube_bin_dir(args.kube_bin)
     config = load_config(args.config) if args.config else DEFAULT_CONFIG
-    keep_dir = Path(args.keep) if args.keep else ROOT / "bench" / "disagreements" / f"seed-{args.seed}"
     version = kubernetes_version(bin_dir)
+    if args.kube_version and version != args.kube_version:
+        parser.error(f"--kube-version {args.kube_version}: the binaries in {bin_dir} are {version}")
+    keep_dir = Path(args.keep) if args.keep else ROOT / "bench" / "disagreements" / f"{version}-seed-{args.seed}"
+    # The prediction follows the release it is held against (scheduler.kubernetesVersion of --config wins).
+    scheduler, note = scheduler_for_release(config.scheduler, None, version)
+    if note:
+        print(f"real_scheduler: {note}", file=sys.stderr)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="preemptguard-bench-") as work:
         scenarios_dir = Path(work) / "scenarios"
@@ -117,15 +133,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"[{len(by_scenario)}/{len(scenarios)} {time.monotonic() - started:5.0f}s] {name}: {verdict}"
                       f" {' '.join(r.observed.outcome for r in results)}", file=sys.stderr, flush=True)
 
-        with start_plane(Path(work) / "plane", bin_dir, config.scheduler) as plane:
-            run_scenarios(plane, scenarios, config.scheduler, timeout=args.timeout, progress=progress)
+        with start_plane(Path(work) / "plane", bin_dir, scheduler) as plane:
+            run_scenarios(plane, scenarios, scheduler, timeout=args.timeout, progress=progress)
     elapsed = time.monotonic() - started
     results = [r for rs in by_scenario.values() for r in rs]
     agreeing = sum(all(r.comparison.agree for r in rs) for rs in by_scenario.values())
     tied = sum(any(is_tied(r) for r in rs) for rs in by_scenario.values())
     outcomes = Counter(r.observed.outcome for r in results)
     print(f"real-scheduler agreement: {agreeing}/{len(by_scenario)} ({tied} tied)")
-    print(f"kube-scheduler {version}; seed {args.seed}; {len(results)} pods observed: "
+    print(f"kube-scheduler {version} (predicted as {scheduler.kubernetes_version}); seed {args.seed};"
+          f" {len(results)} pods observed: "
           + ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
           + f"; {elapsed:.0f}s")
     if args.coverage:

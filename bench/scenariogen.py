@@ -12,6 +12,18 @@ nominated to a node; terminating pods (some already preempted); host ports; Depl
 required pod affinity and anti-affinity; topology spread. Start times are distinct on one node on purpose:
 upstream sorts a node's victims with an unstable sort, so two equal pods (priority and start time) on one node
 have no defined order there.
+
+On top of that, what a cluster that has lived for a while stores (``_lived_in``, its own random stream so the
+base draw stays as it was): RuntimeClass pods with their overhead and scheduling (the class in the snapshot or
+not, and some pods with the overhead of an earlier version of it); stale priorities (pods from before today's
+``globalDefault`` class, with ``priority: 0``, or of a class recreated with another value); two ``globalDefault``
+classes; LimitRanges, with the defaulted requests stored in their namespaces' pods; a DaemonSet's pod on every
+node; a terminating namespace with pods in it; pods of another scheduler, bound and pending; a nominated pod that
+still has a scheduling gate (its nomination reserves room from v1.37 only, so the bench predicts for the release
+it runs against). The incoming pod
+sometimes runs under a RuntimeClass (written with the class's overhead and scheduling, as a pod exported from a
+cluster is: RuntimeClass admission then changes nothing, which PreemptGuard does not model yet), or is created in
+a terminating or a missing namespace.
 """
 
 from __future__ import annotations
@@ -323,6 +335,171 @@ def _incoming(rng: random.Random) -> dict[str, Any]:
                                                             "labels": labels}, "spec": spec}
 
 
+SANDBOX_LABEL = "sandbox.gke.io/runtime"
+SANDBOX_TOLERATION = {"key": SANDBOX_LABEL, "operator": "Equal", "value": "gvisor", "effect": "NoSchedule"}
+# name -> (overhead now, overhead of an earlier version of the class, scheduling)
+RUNTIME_CLASSES: dict[str, tuple[dict[str, str], dict[str, str], dict[str, Any]]] = {
+    "gvisor": ({"cpu": "250m", "memory": "256Mi"}, {"cpu": "100m", "memory": "128Mi"},
+               {"nodeSelector": {SANDBOX_LABEL: "gvisor"}, "tolerations": [SANDBOX_TOLERATION]}),
+    "kata": ({"cpu": "500m", "memory": "512Mi"}, {"cpu": "250m", "memory": "256Mi"}, {}),
+}
+NODE_CRITICAL = ("system-node-critical", 2_000_001_000)
+OTHER_SCHEDULER = "batch-scheduler"
+RETIRED = "retired"  # a namespace being deleted, its pods still there
+MISSING = "team-x"  # a namespace the cluster does not hold
+LIMIT_DEFAULTS = {"cpu": "100m", "memory": "128Mi"}
+
+
+def _runtime_class(name: str) -> dict[str, Any]:
+    overhead, _, scheduling = RUNTIME_CLASSES[name]
+    rc: dict[str, Any] = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name},
+                          "handler": "runsc" if name == "gvisor" else name, "overhead": {"podFixed": dict(overhead)}}
+    if scheduling:
+        rc["scheduling"] = copy.deepcopy(scheduling)
+    return rc
+
+
+def _with_runtime_class(spec: dict[str, Any], name: str, overhead: dict[str, str]) -> None:
+    """What RuntimeClass admission stores in a pod: the class's overhead, its node selector and tolerations merged."""
+    _, _, scheduling = RUNTIME_CLASSES[name]
+    spec["runtimeClassName"] = name
+    spec["overhead"] = dict(overhead)
+    if scheduling:
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **scheduling["nodeSelector"]}
+        spec["tolerations"] = [*(spec.get("tolerations") or []),
+                               *[t for t in scheduling["tolerations"] if t not in (spec.get("tolerations") or [])]]
+
+
+def _bound_pod(name: str, namespace: str, node: str, start: int, cpu: str, memory: str, *,
+               priority: tuple[str | None, int], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    class_name, value = priority
+    spec: dict[str, Any] = {"nodeName": node, "priority": value, "preemptionPolicy": "PreemptLowerPriority",
+                            "containers": [_container(cpu, memory)], "terminationGracePeriodSeconds": 30}
+    if class_name:
+        spec["priorityClassName"] = class_name
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {"app": "web", "tier": "backend"}},
+            "spec": spec, "status": {"phase": "Running", "startTime": _time(start),
+                                     "conditions": [{"type": "PodScheduled", "status": "True"}]}}
+
+
+def _fresh_start(rng: random.Random, starts: set[int]) -> int:
+    start = EPOCH + rng.randrange(0, 2_000_000)
+    while start in starts:
+        start += 1
+    starts.add(start)
+    return start
+
+
+def _lived_in(rng: random.Random, objects: list[dict[str, Any]], starts: set[int]) -> dict[str, Any]:
+    """Add what lived-in clusters store to ``objects`` (in place); return what the incoming pod may use of it."""
+    nodes = [o for o in objects if o["kind"] == "Node"]
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    classes = [o for o in objects if o["kind"] == "PriorityClass"]
+    extra: list[dict[str, Any]] = []
+    offer: dict[str, Any] = {}
+    if rng.random() < 0.4:  # a DaemonSet's pod on every node, at system-node-critical priority
+        for node in nodes:
+            name = node["metadata"]["name"]
+            agent = _bound_pod(f"node-agent-{name}", "kube-system", name, _fresh_start(rng, starts), "100m", "128Mi",
+                               priority=NODE_CRITICAL, labels={"app": "node-agent"})
+            agent["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "node-agent",
+                                                     "uid": "5b0c1d4e-0000-4000-8000-000000000001", "controller": True}]
+            agent["spec"]["tolerations"] = [{"operator": "Exists"}]
+            term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}
+            agent["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [term]}}}
+            extra.append(agent)
+    if rng.random() < 0.35:  # RuntimeClass pods: gVisor on a sandbox node (labelled and tainted), Kata anywhere
+        name = rng.choice(sorted(RUNTIME_CLASSES))
+        overhead, earlier, scheduling = RUNTIME_CLASSES[name]
+        present = rng.random() < 0.5
+        hosts = nodes
+        if scheduling:
+            hosts = rng.sample(nodes, min(len(nodes), rng.choice([1, 1, 2])))
+            for node in hosts:
+                node["metadata"]["labels"][SANDBOX_LABEL] = "gvisor"
+                node["spec"]["taints"] = [*(node["spec"].get("taints") or []),
+                                          {"key": SANDBOX_LABEL, "value": "gvisor", "effect": "NoSchedule"}]
+        for i in range(rng.choice([1, 2, 3])):
+            node = rng.choice(hosts)["metadata"]["name"]
+            sandboxed = _bound_pod(f"sandboxed-{i}", rng.choice(NAMESPACES), node, _fresh_start(rng, starts),
+                                   rng.choice(["250m", "500m"]), "256Mi",
+                                   priority=("low", VALUE["low"]), labels={"app": "report", "tier": "backend"})
+            # A class present in the snapshot may have changed since: some pods carry its earlier overhead.
+            _with_runtime_class(sandboxed["spec"], name, earlier if present and rng.random() < 0.3 else overhead)
+            extra.append(sandboxed)
+        if present:
+            objects.append(_runtime_class(name))
+        offer["runtimeClass"] = name
+    if rng.random() < 0.35:  # stale priorities
+        for victim in rng.sample(pods, min(len(pods), rng.choice([1, 2, 3]))):
+            spec = victim["spec"]
+            if rng.random() < 0.5:  # created before any globalDefault class existed
+                spec.pop("priorityClassName", None)
+                spec["priority"] = 0
+            elif spec.get("priorityClassName"):  # its class was deleted and created again with another value
+                spec["priority"] = VALUE[spec["priorityClassName"]] - rng.choice([1, 50, 99])
+        if not any(c.get("globalDefault") for c in classes):
+            next(c for c in classes if c["metadata"]["name"] == "low")["globalDefault"] = True
+    if rng.random() < 0.25:  # two globalDefault classes: the API server refuses the second, a cluster can hold both
+        for c in classes:
+            if c["metadata"]["name"] in ("low", "mid") and not any(
+                    o.get("globalDefault") for o in classes if o is not c):
+                c["globalDefault"] = True
+        objects.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                        "metadata": {"name": "default-priority"}, "value": rng.choice([50, 500]),
+                        "preemptionPolicy": "PreemptLowerPriority", "globalDefault": True})
+    if rng.random() < 0.35:  # LimitRanges: default requests, stored in the namespace's pods that wrote none
+        for namespace in rng.sample(NAMESPACES, rng.choice([1, 2])):
+            objects.append({"apiVersion": "v1", "kind": "LimitRange",
+                            "metadata": {"name": "defaults", "namespace": namespace},
+                            "spec": {"limits": [{"type": "Container", "defaultRequest": dict(LIMIT_DEFAULTS),
+                                                 "max": {"cpu": "16", "memory": "32Gi"}}]}})
+            node = rng.choice(nodes)["metadata"]["name"]
+            extra.append(_bound_pod(f"defaulted-{namespace}", namespace, node, _fresh_start(rng, starts),
+                                    LIMIT_DEFAULTS["cpu"], LIMIT_DEFAULTS["memory"],
+                                    priority=("low", VALUE["low"]), labels={"app": "cache", "tier": "frontend"}))
+    if rng.random() < 0.15:  # a namespace being deleted: its pods are still there, nothing new gets in
+        objects.append({"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": RETIRED, "labels": {"team": RETIRED},
+                                     "deletionTimestamp": _time(EPOCH + 2_500_000)},
+                        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Terminating"}})
+        for i in range(rng.choice([1, 2])):
+            node = rng.choice(nodes)["metadata"]["name"]
+            extra.append(_bound_pod(f"leftover-{i}", RETIRED, node, _fresh_start(rng, starts), "500m", "256Mi",
+                                    priority=("low", VALUE["low"]), labels={"app": "etl", "tier": "backend"}))
+        offer["retired"] = True
+    pending = [p for p in pods if p["status"].get("nominatedNodeName")]
+    if pending and rng.random() < 0.4:  # a nomination another component set on a gated pod: v1.37 counts it only
+        pending[0]["spec"]["schedulingGates"] = [{"name": "example.com/admission-check"}]
+    if rng.random() < 0.3:  # another scheduler's pods: bound ones take room (and can be victims), pending ones wait
+        node = rng.choice(nodes)["metadata"]["name"]
+        bound = _bound_pod("batch-runner-0", "batch", node, _fresh_start(rng, starts), "500m", "512Mi",
+                           priority=("low", VALUE["low"]), labels={"app": "etl", "tier": "backend"})
+        bound["spec"]["schedulerName"] = OTHER_SCHEDULER
+        waiting = copy.deepcopy(bound)
+        waiting["metadata"]["name"] = "batch-runner-1"
+        waiting["spec"].pop("nodeName")
+        waiting["status"] = {"phase": "Pending"}
+        extra += [bound, waiting]
+    objects.extend(extra)
+    return offer
+
+
+def _lived_in_incoming(rng: random.Random, pod: dict[str, Any], offer: dict[str, Any]) -> None:
+    """The incoming pod under a RuntimeClass of the cluster, or in a namespace that takes no new pods."""
+    spec = _spec_of(pod)
+    if offer.get("runtimeClass") and rng.random() < 0.3:
+        name = offer["runtimeClass"]
+        _with_runtime_class(spec, name, RUNTIME_CLASSES[name][0])
+    roll = rng.random()
+    if offer.get("retired") and roll < 0.2:
+        pod["metadata"]["namespace"] = RETIRED
+    elif roll < 0.03:
+        pod["metadata"]["namespace"] = MISSING
+
+
 def generate_scenario(seed: int, index: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The snapshot's objects and the incoming Pod or Deployment of scenario ``index`` of ``seed``."""
     rng = random.Random(f"{seed}-{index}")
@@ -340,7 +517,11 @@ def generate_scenario(seed: int, index: int) -> tuple[list[dict[str, Any]], dict
         pods = _existing_pods(rng, nodes, starts)
     pods += _nominated(rng, nodes)
     objects = [*classes, *namespaces, *nodes, *pods, *_pdbs(rng, pods)]
-    return objects, _incoming(rng)
+    incoming = _incoming(rng)
+    lived = random.Random(f"{seed}-{index}-lived")
+    offer = _lived_in(lived, objects, starts)
+    _lived_in_incoming(lived, incoming, offer)
+    return objects, incoming
 
 
 def _spec_of(pod: dict[str, Any]) -> dict[str, Any]:
@@ -378,8 +559,31 @@ def features(objects: list[dict[str, Any]], pod: dict[str, Any]) -> set[str]:
         "nominated pods": any(p.get("status", {}).get("nominatedNodeName") for p in existing),
         "terminating pods": any(p["metadata"].get("deletionTimestamp") for p in existing),
         "identical nodes (full ties)": len({json.dumps(n["status"]) for n in nodes}) == 1 and len(nodes) > 1,
+        "RuntimeClass pods with overhead": any("overhead" in p["spec"] for p in existing),
+        "RuntimeClass absent (stand-in)": any(p["spec"].get("runtimeClassName") not in
+                                              (None, *[o["metadata"]["name"] for o in objects
+                                                       if o["kind"] == "RuntimeClass"]) for p in existing),
+        "incoming RuntimeClass pod": "runtimeClassName" in spec,
+        "stale priorities": any(_stale(p) for p in existing),
+        "two default classes": sum(bool(o.get("globalDefault")) for o in objects) > 1,
+        "LimitRanges": any(o["kind"] == "LimitRange" for o in objects),
+        "DaemonSet pods on every node": any(p["metadata"].get("ownerReferences") for p in existing),
+        "pods of another scheduler": any(p["spec"].get("schedulerName") for p in existing),
+        "terminating namespace": any(o["kind"] == "Namespace" and o.get("status", {}).get("phase") == "Terminating"
+                                     for o in objects),
+        "incoming pod in a terminating or missing namespace": pod["metadata"]["namespace"] in (RETIRED, MISSING),
+        "gated nominated pod (v1.37 only reserves)": any(p["spec"].get("schedulingGates") for p in existing),
     }
     return {name for name, present in checks.items() if present}
+
+
+def _stale(pod: dict[str, Any]) -> bool:
+    """A stored priority today's classes would not give (the generator's classes; system pods excepted)."""
+    spec = pod["spec"]
+    name = spec.get("priorityClassName")
+    if name is None:
+        return spec.get("priority") == 0
+    return name in VALUE and spec.get("priority") != VALUE[name]
 
 
 def scenario_name(seed: int, index: int) -> str:

@@ -2,10 +2,11 @@
 
 Run from the repository root:  .venv/bin/python examples/generate.py [--check]
 
-The output is exactly what ``kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces
--A -o yaml`` prints (a ``v1 List``, keys sorted). The same seed always gives the same file; ``--check`` fails when
-the committed file differs. The script also prints per-node free capacity and asserts the design invariants that
-the ``# expect:`` lines of examples/pods/*.yaml rely on (see examples/README.md).
+The output is exactly what ``kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces,
+runtimeclasses,limitranges -A -o yaml`` prints for a cluster without RuntimeClasses or LimitRanges (a ``v1 List``,
+keys sorted). The same seed always gives the same file; ``--check`` fails when the committed file differs. The
+script also prints per-node free capacity and asserts the design invariants that the ``# expect:`` lines of
+examples/pods/*.yaml rely on (see examples/README.md).
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ from kubectl_plugin.sources.dry_run import SEQUENTIAL_NOTE, ClusterPreviewSource
 from kubectl_plugin.sources.http import RequestTimeout
 from kubectl_plugin.sources.snapshot import SnapshotPreviewSource
 from kubectl_plugin.sources.webhook_url import WebhookPreviewSource
-from webhook.errors import PreemptGuardError
+from webhook.cluster.release import DEFAULT_RELEASE, parse_release
+from webhook.errors import ConfigError, PreemptGuardError
 from webhook.kubeapi import KubeClient
 from webhook.preemption.preview import preview_exit_code
 
@@ -62,6 +63,14 @@ def validate_args(args: argparse.Namespace) -> None:
         raise UsageError("TYPE/NAME is read from the cluster; with --snapshot use -f FILENAME")
     if args.snapshot_cache and not args.snapshot:
         raise UsageError("--snapshot-cache applies to --snapshot")
+    if args.kube_version is not None:
+        if not args.snapshot:
+            raise UsageError("--kube-version applies to --snapshot (a server predicts for its own release: "
+                             "scheduler.kubernetesVersion in its --config)")
+        try:
+            args.kube_version = parse_release(args.kube_version)
+        except ConfigError as exc:
+            raise UsageError(f"--kube-version: {exc}") from exc
     if args.recursive and not args.filename:
         raise UsageError("-R, --recursive applies to -f FILENAME")
     webhook_only = [flag for flag, value in (("--token", args.token),
@@ -109,7 +118,8 @@ async def gather_objects(args: argparse.Namespace, streams: Streams,
 def make_source(args: argparse.Namespace, cluster: KubeClient | None) -> PreviewSource:
     if args.snapshot:
         return SnapshotPreviewSource(args.snapshot, cache=args.snapshot_cache,
-                                     priority_classes=getattr(args, "manifest_priority_classes", ()))
+                                     priority_classes=getattr(args, "manifest_priority_classes", ()),
+                                     release=args.kube_version or DEFAULT_RELEASE)
     if args.webhook_url:
         return WebhookPreviewSource(args.webhook_url, token=args.token,
                                     certificate_authority=args.certificate_authority,
@@ -195,6 +205,10 @@ def run_words(words: list[str]) -> int:
     try:
         if words[:1] == ["completion"]:
             return print_completion_script(words[1:], streams.stdout)
+        if words[:1] == ["exposure"]:  # never a TYPE/NAME: those have a slash
+            from kubectl_plugin import exposure
+
+            return asyncio.run(exposure.run(words[1:], streams.stdout, os.environ))
         args = build_parser().parse_args(words)
         validate_args(args)
         return asyncio.run(run(args, streams, os.environ))

@@ -40,6 +40,7 @@ OUTPUT_HELP = {
     "custom-columns=": "HEADER:.field,... with one row per previewed pod",
 }
 COMPLETION_HELP = "Print the shell completion script for kubectl-preempt_preview (bash or zsh)"
+EXPOSURE_HELP = "Which of a namespace's running pods could be preempted, and by which PriorityClasses"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +156,8 @@ def complete_positional(current: str, typed: Typed, environ: Mapping[str, str]) 
     words = typed.positionals
     if words[:1] == ["completion"]:
         return Completions(matching(SHELLS, current) if len(words) == 1 else ())
+    if words[:1] == ["exposure"]:
+        return Completions()
     if "filename" in typed.seen:
         return Completions()
     if "/" in current or len(words) == 1:
@@ -177,6 +180,8 @@ def complete_positional(current: str, typed: Typed, environ: Mapping[str, str]) 
     candidates = [*dict.fromkeys(t for t in types if t.startswith(current))]
     if "completion".startswith(current):
         candidates.append(f"completion\t{COMPLETION_HELP}")
+    if "exposure".startswith(current):
+        candidates.append(f"exposure\t{EXPOSURE_HELP}")
     # One directive for all: no space after a TYPE/ wins (a chosen "completion" then needs the space typed).
     no_space = NO_SPACE if any(c.endswith("/") for c in candidates) else 0
     return Completions(tuple(candidates), NO_FILE_COMP | no_space)

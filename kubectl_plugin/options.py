@@ -51,7 +51,8 @@ EXAMPLES = """\
       --token "$(kubectl create token ci -n team-a)" --certificate-authority ca.crt
 
   # Offline, from a snapshot taken with
-  # kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces -A -o yaml
+  # kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces,runtimeclasses,limitranges \\
+  #   -A -o yaml
   kubectl preempt-preview -f deploy.yaml --snapshot cluster.yaml -o wide
 
   # As a CI gate: exit status 1 when anything would be preempted, stay pending or be rejected; objects that are
@@ -63,14 +64,19 @@ EXAMPLES = """\
   kubectl preempt-preview -f deploy.yaml -o jsonpath='{range .results[*]}{.pod}{"\t"}{.outcome}{"\n"}{end}'
   kubectl preempt-preview -f deploy.yaml -o custom-columns=POD:.pod,OUTCOME:.outcome,NODE:.node
 
+  # Which of your running pods could be preempted, and by which classes (see exposure --help)
+  kubectl preempt-preview exposure -n team-a
+
   # Shell completion for kubectl-preempt_preview run directly (through kubectl, see the README)
   source <(kubectl preempt-preview completion bash)"""
 
 USAGE = """\
   kubectl preempt-preview (-f FILENAME [-R] [--strict] | TYPE/NAME) [-n NAMESPACE] [--replicas N]
-      [--priority-class NAME] [--snapshot FILE [--snapshot-cache] | --webhook-url URL [--token TOKEN]
-      [--certificate-authority FILE] [--insecure-skip-tls-verify]] [--kubeconfig PATH] [--context NAME]
+      [--priority-class NAME] [--snapshot FILE [--snapshot-cache] [--kube-version VERSION]
+       | --webhook-url URL [--token TOKEN] [--certificate-authority FILE] [--insecure-skip-tls-verify]]
+      [--kubeconfig PATH] [--context NAME]
       [-o table|wide|json|yaml|name|jsonpath=TEMPLATE|custom-columns=SPEC] [options]
+  kubectl preempt-preview exposure [-n NAMESPACE | -A] [--snapshot FILE [--config FILE]] [-o table|json|yaml]
   kubectl preempt-preview completion bash|zsh"""
 
 
@@ -198,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
              "to add to the existing workload (default 1).")
     add("--priority-class", metavar="NAME", help="Preview the pods as if they used this PriorityClass.")
     add("--snapshot", metavar="FILE", help="Predict offline from a cluster snapshot file (no cluster needed).")
+    add("--kube-version", metavar="VERSION",
+        help="With --snapshot: predict as kube-scheduler of this release preempts (v1.33 .. v1.37; default "
+             "v1.37). A server answers for its own release (scheduler.kubernetesVersion in its --config).")
     add("--snapshot-cache", action="store_true",
         help="With --snapshot: keep the loaded cluster in .FILE.pgcache next to the snapshot and start from it next "
              "time (any change to the file, or another PreemptGuard version, makes it stale).")

@@ -151,7 +151,8 @@ def test_the_tables_are_read() -> None:
 
 
 # docs/architecture.md's layers: the domain is pure; the edges do I/O (files, HTTP, the Kubernetes API, threads).
-DOMAIN = {"webhook.cluster", "webhook.priority", "webhook.preemption", "webhook.guardrails", "webhook.observe"}
+DOMAIN = {"webhook.cluster", "webhook.priority", "webhook.preemption", "webhook.guardrails", "webhook.observe",
+          "webhook.exposure"}
 EDGES = {"webhook.sources", "webhook.kubeapi", "webhook.server", "webhook.prediction", "webhook.certs",
          "webhook.verify", "webhook.cli", "kubectl_plugin"}
 NETWORK_LIBRARIES = {"aiohttp", "kubernetes_asyncio"}

@@ -45,6 +45,7 @@ Query = Sequence[tuple[str, str]]
 
 JSON = "application/json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: server-side apply takes it as it is
 DEFAULT_KUBECONFIG = "~/.kube/config"
 
 _WARNING_RE = re.compile(r'\s*(\d{3})\s+(\S+)\s+"((?:[^"\\]|\\.)*)"(?:\s+"[^"]*")?\s*(?:,|$)')
@@ -195,10 +196,16 @@ class KubeClient:
     async def put(self, path: str, body: object, *, timeout: Wait = None) -> JsonObject:
         return self._object("PUT", path, await self.request("PUT", path, body=body, timeout=timeout))
 
-    async def patch(self, path: str, body: object, *, content_type: str = STRATEGIC_MERGE_PATCH,
+    async def patch(self, path: str, body: object, *, content_type: str = STRATEGIC_MERGE_PATCH, query: Query = (),
                     timeout: Wait = None) -> JsonObject:
-        answer = await self.request("PATCH", path, body=body, content_type=content_type, timeout=timeout)
+        answer = await self.request("PATCH", path, query=query, body=body, content_type=content_type, timeout=timeout)
         return self._object("PATCH", path, answer)
+
+    async def apply(self, path: str, body: object, *, field_manager: str, timeout: Wait = None) -> JsonObject:
+        """Server-side apply of ``body`` at ``path`` (the object's own path): creates it or updates the fields
+        ``field_manager`` owns, taking over conflicting ones (``force``), without reading it first."""
+        return await self.patch(path, body, content_type=APPLY_PATCH, timeout=timeout,
+                                query=(("fieldManager", field_manager), ("force", "true")))
 
     @contextlib.asynccontextmanager
     async def watch(self, path: str, *, query: Query = (), timeout: Wait = None

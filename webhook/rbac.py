@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from webhook.routes import MUTATING_WEBHOOK_CONFIGURATION, VALIDATING_WEBHOOK_CONFIGURATION
+from webhook.routes import LEADER_ELECTION_LEASE, MUTATING_WEBHOOK_CONFIGURATION, VALIDATING_WEBHOOK_CONFIGURATION
 
 
 class Permission(NamedTuple):
@@ -39,10 +39,26 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     _permission("policy", "poddisruptionbudgets", "list", "watch"),
     _permission("authentication.k8s.io", "tokenreviews", "create"),
     _permission("authorization.k8s.io", "subjectaccessreviews", "create"),
+    # webhook/server/attributing.py: the Event in each preempted pod's namespace (docs/interfaces.md §7).
+    _permission("", "events", "create"),
+)
+
+# Leader election (webhook/server/leaderelection.py), in the server's own namespace only (a Role): the Lease is
+# created once, then read and updated by name.
+LEADER_ELECTION_PERMISSIONS: tuple[Permission, ...] = (
+    _permission("coordination.k8s.io", "leases", "create"),
+    _permission("coordination.k8s.io", "leases", "get", "update", names=(LEADER_ELECTION_LEASE,)),
+)
+
+# ``serve --exposure-reports`` (webhook/server/exposing.py): the PolicyReport of each namespace, listed once per
+# term as leader, then written by server-side apply (patch, and create for a new one). Granted only by the
+# exposure-reports component and the chart's exposure.reports value, with the CRD.
+EXPOSURE_REPORTS_PERMISSIONS: tuple[Permission, ...] = (
+    _permission("wgpolicyk8s.io", "policyreports", "list", "create", "patch"),
 )
 
 # ``serve --events`` (webhook/server/events.py): an Event on a pod whose prediction the scheduler did not bear
-# out. Granted only where --events is turned on: manifests/components/events and the chart's observe.events.
+# out. Since the preemption Events (#31) the server's ClusterRole grants it always (REQUIRED_PERMISSIONS).
 EVENTS_PERMISSIONS: tuple[Permission, ...] = (
     _permission("", "events", "create"),
 )

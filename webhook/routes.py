@@ -36,3 +36,8 @@ PREDICTION_ANNOTATION = "preemptguard.io/prediction"
 # On a pod predicted at CREATE and followed (docs/interfaces.md §9): at mutating admission the pod has no UID
 # (and with generateName no name), so the observer finds it by this id.
 PREDICTION_ID_ANNOTATION = "preemptguard.io/prediction-id"
+# On a pod predicted at CREATE and followed, beside the id: the guardrail decision it was admitted under
+# (``warned: denyCrossTenantPreemption``), which the victims' tenants are told (docs/interfaces.md §7).
+GUARDRAIL_DECISION_ANNOTATION = "preemptguard.io/guardrail-decision"
+# The Lease whose holder writes what only one replica may write (preemption Events, exposure PolicyReports).
+LEADER_ELECTION_LEASE = "preemptguard"

@@ -39,6 +39,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "certManager-own-issuer": {"certificates": {"mode": "certManager", "certManager": {
         "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}}}},
     "everything-on": {"clientAuth": {"enabled": True, "caBundle": CA_PEM}, "observe": {"events": True},
+                      "exposure": {"reports": True},
                       "image": {"digest": "sha256:" + "0" * 64}, "extraArgs": ["--log-level=debug"], **MONITORING},
 }
 
@@ -150,6 +151,8 @@ PAIRS = {
                   {"clientAuth": {"enabled": True, "existingConfigMap": "preemptguard-client-ca"}}),
     "monitoring": (lambda: with_components("overlays/self-signed", "components/monitoring"), MONITORING),
     "events": (lambda: with_components("overlays/self-signed", "components/events"), {"observe": {"events": True}}),
+    "exposure-reports": (lambda: with_components("overlays/self-signed", "components/exposure-reports"),
+                         {"exposure": {"reports": True}}),
 }
 
 

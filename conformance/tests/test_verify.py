@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from controlplane import REPO, kube_bin_dir
+from releases import OLDER_RELEASE, default_bin, older_bin
 
 from bench.scenariogen import write_scenario, write_scenarios
 from webhook.cli import main
@@ -94,19 +95,32 @@ def test_the_loaded_cluster_reads_back_as_the_snapshot_predicts(tmp_path: Path) 
                 c.outcome, c.node, c.victims, c.tied_nodes), path
 
 
-def test_the_real_scheduler_vectors_still_hold(capsys: pytest.CaptureFixture[str]) -> None:
-    """tests/vectors/real_scheduler/: the real control plane still does what each case recorded."""
+def test_the_real_scheduler_vectors_still_hold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """tests/vectors/real_scheduler/: the real control plane of the release each case names still does what the
+    case recorded, and PreemptGuard (predicting for that release) agrees."""
     vectors = REPO / "tests" / "vectors" / "real_scheduler"
-    _, report = verify_json(capsys, "--scenarios", str(vectors))
+    records = {case.name: yaml.safe_load((case / "expected.yaml").read_text(encoding="utf-8"))
+               for case in sorted(vectors.iterdir()) if (case / "expected.yaml").is_file()}
+    binaries = {"v1.37.2": default_bin(), OLDER_RELEASE: older_bin()}
+    unknown = {name: r["kubernetesVersion"] for name, r in records.items() if r["kubernetesVersion"] not in binaries}
+    assert not unknown, f"cases observed on a release the tier does not run: {unknown}"
     agree: dict[str, bool] = {}
-    for result in report["results"]:
-        record = yaml.safe_load((vectors / result["scenario"] / "expected.yaml").read_text(encoding="utf-8"))
-        [seen] = [o for o in record["observed"] if o["pod"] == result["pod"]]
-        observed = result["observed"]
-        assert (observed["outcome"], observed["node"], sorted(observed["victims"])) == (
-            seen["outcome"], seen["node"], sorted(seen["victims"])), result["scenario"]
-        agree[result["scenario"]] = agree.get(result["scenario"], True) and result["agree"]
-    assert agree and all(agree.values()), agree  # every recorded case was fixed before it was recorded
+    for release, bin_dir in binaries.items():
+        cases = tmp_path / release
+        cases.mkdir()
+        for name, record in records.items():
+            if record["kubernetesVersion"] == release:
+                (cases / name).symlink_to(vectors / name)
+        code = main(["verify", "--kube-bin", str(bin_dir), "-o", "json", "--scenarios", str(cases)])
+        report = json.loads(capsys.readouterr().out)
+        assert report["kubernetesVersion"] == release and code in (0, 1), report
+        for result in report["results"]:
+            [seen] = [o for o in records[result["scenario"]]["observed"] if o["pod"] == result["pod"]]
+            observed = result["observed"]
+            assert (observed["outcome"], observed["node"], sorted(observed["victims"])) == (
+                seen["outcome"], seen["node"], sorted(seen["victims"])), (release, result["scenario"])
+            agree[result["scenario"]] = agree.get(result["scenario"], True) and result["agree"]
+    assert agree.keys() == records.keys() and all(agree.values()), agree  # every case was fixed when recorded
 
 
 def large_cluster(nodes: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:

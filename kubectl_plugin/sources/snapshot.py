@@ -18,9 +18,11 @@ from kubectl_plugin.inputs import JsonObject
 from kubectl_plugin.render import Progress
 from kubectl_plugin.sources.document import PreviewAnswer
 from webhook.cluster.reader import priority_class_from_dict
+from webhook.cluster.release import DEFAULT_RELEASE, KubernetesRelease
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import InvalidInput
 from webhook.preemption.preview import preview_objects
+from webhook.preemption.results import PreemptionArgs
 from webhook.sources.loader import collections_paused, load_snapshot
 from webhook.sources.snapshot_cache import SnapshotCache
 from webhook.version import package_version
@@ -51,6 +53,8 @@ class SnapshotPreviewSource:
     # PriorityClasses that come with the manifests (a chart's own class): they would be created with the
     # workloads, so the prediction sees them, on top of (or instead of) the snapshot's of the same name.
     priority_classes: Sequence[JsonObject] = ()
+    # --kube-version: the release whose preemption the prediction follows.
+    release: KubernetesRelease = DEFAULT_RELEASE
 
     async def preview(self, objects: Sequence[JsonObject], *, namespace: str | None, replicas: int | None,
                       progress: Progress) -> PreviewAnswer:
@@ -73,7 +77,8 @@ class SnapshotPreviewSource:
                 state = load_snapshot(self.path, require_cluster=True, progress=loaded)
             progress.label, progress.total = f"predicting against {self.path}", 0
             with manifest_priority_classes(state, self.priority_classes):
-                preview = preview_objects(state, objects, namespace=namespace, replicas=replicas)
+                preview = preview_objects(state, objects, namespace=namespace, replicas=replicas,
+                                          args=PreemptionArgs.for_release(self.release))
             # After the prediction: the capacity orderings it built are kept too.
             written = cache is None or cache.save()
             # The cluster stays until the process ends: frozen, it is never walked by the full collection that the

@@ -113,12 +113,15 @@ def test_guardrail_outcome_sets_the_annotation_through_the_patch() -> None:
 
 def test_an_admitted_prediction_is_followed_under_the_id_the_patch_writes() -> None:
     follower = RecordingFollower()
-    meta = {"generateName": "web-", "namespace": "team-a", "annotations": {"preemptguard.io/prediction-id": "forged"}}
+    meta = {"generateName": "web-", "namespace": "team-a", "annotations": {
+        "preemptguard.io/prediction-id": "forged", "preemptguard.io/guardrail-decision": "exempt"}}
     outcome = admit(pipeline(state_of(HIGH), predictor=FixedPredictor(RESULT), follower=follower),
                     request(meta=meta))
     assert follower.followed == [("team-a", "web", RESULT)]  # the request's name, as upstream names it in messages
-    assert outcome.patch[-1] == {"op": "replace", "path": "/metadata/annotations/preemptguard.io~1prediction-id",
-                                 "value": "id-1"}
+    # Beside the id, the guardrail decision the victims' tenants are told (a forged one is replaced).
+    assert outcome.patch[-2:] == (
+        {"op": "replace", "path": "/metadata/annotations/preemptguard.io~1prediction-id", "value": "id-1"},
+        {"op": "replace", "path": "/metadata/annotations/preemptguard.io~1guardrail-decision", "value": "allowed"})
     # No id: a dry run, a denial, no prediction (mode off), an UPDATE.
     enforce = config(guardrails={"mode": "enforce", "maxVictims": 0})
     for admission, req in (
@@ -240,6 +243,18 @@ def test_extra_steps_run_after_the_quota_and_see_the_mutated_pod() -> None:
     denied = admit(pipeline(state_of(HIGH), config=off, steps=[warn_step, deny_step]), request())
     assert not denied.allowed and denied.patch == () and denied.warnings == ("preemption predicted",)
     assert denied.status is not None and denied.status.message == 'pods "web" is forbidden: quota says no'
+
+
+def test_the_guardrail_decision_annotation_names_the_violated_rules_never_an_exemption() -> None:
+    warn = config(guardrails={"mode": "warn", "maxVictims": 0})
+    warned = admit(pipeline(state_of(HIGH), config=warn, predictor=FixedPredictor(RESULT),
+                            follower=RecordingFollower()), request())
+    assert warned.patch[-1]["value"] == "warned: maxVictims"
+    exempt = config(guardrails={"mode": "enforce", "maxVictims": 0, "exempt": {"users": ["dev"]}})
+    answer = admit(pipeline(state_of(HIGH), config=exempt, predictor=FixedPredictor(RESULT),
+                            follower=RecordingFollower()), request())
+    assert answer.allowed and answer.patch[-1]["value"].startswith("exempt")
+    assert "dev" not in answer.patch[-1]["value"]
 
 
 def test_dry_runs_over_the_users_rate_get_429_and_real_creates_are_not_limited() -> None:

@@ -60,4 +60,7 @@ async def test_server_calls_are_covered_by_and_use_every_declared_permission(
     sources = "\n".join(path.read_text() for path in PACKAGE.rglob("*.py") if path.name != "rbac.py")
     reviews_in_code = {call for call, markers in review_calls.items() if any(m in sources for m in markers)}
     assert declared & set(review_calls) == reviews_in_code
-    assert used == declared - set(review_calls)
+    # Events are created per preempted pod, not at start-up (tests/observe/test_attribution_live.py records a
+    # replica's every call, Events, Lease and PolicyReports included, against the declarations).
+    per_preemption = {("", "events", "create")}
+    assert used == declared - set(review_calls) - per_preemption

@@ -79,3 +79,9 @@ def test_alerts_and_dashboard_are_the_manifests_ones() -> None:
     assert yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text()) == rule["spec"]
     dashboard = "grafana-dashboard.json"
     assert (CHART / "files" / dashboard).read_bytes() == (MONITORING / dashboard).read_bytes()
+
+
+def test_the_policy_report_crd_is_the_exposure_reports_component_s() -> None:
+    crd = "policyreport-crd.yaml"
+    component = REPO / "manifests" / "components" / "exposure-reports"
+    assert (CHART / "files" / crd).read_bytes() == (component / crd).read_bytes()

@@ -28,7 +28,7 @@ from webhook.cluster.reader import (
     state_pod_from_dict,
 )
 from webhook.errors import InvalidInput
-from webhook.routes import PREDICTION_ID_ANNOTATION
+from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 
 Gi = 2**30
 Mi = 2**20
@@ -394,3 +394,14 @@ def test_match_and_mismatch_label_keys_merge_into_the_affinity_selector_as_the_a
         ("app", "In", ("etl",)), ("team", "NotIn", ("data",))]
     (affinity,) = pod.pod_affinity
     assert affinity.label_selector is None  # a nil selector matches nothing: nothing to merge into
+
+
+def test_a_predicted_pod_s_trace_carries_what_its_admission_patch_wrote_beside_the_id() -> None:
+    meta = {"annotations": {PREDICTION_ID_ANNOTATION: "a1b2", GUARDRAIL_DECISION_ANNOTATION: "warned: maxVictims",
+                            PREDICTION_ANNOTATION: '{"outcome":"Preempts","node":"n1","victims":2,"pdbViolations":0}'}}
+    trace = state_pod_from_dict(pod(metadata=meta)).trace
+    assert trace == PredictionTrace("a1b2", False, "", "Preempts", "n1", 2, "warned: maxVictims")
+    # Whatever else a pod's owner may have written there is read as absent, never as an error.
+    for junk in ("{", "[1]", '{"outcome": 3, "victims": -1}', '{"victims": true}', "x" * 5000):
+        odd = {"annotations": {PREDICTION_ID_ANNOTATION: "a1b2", PREDICTION_ANNOTATION: junk}}
+        assert state_pod_from_dict(pod(metadata=odd)).trace == PredictionTrace("a1b2")

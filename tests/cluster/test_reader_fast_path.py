@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -37,7 +38,7 @@ from webhook.cluster.reader_resources import pod_resource_spec, quota_extras, qu
 from webhook.cluster.resources import pod_requests, requests_as_resources
 from webhook.cluster.sharing import interned
 from webhook.errors import InvalidInput
-from webhook.routes import PREDICTION_ID_ANNOTATION
+from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 
 # ---- the reference: every field through the generic checks, nothing remembered -------------------------
 
@@ -68,7 +69,8 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
             if host_port:
                 ports.append(HostPort(_str(port.get("hostIP"), "hostIP") or "0.0.0.0",
                                       _str(port.get("protocol"), "protocol") or "TCP", host_port))
-    return tuple(ports)
+    # A port given twice is one port (upstream NodePorts works on sets): each once, where it first appears.
+    return tuple(dict.fromkeys(ports))
 
 
 def _disruption_target_by_preemption(status: Mapping[str, Any]) -> bool:
@@ -78,18 +80,38 @@ def _disruption_target_by_preemption(status: Mapping[str, Any]) -> bool:
     return False
 
 
+def _admission_facts(annotations: Mapping[str, Any]) -> tuple[str, str, int, str]:
+    outcome, node, victims, decision = "", "", 0, ""
+    compact = annotations.get(PREDICTION_ANNOTATION)
+    if isinstance(compact, str) and len(compact) <= 4096:
+        try:
+            fields = json.loads(compact)
+        except ValueError:
+            fields = None
+        if isinstance(fields, dict):
+            outcome = fields["outcome"] if isinstance(fields.get("outcome"), str) else ""
+            node = fields["node"] if isinstance(fields.get("node"), str) else ""
+            count = fields.get("victims")
+            victims = count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else 0
+    if isinstance(annotations.get(GUARDRAIL_DECISION_ANNOTATION), str):
+        decision = annotations[GUARDRAIL_DECISION_ANNOTATION][:256]
+    return outcome, node, victims, decision
+
+
 def _prediction_trace(meta: Mapping[str, Any], spec: Mapping[str, Any],
                       status: Mapping[str, Any]) -> PredictionTrace | None:
     annotations = meta.get("annotations")
     prediction_id = annotations.get(PREDICTION_ID_ANNOTATION) if isinstance(annotations, Mapping) else None
     if not isinstance(prediction_id, str) or not prediction_id or spec.get("nodeName"):
         return None
+    assert isinstance(annotations, Mapping)
+    facts = _admission_facts(annotations)
     for cond in _list(status.get("conditions"), "status.conditions"):
         if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled":
             message = cond.get("message")
             refused = cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
-            return PredictionTrace(prediction_id, refused, message if isinstance(message, str) else "")
-    return PredictionTrace(prediction_id)
+            return PredictionTrace(prediction_id, refused, message if isinstance(message, str) else "", *facts)
+    return PredictionTrace(prediction_id, False, "", *facts)
 
 
 def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
@@ -260,8 +282,14 @@ STATUS = objects(
 )
 METADATA = objects(name=value(TEXT), generateName=value(TEXT), namespace=value(TEXT), uid=value(TEXT),
                    labels=LABELS, deletionTimestamp=value(st.just("2025-06-02T09:30:00Z")),
-                   annotations=value(st.sampled_from([{PREDICTION_ID_ANNOTATION: "p-1"}, {PREDICTION_ID_ANNOTATION: ""},
-                                                      {"other": "x"}, ["a"]])),
+                   annotations=value(st.sampled_from([
+                       {PREDICTION_ID_ANNOTATION: "p-1"}, {PREDICTION_ID_ANNOTATION: ""}, {"other": "x"}, ["a"],
+                       {PREDICTION_ID_ANNOTATION: "p-2", GUARDRAIL_DECISION_ANNOTATION: "warned: maxVictims",
+                        PREDICTION_ANNOTATION: '{"outcome":"Preempts","node":"n1","victims":2}'},
+                       {PREDICTION_ID_ANNOTATION: "p-3", GUARDRAIL_DECISION_ANNOTATION: 7,
+                        PREDICTION_ANNOTATION: '{"outcome":3,"node":null,"victims":true}'},
+                       {PREDICTION_ID_ANNOTATION: "p-4", PREDICTION_ANNOTATION: "not json {"},
+                       {PREDICTION_ID_ANNOTATION: "p-5", PREDICTION_ANNOTATION: '["Fits"]'}])),
                    deletionGracePeriodSeconds=INTEGER)
 POD = st.fixed_dictionaries({"kind": st.just("Pod")}, optional={"metadata": METADATA, "spec": SPEC, "status": STATUS})
 # Pods that differ only in what decides their requests (the remembered request sets).

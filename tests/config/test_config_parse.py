@@ -27,6 +27,7 @@ scheduler:
   preemption: enabled
   minCandidateNodesPercentage: 10
   minCandidateNodesAbsolute: 100
+  kubernetesVersion: v1.37
 quota:
   limitedResources:
     - resource: pods
@@ -187,6 +188,10 @@ def test_wrong_types_are_named(data: Any, message: str) -> None:
     ({"scheduler": {"preemption": "sometimes"}}, "scheduler.preemption: must be one of enabled, disabled"),
     ({"scheduler": {"minCandidateNodesPercentage": 101}}, "scheduler.minCandidateNodesPercentage: must be between 0"),
     ({"scheduler": {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}}, "cannot both be zero"),
+    ({"scheduler": {"kubernetesVersion": "v1.32"}},
+     "scheduler.kubernetesVersion: Kubernetes v1.32 is not a release PreemptGuard predicts for (supported: v1.33"),
+    ({"scheduler": {"kubernetesVersion": "newest"}}, "scheduler.kubernetesVersion: 'newest' is not a Kubernetes"),
+    ({"scheduler": {"kubernetesVersion": 1.34}}, "scheduler.kubernetesVersion"),
 ])
 def test_invalid_values_are_named(data: Any, message: str) -> None:
     assert message in _error(data)
@@ -258,3 +263,10 @@ def test_an_empty_or_cut_off_file_is_refused_not_read_as_the_defaults(tmp_path: 
     cut.write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_config(cut)
+
+
+@pytest.mark.parametrize(("written", "release"), [("v1.34.4", "v1.34"), ("1.36", "v1.36"), ("v1.33", "v1.33")])
+def test_the_release_the_prediction_follows(written: str, release: str) -> None:
+    config = parse_config({"scheduler": {"kubernetesVersion": written}}, "x")
+    assert config.scheduler.kubernetes_version == release
+    assert DEFAULT_CONFIG.scheduler.kubernetes_version == ""  # none written: the newest PreemptGuard knows

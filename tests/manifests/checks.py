@@ -17,6 +17,8 @@ from webhook.rbac import (
     CERTS_CLUSTER_PERMISSIONS,
     CERTS_NAMESPACED_PERMISSIONS,
     EVENTS_PERMISSIONS,
+    EXPOSURE_REPORTS_PERMISSIONS,
+    LEADER_ELECTION_PERMISSIONS,
     REQUIRED_PERMISSIONS,
 )
 
@@ -91,14 +93,17 @@ def _role_of(objects: list[dict[str, Any]], account: str, binding_kind: str) -> 
 
 
 def check_rbac_is_declared(objects: list[dict[str, Any]]) -> None:
-    """The server's ClusterRole (with ``create events`` exactly when it runs with ``--events``) and (when there is
-    one) the certificate job's roles grant exactly the declared calls; no wildcard anywhere; caBundle may be
-    patched only on PreemptGuard's own configurations."""
+    """The server's ClusterRole (with the PolicyReport writes exactly when it runs with ``--exposure-reports``),
+    its leader-election Role and (when there is one) the certificate job's roles grant exactly the declared calls;
+    no wildcard anywhere; caBundle may be patched only on PreemptGuard's own configurations."""
     specs = pod_specs(objects)
     server = specs[f"Deployment/{one(objects, 'Deployment')['metadata']['name']}"]
-    events = "--events" in server["containers"][0].get("args", [])
-    expected = REQUIRED_PERMISSIONS + (EVENTS_PERMISSIONS if events else ())
+    args = server["containers"][0].get("args", [])
+    expected = REQUIRED_PERMISSIONS + (EVENTS_PERMISSIONS if "--events" in args else ()) + (
+        EXPOSURE_REPORTS_PERMISSIONS if "--exposure-reports" in args else ())
     assert granted(_role_of(objects, server["serviceAccountName"], "ClusterRoleBinding")) == declared(expected)
+    assert granted(_role_of(objects, server["serviceAccountName"], "RoleBinding")) == declared(
+        LEADER_ELECTION_PERMISSIONS)
     certs_accounts = {spec["serviceAccountName"] for key, spec in specs.items() if not key.startswith("Deployment/")}
     for account in certs_accounts:
         assert granted(_role_of(objects, account, "RoleBinding")) == declared(CERTS_NAMESPACED_PERMISSIONS)

@@ -19,7 +19,8 @@ MANIFESTS = REPO / "manifests"
 KUSTOMIZATIONS = ("base", "overlays/self-signed", "overlays/cert-manager", "overlays/client-ca")
 OVERLAYS = ("overlays/self-signed", "overlays/cert-manager", "overlays/client-ca")
 # Optional parts an overlay adds with `components:`; tests build them on top of an overlay.
-COMPONENTS = ("components/client-ca", "components/critical-class-quota", "components/events", "components/monitoring")
+COMPONENTS = ("components/client-ca", "components/critical-class-quota", "components/events",
+              "components/exposure-reports", "components/monitoring")
 
 
 def kubectl_path() -> str:

@@ -109,6 +109,18 @@ def test_dashboard_reads_only_exported_metrics(exported: set[str]) -> None:
         used |= names
     assert "preemptguard_admission_duration_seconds_bucket" in used
     assert "preemptguard_prediction_observed_total" in used  # the agreement rate (docs/interfaces.md §9)
+    # A tenant's own panels (docs/interfaces.md §7): its exposure and its preemptions, per namespace.
+    assert {"preemptguard_exposure_preemptible_by_other_tenants_pods", "preemptguard_preemptions_total",
+            "preemptguard_leader"} <= used
+
+
+def test_the_tenant_panels_follow_the_namespace_variable() -> None:
+    dashboard = json.loads((MONITORING / "grafana-dashboard.json").read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert "pod_namespace" in variables["pod_namespace"]["query"]["query"]
+    tenant = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])
+              if "preemptguard_exposure_" in t["expr"] or "preemptguard_preemptions_total" in t["expr"]]
+    assert len(tenant) >= 5 and all('pod_namespace=~"$pod_namespace"' in e for e in tenant)
 
 
 def test_the_server_exports_every_observed_verdict_from_the_start(exported: set[str]) -> None:

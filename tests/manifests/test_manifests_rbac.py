@@ -12,6 +12,8 @@ from webhook.rbac import (
     CERTS_CLUSTER_PERMISSIONS,
     CERTS_NAMESPACED_PERMISSIONS,
     EVENTS_PERMISSIONS,
+    EXPOSURE_REPORTS_PERMISSIONS,
+    LEADER_ELECTION_PERMISSIONS,
     REQUIRED_PERMISSIONS,
     Permission,
 )
@@ -43,15 +45,46 @@ def test_server_cluster_role_grants_exactly_the_declared_permissions(kustomizati
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_the_events_component_adds_create_events_and_turns_on_events(overlay: str) -> None:
-    """Only where --events is on does the server's ClusterRole grant what it needs (webhook/rbac.py)."""
+def test_the_events_component_turns_on_events_whose_permission_the_base_grants(overlay: str) -> None:
+    """--events needs nothing the server's ClusterRole does not grant already (the preemption Events need
+    the same ``create events``)."""
+    assert declared(EVENTS_PERMISSIONS) <= declared(REQUIRED_PERMISSIONS)
     with_events = with_components(overlay, "components/events")
     role = find(with_events, "ClusterRole", "preemptguard")
-    assert granted(role) == declared(REQUIRED_PERMISSIONS + EVENTS_PERMISSIONS)
+    assert granted(role) == declared(REQUIRED_PERMISSIONS)
     args, _ = parse_serve_args(pod_specs(with_events)["Deployment/preemptguard"]["containers"][0]["args"])
     assert args.events is True
     args, _ = parse_serve_args(pod_specs(build(overlay))["Deployment/preemptguard"]["containers"][0]["args"])
     assert args.events is False
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_the_lease_role_grants_exactly_leader_election_in_the_server_s_namespace(kustomization: str) -> None:
+    objects = build(kustomization)
+    role = find(objects, "Role", "preemptguard-leader-election")
+    assert role["metadata"]["namespace"] == find(objects, "Deployment", "preemptguard")["metadata"]["namespace"]
+    assert granted(role) == declared(LEADER_ELECTION_PERMISSIONS)
+    binding = find(objects, "RoleBinding", "preemptguard-leader-election")
+    assert binding["roleRef"]["name"] == "preemptguard-leader-election"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "preemptguard", "namespace": "preemptguard"}]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_exposure_reports_component_adds_the_crd_the_write_permissions_and_read_for_viewers(overlay: str) -> None:
+    objects = with_components(overlay, "components/exposure-reports")
+    assert granted(find(objects, "ClusterRole", "preemptguard")) == declared(
+        REQUIRED_PERMISSIONS + EXPOSURE_REPORTS_PERMISSIONS)
+    args, _ = parse_serve_args(pod_specs(objects)["Deployment/preemptguard"]["containers"][0]["args"])
+    assert args.exposure_reports is True
+    args, _ = parse_serve_args(pod_specs(build(overlay))["Deployment/preemptguard"]["containers"][0]["args"])
+    assert args.exposure_reports is False
+    crd = find(objects, "CustomResourceDefinition", "policyreports.wgpolicyk8s.io")
+    assert {v["name"] for v in crd["spec"]["versions"] if v["served"]} >= {"v1alpha2"}
+    view = find(objects, "ClusterRole", "preemptguard-policyreports-view")
+    assert view["metadata"]["labels"] == {"rbac.authorization.k8s.io/aggregate-to-view": "true",
+                                          "app.kubernetes.io/name": "preemptguard",
+                                          "app.kubernetes.io/part-of": "preemptguard"}
+    assert granted(view) == {("wgpolicyk8s.io", "policyreports", verb, "") for verb in ("get", "list", "watch")}
 
 
 def test_declared_list_watch_is_what_the_informers_watch() -> None:
@@ -78,7 +111,7 @@ def test_certs_job_roles_grant_exactly_the_declared_permissions() -> None:
 def test_no_other_roles_and_no_wildcards(kustomization: str) -> None:
     objects = build(kustomization)
     roles = {f"{o['kind']}/{o['metadata']['name']}" for o in objects if o["kind"] in ("Role", "ClusterRole")}
-    expected = {"ClusterRole/preemptguard"}
+    expected = {"ClusterRole/preemptguard", "Role/preemptguard-leader-election"}
     if kustomization in ("overlays/self-signed", "overlays/client-ca"):  # the certificate job's roles
         expected |= {"Role/preemptguard-certs", "ClusterRole/preemptguard-certs"}
     assert roles == expected
@@ -91,6 +124,7 @@ def test_bindings_tie_each_role_to_its_own_service_account() -> None:
     objects = build("overlays/self-signed")
     expectations = {
         ("ClusterRoleBinding", "preemptguard"): ("ClusterRole", "preemptguard", "preemptguard"),
+        ("RoleBinding", "preemptguard-leader-election"): ("Role", "preemptguard-leader-election", "preemptguard"),
         ("ClusterRoleBinding", "preemptguard-certs"): ("ClusterRole", "preemptguard-certs", "preemptguard-certs"),
         ("RoleBinding", "preemptguard-certs"): ("Role", "preemptguard-certs", "preemptguard-certs"),
     }

@@ -75,7 +75,9 @@ def test_objects_per_kustomization() -> None:
     assert set(kinds["overlays/client-ca"]) == set(kinds["overlays/self-signed"])  # it patches, adds nothing
     assert base == {
         "Namespace/preemptguard", "ServiceAccount/preemptguard", "ClusterRole/preemptguard",
-        "ClusterRoleBinding/preemptguard", "PriorityClass/preemptguard-critical", "ConfigMap/preemptguard-config",
+        "ClusterRoleBinding/preemptguard", "Role/preemptguard-leader-election",
+        "RoleBinding/preemptguard-leader-election", "PriorityClass/preemptguard-critical",
+        "ConfigMap/preemptguard-config",
         "Deployment/preemptguard", "PodDisruptionBudget/preemptguard", "Service/preemptguard",
         "MutatingWebhookConfiguration/preemptguard.io", "ValidatingWebhookConfiguration/preemptguard.io",
         "NetworkPolicy/preemptguard", "ValidatingAdmissionPolicy/preemptguard-namespace-labels",
@@ -86,10 +88,15 @@ def test_objects_per_kustomization() -> None:
                                                                                    "components/monitoring")}
     assert monitored - set(kinds["overlays/self-signed"]) == {
         "ServiceMonitor/preemptguard", "PrometheusRule/preemptguard", "ConfigMap/preemptguard-dashboard"}
+    reports = {f"{o['kind']}/{o['metadata']['name']}" for o in with_components("overlays/self-signed",
+                                                                                 "components/exposure-reports")}
+    assert reports - set(kinds["overlays/self-signed"]) == {
+        "CustomResourceDefinition/policyreports.wgpolicyk8s.io", "ClusterRole/preemptguard-policyreports-view"}
 
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "MutatingWebhookConfiguration",
-                  "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+                  "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                  "CustomResourceDefinition"}
 
 
 def test_namespaced_objects_live_in_preemptguard(kustomization: str) -> None:

@@ -72,10 +72,32 @@ def test_a_tie_says_which_node_upstream_picked() -> None:
 def test_a_disagreement_upstream_sampling_explains_is_reported_as_such(observed: Observed) -> None:
     sampled = Predicted(Out.PREEMPTS, "n1", ("b/a",), ("n1",), sampled=True)
     result = compare(sampled, observed)
-    assert result == Comparison(False, result.why, result.verdict, SAMPLING)
+    assert result == Comparison(False, result.why, result.verdict, SAMPLING, result.compared)
     assert not result.agree and "minCandidateNodesAbsolute" in result.why
 
 
 def test_sampling_does_not_excuse_other_victims_on_the_same_node() -> None:
     sampled = Predicted(Out.PREEMPTS, "n1", ("b/a",), ("n1",), sampled=True)
     assert compare(sampled, Observed(Out.PREEMPTS, "n1", ("b/b",))).explained_by is None
+
+
+STRICT_TIED = Predicted(Out.PREEMPTS, "n1", ("b/a",), ("n1", "n2", "n3"),
+                        tied_victims=(("n1", ("b/a",)), ("n2", ("b/q",)), ("n3", ("b/z",))))
+
+
+def test_on_a_tied_node_the_victims_predicted_for_that_node_are_compared_one_by_one() -> None:
+    agree = compare(STRICT_TIED, Observed(Out.PREEMPTS, "n2", ("b/q",)))
+    assert agree.agree and agree.compared == ("outcome", "node", "victims")
+    assert agree.why.startswith("the scheduler picked n2 among 3 tied nodes")
+    # The same number of victims, but not the ones predicted for n2: before the strict comparison, an agreement.
+    other = compare(STRICT_TIED, Observed(Out.PREEMPTS, "n2", ("b/z",)))
+    assert (other.agree, other.verdict) == (False, Verdict.VICTIMS_DIFFER)
+    assert "not evicted: b/q" in other.why and "unexpected: b/z" in other.why
+
+
+def test_what_was_compared_is_said() -> None:
+    assert compare(Predicted(Out.FITS, "n1"), Observed(Out.FITS, "n7")).compared == ("outcome",)
+    assert compare(P, Observed(Out.PREEMPTS, "n1", ("b/a", "b/b"))).compared == ("outcome", "node", "victims")
+    # Without per-node victims (the live observer keeps none), a tied node is compared by the number of victims.
+    assert compare(TIED, Observed(Out.PREEMPTS, "n3", ("b/z",))).compared == ("outcome", "node", "victim count")
+    assert compare(P, Observed(ERROR, message="x")).compared == ()

@@ -73,12 +73,15 @@ def test_manifest_files(kubectl: Kubectl) -> None:
 
 def test_types_and_the_completion_command(kubectl: Kubectl) -> None:
     lines, directive = complete(kubectl, "")
-    assert values(lines) == [*TYPES, "completion"] and directive == 4 | 2  # no space after TYPE/
+    assert values(lines) == [*TYPES, "completion", "exposure"] and directive == 4 | 2  # no space after TYPE/
     assert complete(kubectl, "dep") == (["deployment/"], 6)
     assert complete(kubectl, "sts") == (["sts/"], 6)  # a short name, kept as typed
     assert complete(kubectl, "comp") == (["completion\tPrint the shell completion script for "
                                           "kubectl-preempt_preview (bash or zsh)"], 4)
     assert complete(kubectl, "completion", "") == (["bash", "zsh"], 4)
+    assert complete(kubectl, "exp") == (["exposure\tWhich of a namespace's running pods could be preempted, and by "
+                                         "which PriorityClasses"], 4)
+    assert complete(kubectl, "exposure", "") == ([], 4)
     assert complete(kubectl, "-f", "x.yaml", "") == ([], 4)  # -f or TYPE/NAME, not both
     assert complete(kubectl, "svc/") == ([], 4)
 

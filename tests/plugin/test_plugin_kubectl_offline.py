@@ -379,3 +379,35 @@ def test_the_readme_shows_real_output(kubectl: Kubectl) -> None:
     for args, stream, output in runs:
         run = kubectl.run("preempt-preview", *args)
         assert getattr(run, stream) == output, args
+
+
+def test_kube_version_predicts_as_that_release_preempts(kubectl: Kubectl, tmp_path: Path) -> None:
+    """A pod nominated to the only node while it still has a scheduling gate reserves room from v1.37 only
+    (docs/preemption.md §12): the same pod fits as v1.36 predicts it, and stays pending as v1.37 does."""
+    alloc = {"cpu": "2", "memory": "8Gi", "pods": "10"}
+    waiting = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "waiting", "namespace": "default"},
+               "spec": {"priority": 5000, "schedulingGates": [{"name": "example.com/hold"}],
+                        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1500m"}}}]},
+               "status": {"phase": "Pending", "nominatedNodeName": "n1"}}
+    snapshot = tmp_path / "snapshot.yaml"
+    snapshot.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+         "status": {"allocatable": alloc, "capacity": alloc}}, waiting]}), encoding="utf-8")
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "new"}, "spec": {
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}), encoding="utf-8")
+    outcomes = {}
+    for version in ("v1.36", "v1.37.2", None):
+        flags = ("--kube-version", version) if version else ()
+        run = kubectl.run("preempt-preview", "--snapshot", str(snapshot), "-f", str(pod), *flags, "-o", "json")
+        assert run.returncode in (0, 1), run.stderr
+        outcomes[version] = json.loads(run.stdout)["results"][0]["outcome"]
+    assert outcomes == {"v1.36": "Fits", "v1.37.2": "Unschedulable", None: "Unschedulable"}  # default: v1.37
+
+
+def test_kube_version_applies_to_the_snapshot_and_names_the_supported_releases(kubectl: Kubectl) -> None:
+    pod = str(EXAMPLES / "pods/08-small-fits.yaml")
+    assert "--kube-version applies to --snapshot" in error_of(
+        kubectl.run("preempt-preview", "-f", pod, "--webhook-url", "https://127.0.0.1:1", "--kube-version", "v1.34"))
+    assert "supported: v1.33 .. v1.37" in error_of(
+        kubectl.run("preempt-preview", *OFFLINE, "-f", pod, "--kube-version", "v1.29"))

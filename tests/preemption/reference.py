@@ -102,14 +102,15 @@ def importance(p: Pod) -> tuple[int, int, str, str, str]:
 
 class Reference:
     def __init__(self, state: ClusterState, *, empty_selector_matches_all: bool = False,
-                 stop_at_first: bool = True, percentage: int = 10, absolute: int = 100,
-                 scoring: ScoringArgs | None = None) -> None:
+                 stop_at_first: bool = True, gated_reserve: bool = True, percentage: int = 10,
+                 absolute: int = 100, scoring: ScoringArgs | None = None) -> None:
         self.nodes = dict(state.nodes)
         self.ns_labels = {n: ns.labels for n, ns in state.namespaces.items()}
         self.world: World = {p.key: (p, p.node_name) for p in state.pods.values()
                              if p.node_name in self.nodes and p.phase not in ("Succeeded", "Failed")}
+        # Before v1.37 the queue never records a gated pod's nomination.
         self.nominated = [p for p in state.pods.values() if not p.node_name and p.nominated_node_name
-                          and p.phase not in ("Succeeded", "Failed")]
+                          and p.phase not in ("Succeeded", "Failed") and (gated_reserve or not p.scheduling_gated)]
         self.pdbs = sorted((b for per in state.pdbs_by_namespace.values() for b in per.values()),
                            key=lambda b: (b.namespace, b.name))
         self.empty_all = empty_selector_matches_all
@@ -328,7 +329,7 @@ class Reference:
         names = sorted(self.nodes)
         out: dict[str, Any] = {"outcome": "Unschedulable", "node": None, "victims": [], "pdb_violations": 0,
                                "candidate_nodes": 0, "tied_nodes": [], "expected_delay_seconds": 0,
-                               "preemption_status": ""}
+                               "preemption_status": "", "tied_victims": {}}
         if not names:
             return out
         if pod.node_name:  # the scheduler never sees it: the kubelet admits it or rejects it
@@ -400,6 +401,7 @@ class Reference:
         return {**out, "outcome": "Preempts", "node": chosen,
                 "victims": [(v.namespace, v.name, prio(v), v.key in violating) for v in victims],
                 "pdb_violations": len(violating), "candidate_nodes": len(candidates), "tied_nodes": tied,
+                "tied_victims": {n: [(v.namespace, v.name, prio(v)) for v in candidates[n][0]] for n in tied},
                 "expected_delay_seconds": max(30 if v.termination_grace_period_seconds is None
                                               else v.termination_grace_period_seconds for v in victims)}
 

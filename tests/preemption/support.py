@@ -13,6 +13,7 @@ from webhook.cluster.reader import label_selector, node_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.results import (
     DEFAULT_SCORE_WEIGHTS,
+    PreemptionArgs,
     PreemptionResult,
     ResourceSpec,
     ScoringArgs,
@@ -117,6 +118,8 @@ def pod_dicts(draw: st.DrawFn, name: str, nodes: list[str], *, bound: bool) -> d
             status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
     else:
         status["nominatedNodeName"] = draw(st.sampled_from(nodes))
+        if draw(st.integers(0, 2)) == 0:  # a nomination that only v1.37 records while the pod is gated
+            spec["schedulingGates"] = [{"name": "example.com/hold"}]
     meta: dict[str, Any] = {"name": name, "namespace": draw(st.sampled_from(NAMESPACES)), "uid": f"uid-{name}",
                             "labels": {"app": app} if app else {}}
     if deleting:
@@ -233,6 +236,7 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterState, list[Pod], dict[str, Any]]
     pods = [pod] if replicas == 1 else [
         Pod(**{**{f: getattr(pod, f) for f in pod.__dataclass_fields__}, "name": f"new-{i}"}) for i in range(replicas)]
     options = {"empty_selector_matches_all": draw(st.booleans()), "stop_at_first": draw(st.booleans()),
+               "gated_reserve": draw(st.booleans()),
                "scoring": draw(scoring_args())}
     return state, pods, options
 
@@ -265,6 +269,8 @@ def as_dict(result: PreemptionResult) -> dict[str, Any]:
         "pdb_violations": result.pdb_violations, "candidate_nodes": result.candidate_nodes,
         "tied_nodes": list(result.tied_nodes), "expected_delay_seconds": result.expected_delay_seconds,
         "preemption_status": result.preemption_status,
+        "tied_victims": {node: [(v.namespace, v.name, v.effective_priority) for v in victims]
+                         for node, victims in result.tied_victims},
     }
 
 
@@ -324,3 +330,10 @@ def ladder_cluster(nodes: int) -> ClusterState:
         state.upsert(Pod(f"low{i}", "default", node_name=f"n{i:03d}", priority=0,
                          requests=Resources(milli_cpu=900 - i, memory=100)))
     return state
+
+
+def args_of(options: dict[str, Any]) -> PreemptionArgs:
+    """The predictor's arguments for a scenario's drawn options (the reference takes them as keywords)."""
+    return PreemptionArgs(pdb_empty_selector_matches_all=options["empty_selector_matches_all"],
+                          pdb_stop_at_first_violation=options["stop_at_first"],
+                          gated_nominations_reserve=options["gated_reserve"], scoring=options["scoring"])

@@ -21,11 +21,10 @@ from webhook.cluster.snapshot import ClusterState
 from webhook.preemption import schedule_one
 from webhook.preemption.framework.index import StateIndex, index_sync_is_cheap, state_index
 from webhook.preemption.plugins.defaultpreemption import bounded_dry_run
-from webhook.preemption.results import PreemptionArgs
 from webhook.preemption.simulate import simulate_pods
 
 from .reference import reference_predict
-from .support import apply_events, as_dict, changes, ladder_cluster, scenarios
+from .support import apply_events, args_of, as_dict, changes, ladder_cluster, scenarios
 
 
 def assert_index_matches_fresh(state: ClusterState) -> None:
@@ -58,8 +57,7 @@ def assert_index_matches_fresh(state: ClusterState) -> None:
 @given(st.data())
 def test_bulk_paths_equal_reference_across_informer_events(data: st.DataObject) -> None:
     state, pods, options = data.draw(scenarios())
-    args = PreemptionArgs(pdb_empty_selector_matches_all=options["empty_selector_matches_all"],
-                          pdb_stop_at_first_violation=options["stop_at_first"], scoring=options["scoring"])
+    args = args_of(options)
     max_count = data.draw(st.sampled_from([1, 2, bounded_dry_run.MAX_COUNT_ORDER]))
     with mock.patch.object(schedule_one, "QUICK_SCAN_NODES", 0), mock.patch.object(bounded_dry_run, "MAX_COUNT_ORDER",
                                                                                             max_count):

@@ -22,7 +22,7 @@ from webhook.preemption.simulate import PREEMPTION_DISABLED, predict_pods, repli
 
 from .clusters import bound_item, cluster, node_item, pod_manifest
 from .reference import Reference, importance, reference_predict
-from .support import as_dict, ladder_cluster, scenarios
+from .support import args_of, as_dict, ladder_cluster, scenarios
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -30,8 +30,7 @@ from .support import as_dict, ladder_cluster, scenarios
 def test_fast_predictor_equals_reference(scenario: tuple[ClusterState, list[Pod], dict[str, Any]]) -> None:
     state, pods, options = scenario
     version = state.version
-    args = PreemptionArgs(pdb_empty_selector_matches_all=options["empty_selector_matches_all"],
-                          pdb_stop_at_first_violation=options["stop_at_first"], scoring=options["scoring"])
+    args = args_of(options)
     fast = [as_dict(r) for r in simulate_pods(state, pods, args)]
     slow = reference_predict(state, pods, **options)
     assert fast == slow

@@ -113,6 +113,7 @@ class FakeApiServer:
         self.history: list[tuple[int, Resource, str | None, bytes]] = []
         self.watches: set[_Watch] = set()
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.calls: list[tuple[str, str, dict[str, str]]] = []  # (method, path, query) of every request
         self.authorization_headers: list[str] = []
         self.down = False
         self.port = 0
@@ -132,6 +133,12 @@ class FakeApiServer:
         self.token_review_waiting = asyncio.Event()
         self.events: list[JsonDict] = []
         self.event_status = 201
+        # coordination.k8s.io/v1 Leases by (namespace, name); wgpolicyk8s.io/v1alpha2 PolicyReports by
+        # (namespace, name), served only while ``policy_report_crd`` (a real server without the CRD: 404).
+        self.leases: dict[tuple[str, str], JsonDict] = {}
+        self.policy_reports: dict[tuple[str, str], JsonDict] = {}
+        self.policy_report_crd = False
+        self.policy_report_writes = 0
 
     # ---- lifecycle ------------------------------------------------------------------------------
     async def __aenter__(self) -> FakeApiServer:
@@ -146,6 +153,14 @@ class FakeApiServer:
         app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", self._token_review)
         app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", self._subject_access_review)
         app.router.add_post("/api/v1/namespaces/{namespace}/events", self._create_event)
+        leases = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        app.router.add_post(leases, self._create_lease)
+        app.router.add_get(leases + "/{name}", self._get_lease)
+        app.router.add_put(leases + "/{name}", self._update_lease)
+        app.router.add_get("/apis/wgpolicyk8s.io/v1alpha2/policyreports", self._list_policy_reports)
+        report = "/apis/wgpolicyk8s.io/v1alpha2/namespaces/{namespace}/policyreports/{name}"
+        app.router.add_patch(report, self._apply_policy_report)
+        app.router.add_get(report, self._get_policy_report)
         app.router.add_get("/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1, handler_cancellation=True)
         await self._runner.setup()
@@ -314,9 +329,68 @@ class FakeApiServer:
             return _status_response(self.event_status, "Forbidden", f'events is forbidden in namespace "{namespace}"')
         if body.get("kind") != "Event" or (body.get("metadata") or {}).get("namespace", namespace) != namespace:
             return _status_response(400, "BadRequest", "expected a v1 Event of this namespace")
+        name = (body.get("metadata") or {}).get("name")
+        if name and any(e["metadata"].get("name") == name and e["metadata"].get("namespace", namespace) == namespace
+                        for e in self.events):
+            return _status_response(409, "AlreadyExists", f'events "{name}" already exists')
         self.events.append(body)
-        return web.json_response({**body, "metadata": {**body["metadata"], "name": f"event-{len(self.events)}"}},
-                                 status=201)
+        stored_name = name or f"event-{len(self.events)}"
+        return web.json_response({**body, "metadata": {**body["metadata"], "name": stored_name}}, status=201)
+
+    # ---- Leases and PolicyReports -----------------------------------------------------------------
+    async def _create_lease(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        key = (request.match_info["namespace"], body["metadata"]["name"])
+        if key in self.leases:
+            return _status_response(409, "AlreadyExists", f'leases.coordination.k8s.io "{key[1]}" already exists')
+        stored = {**body, "metadata": {**body["metadata"], "namespace": key[0],
+                                       "resourceVersion": str(self._next_version())}}
+        self.leases[key] = stored
+        return web.json_response(stored, status=201)
+
+    async def _get_lease(self, request: web.Request) -> web.Response:
+        key = (request.match_info["namespace"], request.match_info["name"])
+        if key not in self.leases:
+            return _status_response(404, "NotFound", f'leases.coordination.k8s.io "{key[1]}" not found')
+        return web.json_response(self.leases[key])
+
+    async def _update_lease(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        key = (request.match_info["namespace"], request.match_info["name"])
+        current = self.leases.get(key)
+        if current is None:
+            return _status_response(404, "NotFound", f'leases.coordination.k8s.io "{key[1]}" not found')
+        if (body.get("metadata") or {}).get("resourceVersion") != current["metadata"]["resourceVersion"]:
+            return _status_response(409, "Conflict", "the object has been modified; please apply your changes to the "
+                                                     "latest version and try again")
+        stored = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self._next_version())}}
+        self.leases[key] = stored
+        return web.json_response(stored)
+
+    async def _list_policy_reports(self, request: web.Request) -> web.Response:
+        if not self.policy_report_crd:
+            return _status_response(404, "NotFound", "the server could not find the requested resource")
+        return web.json_response({"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReportList",
+                                  "metadata": {"resourceVersion": str(self.resource_version)},
+                                  "items": list(self.policy_reports.values())})
+
+    async def _get_policy_report(self, request: web.Request) -> web.Response:
+        key = (request.match_info["namespace"], request.match_info["name"])
+        if not self.policy_report_crd or key not in self.policy_reports:
+            return _status_response(404, "NotFound", f'policyreports.wgpolicyk8s.io "{key[1]}" not found')
+        return web.json_response(self.policy_reports[key])
+
+    async def _apply_policy_report(self, request: web.Request) -> web.Response:
+        if not self.policy_report_crd:
+            return _status_response(404, "NotFound", "the server could not find the requested resource")
+        if request.content_type != "application/apply-patch+yaml" or not request.query.get("fieldManager"):
+            return _status_response(415, "UnsupportedMediaType", "expected a server-side apply with a fieldManager")
+        body = await request.json()
+        key = (request.match_info["namespace"], request.match_info["name"])
+        self.policy_reports[key] = {**body, "metadata": {**body["metadata"],
+                                                         "resourceVersion": str(self._next_version())}}
+        self.policy_report_writes += 1
+        return web.json_response(self.policy_reports[key])
 
     # ---- internals ------------------------------------------------------------------------------
     def _next_version(self) -> int:
@@ -372,6 +446,7 @@ class FakeApiServer:
                 request.transport.abort()
             raise ConnectionResetError("fake API server is down")
         self.requests.append((request.path, dict(request.query)))
+        self.calls.append((request.method, request.path, dict(request.query)))
         authorization = request.headers.get("Authorization", "")
         self.authorization_headers.append(authorization)
         if self.token is not None and authorization != f"Bearer {self.token}":

@@ -110,3 +110,24 @@ def test_scheduler_configuration_carries_default_preemption_args(tmp_path: Path)
 def test_preemption_disabled_turns_the_post_filter_off(tmp_path: Path) -> None:
     [profile] = scheduler_configuration(tmp_path / "k", preemption=False)["profiles"]
     assert profile["plugins"] == {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}
+
+
+def test_the_prediction_follows_the_flag_then_the_config_then_the_binaries() -> None:
+    from webhook.config import SchedulerConfig
+    from webhook.verify.engine import scheduler_for_release
+
+    plain = SchedulerConfig()
+    assert scheduler_for_release(plain, None, "v1.34.4") == (SchedulerConfig(kubernetes_version="v1.34"), "")
+    configured = SchedulerConfig(kubernetes_version="v1.36")
+    assert scheduler_for_release(configured, None, "v1.34.4") == (configured, "")
+    chosen, note = scheduler_for_release(configured, "1.33", "v1.34.4")
+    assert chosen.kubernetes_version == "v1.33" and "predicting as v1.33 (--kube-version)" in note
+    chosen, note = scheduler_for_release(plain, None, "v1.40.1")
+    assert chosen.kubernetes_version == "v1.37" and "not a release PreemptGuard knows" in note
+
+
+def test_a_bad_kube_version_exits_2_before_anything_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bin_dir = fake_binaries(tmp_path / "bin")
+    code = main(["verify", "--kube-bin", str(bin_dir), "--snapshot", str(SNAPSHOT), "-f", str(POD),
+                 "--kube-version", "v1.30"])
+    assert code == 2 and "not a release PreemptGuard predicts for" in capsys.readouterr().err

@@ -15,19 +15,25 @@ from webhook.verify.runner import VerifyResult
 
 
 def result(scenario: str, pod: str, predicted: tuple[str, str | None, tuple[str, ...], tuple[str, ...]],
-           observed: Observation) -> VerifyResult:
+           observed: Observation, *, tied_victims: tuple[tuple[str, tuple[str, ...]], ...] = (),
+           fidelity: tuple[str, ...] = ()) -> VerifyResult:
     outcome, node, victims, tied = predicted
+    tied_victims = tied_victims or tuple((n, victims) for n in tied)
     prediction = Prediction(pod=pod, outcome=outcome, node=node, victims=victims, tied_nodes=tied,
-                            candidate_nodes=len(tied), sampled=False, message="m", preview={})
-    comparison = compare(Predicted(outcome, node, victims, tied),
+                            tied_victims=tied_victims, candidate_nodes=len(tied), sampled=False, message="m",
+                            preview={})
+    comparison = compare(Predicted(outcome, node, victims, tied, tied_victims=tied_victims),
                          Observed(observed.outcome, observed.node, observed.victims, observed.message))
-    return VerifyResult(scenario, pod, prediction, observed, comparison)
+    return VerifyResult(scenario, pod, prediction, observed, comparison, fidelity)
 
 
 AGREE = result("s1", "team-a/web-0", (Out.PREEMPTS, "n1", ("batch/a",), ("n1",)),
                Observation(Out.PREEMPTS, "n1", ("batch/a",), "preempting 1 victims", pod_name="web-0", bound_node="n1"))
 TIED = result("s2", "team-a/web-1", (Out.PREEMPTS, "n1", ("batch/b",), ("n1", "n2")),
-              Observation(Out.PREEMPTS, "n2", ("batch/c",), "preempting 1 victims", pod_name="web-1"))
+              Observation(Out.PREEMPTS, "n2", ("batch/c",), "preempting 1 victims", pod_name="web-1"),
+              tied_victims=(("n1", ("batch/b",)), ("n2", ("batch/c",))))
+FITS = result("s5", "team-a/small", (Out.FITS, "n1", (), ()), Observation(Out.FITS, "n3", pod_name="small"),
+              fidelity=("RuntimeClass gvisor is not in the snapshot",))
 DIFFER = result("s3", "team-a/api", (Out.FITS, "n1", (), ()), Observation(Out.UNSCHEDULABLE, message="0/3 nodes"))
 UNOBSERVED = result("s4", "team-a/slow", (Out.FITS, "n1", (), ()), Observation(ERROR, message="no decision within 5s"))
 
@@ -57,7 +63,7 @@ def test_single_snapshot_results_carry_no_scenario() -> None:
 def test_summary_counts_agreement_ties_disagreements_and_errors() -> None:
     summary = report_json([AGREE, TIED, DIFFER, UNOBSERVED], "v1.37.2")["summary"]
     assert summary == {"pods": 4, "agree": 2, "disagree": 1, "errors": 1, "tied": 1, "explainedBySampling": 0,
-                       "scenarios": 4}
+                       "scenarios": 4, "nodeNotCompared": 0, "scenariosWithFidelityNotes": 0}
 
 
 @pytest.mark.parametrize(("results", "status"), [
@@ -80,3 +86,30 @@ def test_table_lists_every_pod_says_why_and_sums_up() -> None:
 
 def test_json_output_is_the_report() -> None:
     assert json.loads(render([AGREE], "v1.37.2", "json")) == report_json([AGREE], "v1.37.2")
+
+
+def test_a_tie_reports_the_victims_predicted_for_every_tied_node() -> None:
+    entry = report_json([TIED], "v1.36.3")["results"][0]
+    assert entry["predicted"]["tiedNodeVictims"] == {"n1": ["batch/b"], "n2": ["batch/c"]}
+    assert entry["agree"] and entry["compared"] == ["outcome", "node", "victims"]
+
+
+def test_a_fit_says_its_node_was_not_compared_and_fidelity_notes_are_reported() -> None:
+    report = report_json([FITS, AGREE], "v1.34.4")
+    entry = report["results"][0]
+    assert entry["compared"] == ["outcome"] and entry["notCompared"] == "node not compared"
+    assert entry["fidelity"] == ["RuntimeClass gvisor is not in the snapshot"]
+    assert "notCompared" not in report["results"][1] and "fidelity" not in report["results"][1]
+    assert report["summary"]["nodeNotCompared"] == 1 and report["summary"]["scenariosWithFidelityNotes"] == 1
+    table = format_table([FITS, AGREE], "v1.34.4").splitlines()
+    assert "fidelity s5: RuntimeClass gvisor is not in the snapshot" in table
+    assert table[-1] == ("kube-scheduler v1.34.4: 2/2 pods agree (0 disagree, 0 not observed, 0 tied, "
+                         "1 Fits: node not compared)")
+
+
+def test_the_report_names_the_release_the_prediction_followed_when_it_is_not_the_binaries() -> None:
+    assert report_json([AGREE], "v1.34.4", "v1.34")["predictionRelease"] == "v1.34"
+    assert "predictionRelease" not in report_json([AGREE], "v1.34.4")
+    assert format_table([AGREE], "v1.34.4", "v1.34").splitlines()[-1].startswith("kube-scheduler v1.34.4: 1/1")
+    assert format_table([AGREE], "v1.37.2", "v1.34").splitlines()[-1].startswith(
+        "kube-scheduler v1.37.2 (predicted as v1.34): 1/1")

@@ -40,7 +40,7 @@ from webhook.preemption.results import PreemptionResult
 from webhook.preemption.simulate import PodQuotaCheck, resource_quota_only
 from webhook.priority.quota import QuotaDenial, admit_pod_quota
 from webhook.priority.resolution import PriorityRejection, effective_classes, resolve_pod_priority
-from webhook.routes import PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
+from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 from webhook.sources.source import ClusterSource
 
 # The admission deadline's fail-open: the same result the API server would produce with failurePolicy: Ignore,
@@ -52,6 +52,7 @@ DEADLINE_WARNING = (
 AUDIT_DEADLINE = "deadline-exceeded"
 ANNOTATION_PATH = ("metadata", "annotations", PREDICTION_ANNOTATION)
 PREDICTION_ID_PATH = ("metadata", "annotations", PREDICTION_ID_ANNOTATION)
+GUARDRAIL_DECISION_PATH = ("metadata", "annotations", GUARDRAIL_DECISION_ANNOTATION)
 GUARDRAIL_DENIAL = "PreemptGuard guardrail denied the predicted preemption"
 
 
@@ -235,6 +236,7 @@ class PodAdmission:
         # The last stage: an allowed pod is created unless a later admission step refuses it.
         if decision.allowed and result is not None and self.follower is not None and not review.request.dry_run:
             review.patch.set(PREDICTION_ID_PATH, self.follower.follow(review, result))
+            review.patch.set(GUARDRAIL_DECISION_PATH, decision_annotation(decision))
         return outcome
 
     async def predict(self, review: PodReview, state: ClusterState,
@@ -363,6 +365,13 @@ def decide_guardrails(review: PodReview, policy: GuardrailsConfig,
     return evaluate_guardrails(policy, pod_name=review.name_for_messages, namespace=review.namespace,
                                user=review.request.user_info, outcome=predicted, namespaces=state.namespaces,
                                dry_run=review.request.dry_run, callers_authenticated=callers_authenticated)
+
+
+def decision_annotation(decision: GuardrailDecision) -> str:
+    """``preemptguard.io/guardrail-decision``: the decision and the rules it found violated (``warned:
+    maxVictims``), which the victims' tenants are told; never who is exempt or why."""
+    rules = ",".join(violation.rule for violation in decision.violations)
+    return f"{decision.decision}: {rules}" if rules else decision.decision
 
 
 def guardrail_outcome(review: PodReview, decision: GuardrailDecision) -> AdmissionDecision:

@@ -150,6 +150,7 @@ class PriorityClass:
 class Namespace:
     name: str
     labels: Mapping[str, str] = EMPTY_LABELS
+    terminating: bool = False  # status.phase Terminating (or a deletionTimestamp): no new content is admitted
 
 
 def labels_of_namespace(namespaces: Mapping[str, Namespace], name: str) -> Mapping[str, str]:
@@ -234,6 +235,13 @@ class PredictionTrace:
     # That condition's message, e.g. "... preemption: found a potential placement for pod on node n1,
     # preempting 2 victims" (the PostFilter status of pkg/scheduler/framework/preemption/preemption.go).
     scheduling_message: str = ""
+    # What the admission patch wrote beside the id (``preemptguard.io/prediction``, ``/guardrail-decision``), as
+    # the preemption attribution tells a victim's tenant (webhook/observe/attribution.py): the predicted outcome,
+    # node and victim count, and the guardrail decision ("warned: maxVictims"). "" / 0 when absent or unreadable.
+    predicted_outcome: str = ""
+    predicted_node: str = ""
+    predicted_victims: int = 0
+    guardrail_decision: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +271,8 @@ class Pod:
     tolerations: tuple[Toleration, ...] = ()
     termination_grace_period_seconds: int | None = None
     scheduler_name: str = "default-scheduler"
+    # spec.schedulingGates is not empty: the scheduler does not try the pod (its nomination may still count).
+    scheduling_gated: bool = False
     # Scheduling features this model does not simulate (named in prediction messages).
     unmodeled: tuple[str, ...] = ()
     quota: QuotaFacts = NO_QUOTA_FACTS

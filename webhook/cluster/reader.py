@@ -92,7 +92,10 @@ def priority_class_from_dict(raw: JsonObject) -> PriorityClass:
 
 def namespace_from_dict(raw: JsonObject) -> Namespace:
     meta = json_object(raw.get("metadata"), "metadata")
-    return Namespace(json_str(meta.get("name"), "metadata.name"), read_labels(meta.get("labels"), "metadata.labels"))
+    status = json_object(raw.get("status"), "status")
+    terminating = json_str(status.get("phase"), "status.phase") == "Terminating" or bool(meta.get("deletionTimestamp"))
+    return Namespace(json_str(meta.get("name"), "metadata.name"), read_labels(meta.get("labels"), "metadata.labels"),
+                     terminating=terminating)
 
 
 def pdb_from_dict(raw: JsonObject) -> PodDisruptionBudget:

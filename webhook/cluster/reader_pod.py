@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
+import orjson
+
 from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_object, json_str, parse_time_ns
 from webhook.cluster.model import NO_QUOTA_FACTS, HostPort, LabelSelector, Pod, PredictionTrace
 from webhook.cluster.reader_constraints import (
@@ -31,7 +33,11 @@ from webhook.cluster.reader_resources import (
     quota_extras,
 )
 from webhook.cluster.sharing import interned, shared
-from webhook.routes import PREDICTION_ID_ANNOTATION
+from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
+
+# A compact prediction annotation is a few hundred bytes; anything much longer was not written by PreemptGuard.
+_COMPACT_PREDICTION_LIMIT = 4096
+_GUARDRAIL_DECISION_LIMIT = 256
 
 
 def _holds_host_ports(ctr: object, init: bool) -> bool:
@@ -88,6 +94,28 @@ def _disruption_target_by_preemption(conditions: object) -> bool:
     return False
 
 
+def _admission_facts(annotations: Mapping[str, object]) -> tuple[str, str, int, str]:
+    """What the admission patch wrote beside the prediction id: the compact ``preemptguard.io/prediction``
+    (outcome, node, victims) and ``preemptguard.io/guardrail-decision``; blanks for what is absent or unreadable."""
+    outcome = node = decision = ""
+    victims = 0
+    compact = annotations.get(PREDICTION_ANNOTATION)
+    if type(compact) is str and len(compact) <= _COMPACT_PREDICTION_LIMIT:
+        try:
+            fields = orjson.loads(compact)
+        except orjson.JSONDecodeError:
+            fields = None
+        if isinstance(fields, dict):
+            said, where, count = fields.get("outcome"), fields.get("node"), fields.get("victims")
+            outcome = said if type(said) is str else ""
+            node = where if type(where) is str else ""
+            victims = count if type(count) is int and count >= 0 else 0
+    value = annotations.get(GUARDRAIL_DECISION_ANNOTATION)
+    if type(value) is str:
+        decision = value[:_GUARDRAIL_DECISION_LIMIT]
+    return outcome, node, victims, decision
+
+
 def _prediction_trace(annotations: object, conditions: object) -> PredictionTrace | None:
     """The observer's view of a pod PreemptGuard predicted (None for every other pod: one dict lookup)."""
     if type(annotations) is not dict and not isinstance(annotations, Mapping):
@@ -95,12 +123,13 @@ def _prediction_trace(annotations: object, conditions: object) -> PredictionTrac
     prediction_id = annotations.get(PREDICTION_ID_ANNOTATION)
     if type(prediction_id) is not str or not prediction_id:
         return None
+    facts = _admission_facts(annotations)
     for cond in json_list(conditions, "status.conditions"):
         if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled":
             unschedulable = cond.get("status") == "False" and cond.get("reason") == "Unschedulable"
             message = cond.get("message")
-            return PredictionTrace(prediction_id, unschedulable, message if type(message) is str else "")
-    return PredictionTrace(prediction_id)
+            return PredictionTrace(prediction_id, unschedulable, message if type(message) is str else "", *facts)
+    return PredictionTrace(prediction_id, False, "", *facts)
 
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -273,6 +302,7 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         tolerations=tolerations,
         termination_grace_period_seconds=grace_period,
         scheduler_name=scheduler_name,
+        scheduling_gated=bool(spec.get("schedulingGates")),
         unmodeled=_unmodeled_features(spec),
         quota=NO_QUOTA_FACTS if resources is None else resources.quota_facts(_quota_extras(meta, spec, status)),
         # A bound pod keeps none: the observer sees its binding as the change from the pending pod it holds.

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from webhook.cluster.copying import replace_fields
 from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_object, json_str, parse_time_ns
 from webhook.cluster.model import (
     EMPTY_QUANTITIES,
     ContainerResources,
     FrozenMap,
+    Pod,
     PodResourceSpec,
     QuotaFacts,
     Resources,
@@ -367,6 +369,18 @@ def _containers_items(value: object) -> tuple[_ContainerItems, ...] | None:
 def _only_strings(key: _ResourcesKey) -> bool:
     return all(type(name) is str and all(type(k) is str and type(v) is str for k, v in (*requests, *limits))
                for containers in key for name, requests, limits, _ in containers)
+
+
+def without_pod_level_resources(pod: Pod) -> Pod:
+    """The pod as an API server without PodLevelResources stores it (v1.33: the feature is alpha and off, and
+    ``dropDisabledPodLevelResources`` removes ``spec.resources`` on create): its requests from the containers
+    alone. A pod read without its resource fields (the cluster state's) is returned as it is."""
+    spec = pod.quota.resources
+    if not spec.pod_requests and not spec.pod_limits:
+        return pod
+    stripped = replace(spec, pod_requests=EMPTY_QUANTITIES, pod_limits=EMPTY_QUANTITIES)
+    return replace_fields(pod, requests=requests_as_resources(pod_requests(stripped)),
+                          quota=replace(pod.quota, resources=stripped))
 
 
 # ---- the scheduler's non-zero requests (scoring) -------------------------------------------------------

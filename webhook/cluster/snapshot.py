@@ -103,6 +103,19 @@ class ClusterState:
         # The live observer's hook (webhook.observe.tracker): called on the writer's thread after each pod change.
         self.pod_listener: PodListener | None = None
 
+    def add_pod_listener(self, listener: PodListener) -> None:
+        """Tell ``listener`` of every pod change too, after the listeners added before it."""
+        previous = self.pod_listener
+        if previous is None:
+            self.pod_listener = listener
+            return
+
+        def both(old: Pod | None, new: Pod | None) -> None:
+            previous(old, new)
+            listener(old, new)
+
+        self.pod_listener = both
+
     # ---- writes -------------------------------------------------------------------------------
     def upsert(self, obj: ClusterObject) -> None:
         self.version += 1

@@ -99,6 +99,9 @@ class SchedulerConfig:
     preemption: PreemptionSetting = "enabled"
     min_candidate_nodes_percentage: int = 10
     min_candidate_nodes_absolute: int = 100
+    # The release whose preemption the prediction follows (``KubernetesRelease.name``, e.g. "v1.34"); "" for the
+    # default (the newest PreemptGuard knows, or the binaries' for ``verify``).
+    kubernetes_version: str = ""
 
     @property
     def preemption_enabled(self) -> bool:

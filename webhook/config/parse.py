@@ -21,6 +21,7 @@ from webhook.cluster.model import (
     LabelSelectorRequirement,
     ScopedResourceSelectorRequirement,
 )
+from webhook.cluster.release import parse_release
 from webhook.config.model import (
     AUDIT_DETAILS,
     DEFAULT_CONFIG,
@@ -153,7 +154,7 @@ def _prediction(reader: _Reader) -> PredictionConfig:
 
 
 def _scheduler(reader: _Reader) -> SchedulerConfig:
-    reader.check_keys(["preemption", "minCandidateNodesPercentage", "minCandidateNodesAbsolute"])
+    reader.check_keys(["preemption", "minCandidateNodesPercentage", "minCandidateNodesAbsolute", "kubernetesVersion"])
     preemption = cast(PreemptionSetting, reader.choice("preemption", ("enabled", "disabled"), "enabled"))
     percentage = reader.int_in_range("minCandidateNodesPercentage", 10, 0, 100)
     absolute = reader.int_in_range("minCandidateNodesAbsolute", 100, 0)
@@ -161,7 +162,13 @@ def _scheduler(reader: _Reader) -> SchedulerConfig:
     if percentage == 0 and absolute == 0:
         raise reader.error(reader.key("minCandidateNodesAbsolute"),
                            "minCandidateNodesPercentage and minCandidateNodesAbsolute cannot both be zero")
-    return SchedulerConfig(preemption, percentage, absolute)
+    version = reader.typed("kubernetesVersion", str, "")
+    if version:
+        try:
+            version = parse_release(version).name
+        except ConfigError as exc:
+            raise reader.error(reader.key("kubernetesVersion"), str(exc)) from None
+    return SchedulerConfig(preemption, percentage, absolute, version)
 
 
 def _scope_requirement(reader: _Reader) -> ScopedResourceSelectorRequirement:

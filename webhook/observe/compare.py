@@ -37,6 +37,9 @@ class Predicted:
     victims: tuple[str, ...] = ()  # "namespace/name"
     tied_nodes: tuple[str, ...] = ()
     sampled: bool = False  # candidateNodes exceeded what upstream's dry run collects
+    # The victims predicted on each tied node ("namespace/name"), where known (``verify``); the live observer
+    # keeps none (its memory is bounded), and there a tied node's victims are compared by number only.
+    tied_victims: tuple[tuple[str, tuple[str, ...]], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,10 @@ class Comparison:
     why: str
     verdict: Verdict
     explained_by: str | None = None  # SAMPLING when upstream's candidate sampling explains a disagreement
+    # What was held against the observation: "outcome", "node", "victims" (or "victim count" on a tied node
+    # whose victims were not predicted one by one). A ``Fits`` compares the outcome only: PreemptGuard names a
+    # node where the pod fits, not the one kube-scheduler's scoring picks.
+    compared: tuple[str, ...] = ()
 
 
 def _names(items: Collection[str]) -> str:
@@ -66,11 +73,15 @@ def _sampling_note(predicted: Predicted) -> str:
             if predicted.sampled else "")
 
 
+OUTCOME, NODE, VICTIMS, VICTIM_COUNT = "outcome", "node", "victims", "victim count"
+NODE_NOT_COMPARED = "node not compared"
+
+
 def compare(predicted: Predicted, observed: Observed) -> Comparison:
-    """``agree`` (docs/interfaces.md §8): the same outcome; for ``Preempts`` the observed node is the predicted one or
-    among ``tiedNodes`` (upstream picks among full ties at random), and on the predicted node the victim sets
-    are equal. On another tied node the victims cannot be compared one by one, but a full tie means as many
-    victims (upstream's fourth criterion), so their number must match."""
+    """``agree`` (docs/interfaces.md §8): the same outcome; for ``Preempts`` the observed node is the predicted one
+    or among ``tiedNodes`` (upstream picks among full ties at random), and the victims the scheduler evicted there
+    are exactly those PreemptGuard predicts for that node (by number only where the prediction does not list a
+    tied node's victims). A ``Fits`` compares the outcome: "node not compared"."""
     if observed.outcome == ERROR:
         return Comparison(False, f"not observed: {observed.message}".rstrip(": "), Verdict.UNOBSERVED)
     if predicted.outcome != observed.outcome:
@@ -80,28 +91,40 @@ def compare(predicted: Predicted, observed: Observed) -> Comparison:
         if observed.outcome == Outcome.REJECTED and observed.message:
             why = f"{why[:-1]}: {observed.message}"
         if Outcome.PREEMPTS in (predicted.outcome, observed.outcome) and predicted.sampled:
-            return Comparison(False, why + _sampling_note(predicted), Verdict.OUTCOME_DIFFERS, SAMPLING)
-        return Comparison(False, why, Verdict.OUTCOME_DIFFERS)
+            return Comparison(False, why + _sampling_note(predicted), Verdict.OUTCOME_DIFFERS, SAMPLING, (OUTCOME,))
+        return Comparison(False, why, Verdict.OUTCOME_DIFFERS, compared=(OUTCOME,))
     if predicted.outcome != Outcome.PREEMPTS:
-        return Comparison(True, "", Verdict.AGREE)
+        return Comparison(True, "", Verdict.AGREE, compared=(OUTCOME,))
     if observed.node == predicted.node:
-        if set(observed.victims) == set(predicted.victims):
-            return Comparison(True, "", Verdict.AGREE)
-        missing = set(predicted.victims) - set(observed.victims)
-        extra = set(observed.victims) - set(predicted.victims)
-        why = (f"on {observed.node} the scheduler evicted {_names(observed.victims)};"
-               f" predicted {_names(predicted.victims)} (not evicted: {_names(missing)}; unexpected: {_names(extra)}).")
-        return Comparison(False, why, Verdict.VICTIMS_DIFFER)
+        return _same_victims(predicted.victims, observed, "")
     if observed.node in predicted.tied_nodes:
+        tied = f"the scheduler picked {observed.node} among {len(predicted.tied_nodes)} tied nodes" \
+               f" (upstream picks one at random; PreemptGuard shows {predicted.node})"
+        expected = dict(predicted.tied_victims).get(str(observed.node)) if predicted.tied_victims is not None \
+            else None
+        if expected is not None:
+            return _same_victims(expected, observed, tied)
         if len(observed.victims) == len(predicted.victims):
-            return Comparison(True, f"the scheduler picked {observed.node} among {len(predicted.tied_nodes)} tied nodes"
-                                    f" (upstream picks one at random); PreemptGuard shows {predicted.node}.",
-                              Verdict.AGREE)
-        why = (f"the scheduler picked tied node {observed.node} with {len(observed.victims)} victim(s); a full tie"
-               f" means {len(predicted.victims)} as on {predicted.node}.")
-        return Comparison(False, why, Verdict.VICTIMS_DIFFER)
+            return Comparison(True, f"{tied}; a full tie means as many victims.", Verdict.AGREE,
+                              compared=(OUTCOME, NODE, VICTIM_COUNT))
+        why = (f"{tied} with {len(observed.victims)} victim(s); a full tie means {len(predicted.victims)}"
+               f" as on {predicted.node}.")
+        return Comparison(False, why, Verdict.VICTIMS_DIFFER, compared=(OUTCOME, NODE, VICTIM_COUNT))
     why = (f"the scheduler nominated {observed.node}; predicted {predicted.node}"
            f"{' or one of ' + _names(predicted.tied_nodes) if len(predicted.tied_nodes) > 1 else ''}.")
     if predicted.sampled:
-        return Comparison(False, why + _sampling_note(predicted), Verdict.NODE_DIFFERS, SAMPLING)
-    return Comparison(False, why, Verdict.NODE_DIFFERS)
+        return Comparison(False, why + _sampling_note(predicted), Verdict.NODE_DIFFERS, SAMPLING, (OUTCOME, NODE))
+    return Comparison(False, why, Verdict.NODE_DIFFERS, compared=(OUTCOME, NODE))
+
+
+def _same_victims(expected: Collection[str], observed: Observed, tied: str) -> Comparison:
+    """The victim sets on the node the scheduler nominated (``tied``: how it came to be a tied node, or "")."""
+    compared = (OUTCOME, NODE, VICTIMS)
+    if set(observed.victims) == set(expected):
+        return Comparison(True, f"{tied}; its victims are the ones PreemptGuard predicts there." if tied else "",
+                          Verdict.AGREE, compared=compared)
+    missing = set(expected) - set(observed.victims)
+    extra = set(observed.victims) - set(expected)
+    why = (f"on {observed.node} the scheduler evicted {_names(observed.victims)};"
+           f" predicted {_names(expected)} (not evicted: {_names(missing)}; unexpected: {_names(extra)}).")
+    return Comparison(False, f"{tied}: {why}" if tied else why, Verdict.VICTIMS_DIFFER, compared=compared)

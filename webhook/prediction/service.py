@@ -31,6 +31,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from webhook.cluster.model import Pod
+from webhook.cluster.release import DEFAULT_RELEASE, parse_release
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
 from webhook.errors import PredictionCancelled, PredictionTimeout
@@ -66,7 +67,10 @@ def never_inline() -> Iterator[None]:
 
 @functools.lru_cache(maxsize=16)  # one per scheduler profile seen (configurations are immutable)
 def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:
-    return PreemptionArgs(
+    """The scheduler profile's DefaultPreemptionArgs with the semantics of ``scheduler.kubernetesVersion``."""
+    release = parse_release(scheduler.kubernetes_version) if scheduler.kubernetes_version else DEFAULT_RELEASE
+    return PreemptionArgs.for_release(
+        release,
         min_candidate_nodes_percentage=scheduler.min_candidate_nodes_percentage,
         min_candidate_nodes_absolute=scheduler.min_candidate_nodes_absolute,
         preemption_enabled=scheduler.preemption_enabled,

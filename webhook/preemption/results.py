@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from webhook.cluster.model import TopologySpreadConstraint
+from webhook.cluster.model import Pod, TopologySpreadConstraint
+from webhook.cluster.release import DEFAULT_RELEASE, KubernetesRelease
 from webhook.errors import ConfigError
 
 
@@ -94,6 +95,11 @@ class PreemptionArgs:
     goes negative; False decrements every matching PDB like older releases.
     ``preemption_enabled``: the scheduler profile runs DefaultPreemption's PostFilter (``scheduler.preemption``);
     without it a pod that fits nowhere stays Pending and evicts nobody.
+    ``gated_nominations_reserve``: a nominated pod that still has scheduling gates reserves room on its node
+    (v1.37); False: only ungated ones do (v1.33-v1.36).
+    ``pod_level_resources``: a pod's pod-level requests count (v1.34+); False: the containers' (v1.33).
+    ``release``: the release these follow (``KubernetesRelease.name``); ``for_release`` sets the switches from
+    its row, so the predictor reads behaviours, never a version number (docs/preemption.md §12).
     """
 
     min_candidate_nodes_percentage: int = 10
@@ -103,6 +109,20 @@ class PreemptionArgs:
     preemption_enabled: bool = True
     # The profile's Score plugins and their arguments (issue #28).
     scoring: ScoringArgs = field(default_factory=ScoringArgs)
+    gated_nominations_reserve: bool = True
+    pod_level_resources: bool = True
+    release: str = DEFAULT_RELEASE.name
+
+    @classmethod
+    def for_release(cls, release: KubernetesRelease, *, min_candidate_nodes_percentage: int = 10,
+                    min_candidate_nodes_absolute: int = 100, preemption_enabled: bool = True) -> PreemptionArgs:
+        """DefaultPreemptionArgs with ``release``'s semantics."""
+        return cls(min_candidate_nodes_percentage=min_candidate_nodes_percentage,
+                   min_candidate_nodes_absolute=min_candidate_nodes_absolute,
+                   pdb_stop_at_first_violation=release.pdb_stop_at_first_violation,
+                   preemption_enabled=preemption_enabled,
+                   gated_nominations_reserve=release.gated_nominations_reserve,
+                   pod_level_resources=release.pod_level_resources, release=release.name)
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_candidate_nodes_percentage <= 100:
@@ -166,3 +186,6 @@ class PreemptionResult:
     # Earlier pods of the same simulation whose node the scheduler may choose otherwise (their placement was
     # sampled): this result assumes each landed where it was predicted.
     depends_on: tuple[str, ...] = ()
+    # The victims on each tied node (``tied_nodes``, ``node`` included), most important first: upstream picks one
+    # of them at random and evicts that node's victims. The dry run's own tuples (no copy on the admission path).
+    tied_victims: tuple[tuple[str, tuple[Pod, ...]], ...] = ()

@@ -18,6 +18,7 @@ from typing import Any
 
 from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod, ResourceQuota
+from webhook.cluster.reader_resources import without_pod_level_resources
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.deadline import DEADLINE_STRIDE, Deadline, acquire_before
 from webhook.preemption.framework.index import StateIndex, state_index
@@ -47,6 +48,7 @@ from webhook.preemption.schedule_one import (
     select_node,
 )
 from webhook.preemption.workloads import MAX_PODS_PER_REQUEST, expand_objects, replica_name
+from webhook.priority.namespace_lifecycle import check_namespace_lifecycle
 from webhook.priority.resolution import (
     SYSTEM_CRITICAL_PRIORITY,
     PriorityRejection,
@@ -172,6 +174,7 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
     return replace_fields(
         pending_result(pod, policy), outcome=Outcome.PREEMPTS, node=candidate.node, victims=victims,
         pdb_violations=candidate.num_pdb_violations, candidate_nodes=post.candidate_count, tied_nodes=post.tied,
+        tied_victims=tuple((c.node, c.victims) for c in post.tied_candidates),
         expected_delay_seconds=max(v.grace_period_seconds for v in victims),
         message=" ".join(notes) + gaps, sampled=sampled,
     ), candidate
@@ -224,6 +227,8 @@ def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs
         unsure: list[str] = []  # earlier pods whose node the scheduler may choose otherwise
         for i, pod in enumerate(pods):
             deadline.check()
+            if not args.pod_level_resources:
+                pod = without_pod_level_resources(pod)
             result, candidate = predict_pod(view, pod, args, deadline=deadline)
             if unsure:
                 result = _depending_on(result, unsure)
@@ -286,15 +291,20 @@ def _rejected(pod: Pod, message: str, priority: int | None = None) -> Preemption
 
 def resolve_each(state: ClusterState, pods: Sequence[Pod], deadline: Deadline | None = None,
                  quota_check: PodQuotaCheck = resource_quota_only) -> list[Pod | PreemptionResult]:
-    """Each pod as the API server would store it, or its own ``Rejected`` result: the Priority plugin, then the
-    quota stage (``quota_check``; by default the ResourceQuota admission plugin, on by default) against the
-    namespace's quotas, each admitted pod charged before the next is checked (the real control plane refuses a
-    pod over its quota before the scheduler sees it: tests/vectors/real_scheduler/quota-exceeded-is-rejected)."""
+    """Each pod as the API server would store it, or its own ``Rejected`` result: NamespaceLifecycle (a missing
+    or terminating namespace, where the namespaces are known), the Priority plugin, then the quota stage
+    (``quota_check``; by default the ResourceQuota admission plugin, on by default) against the namespace's quotas,
+    each admitted pod charged before the next is checked (the real control plane refuses a pod over its quota
+    before the scheduler sees it: tests/vectors/real_scheduler/quota-exceeded-is-rejected)."""
     entries: list[Pod | PreemptionResult] = []
     quotas: dict[str, list[ResourceQuota]] = {}
     for i, pod in enumerate(pods):
         if deadline is not None and not i % DEADLINE_STRIDE:
             deadline.check()
+        refused = check_namespace_lifecycle(state.namespaces, pod)
+        if refused is not None:
+            entries.append(_rejected(pod, refused))
+            continue
         try:
             resolved = resolve_priority(state, pod)
         except PriorityRejection as exc:
@@ -322,6 +332,8 @@ def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionAr
     simulation of the others.
     """
     deadline = Deadline.of(deadline)
+    if args is not None and not args.pod_level_resources:  # dropped on create, before ResourceQuota admission
+        pods = [without_pod_level_resources(p) for p in pods]
     entries = resolve_each(state, pods, deadline, quota_check)
     admitted = [e for e in entries if isinstance(e, Pod)]
     simulated = iter(simulate_pods(state, admitted, args, deadline=deadline, index=index) if admitted else ())

@@ -55,16 +55,18 @@ from webhook.server.metrics import AdmissionMetrics, WebhookMetrics, make_metric
 from webhook.server.observing import PredictionObserver, not_observing, observer_lifecycle
 from webhook.server.ratelimit import CallerRateLimit
 from webhook.server.settings import ServerSettings
+from webhook.server.tenants import TenantServices
 from webhook.server.tls import ServingTLS, serving_tls
 from webhook.sources.source import ClusterSource
 from webhook.tasks import cancel_and_wait, running_in_background
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONFIG_KEY", "METRICS_KEY", "OBSERVER_KEY", "PIPELINE_KEY", "SOURCE_KEY", "RunningServer", "make_app",
-           "start_server"]
+__all__ = ["CONFIG_KEY", "METRICS_KEY", "OBSERVER_KEY", "PIPELINE_KEY", "SOURCE_KEY", "TENANTS_KEY", "RunningServer",
+           "make_app", "start_server"]
 
 OBSERVER_KEY = web.AppKey("prediction_observer", PredictionObserver)
+TENANTS_KEY = web.AppKey("tenant_services", TenantServices)
 
 
 # ---- application --------------------------------------------------------------------------------
@@ -171,6 +173,19 @@ def make_observer(source: ClusterSource, settings: ServerSettings, metrics: Webh
     return PredictionObserver(source, metrics, lambda: live.current, settings, events=events)
 
 
+async def _tenants_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    async for _ in app[TENANTS_KEY].lifecycle():
+        yield
+
+
+def make_tenant_services(source: ClusterSource, settings: ServerSettings, metrics: WebhookMetrics,
+                         live: LiveConfig) -> TenantServices | None:
+    """Preemption attribution and the exposure scan (docs/interfaces.md §7): with a live source only."""
+    if source.api is None or not (settings.attribute_preemptions or settings.exposure_scan):
+        return None
+    return TenantServices(source, source.api, settings, metrics, lambda: live.current)
+
+
 def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config | None = None,
              authenticator: Authenticator | None = None, pod_steps: list[PodStep] | None = None) -> web.Application:
     """The HTTPS application. More routes are added with ``app.router`` before start-up; ``pod_steps`` are
@@ -215,6 +230,10 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
         app[OBSERVER_KEY] = observer
         # After the source: its cleanup runs first, counting what is left before the informers stop.
         app.cleanup_ctx.append(_observer_lifecycle)
+    tenants = make_tenant_services(source, settings, metrics, live)
+    if tenants is not None:
+        app[TENANTS_KEY] = tenants
+        app.cleanup_ctx.append(_tenants_lifecycle)  # after the source: its cleanup runs before the source stops
     app.cleanup_ctx.append(_predictor_lifecycle)
     app.cleanup_ctx.append(_config_lifecycle)
     app.on_cleanup.append(_stop_body_decoder)

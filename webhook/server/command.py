@@ -90,6 +90,22 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     observe.add_argument("--debug-predictions", action="store_true",
                          help="serve GET /debug/predictions on the metrics port: the verdicts and latest mismatches, "
                               "naming no pod or namespace (off by default: that port has no authentication)")
+    tenants = parser.add_argument_group("what tenants can read (with a cluster source; docs/interfaces.md §7)")
+    tenants.add_argument("--attribute-preemptions", action=argparse.BooleanOptionalAction, default=True,
+                         help="create an Event (reason PreemptedByScheduler) in the namespace of each pod "
+                              "kube-scheduler preempts, naming the preemptor only to its own tenant (default on; needs "
+                              "create on events)")
+    tenants.add_argument("--exposure-scan", action=argparse.BooleanOptionalAction, default=True,
+                         help="keep each namespace's exposure to preemption current in the preemptguard_exposure_* "
+                              "metrics (default on)")
+    tenants.add_argument("--exposure-reports", action="store_true",
+                         help="also write it as the PolicyReport preemptguard-exposure in each namespace (needs the "
+                              "wgpolicyk8s.io CRD and its RBAC: the exposure-reports component)")
+    tenants.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                         help="only the replica holding the Lease preemptguard writes those Events and reports "
+                              "(default on; needs get, create and update on leases)")
+    tenants.add_argument("--leader-elect-namespace", metavar="NAMESPACE",
+                         help="namespace of the Lease (default: POD_NAMESPACE, else the pod's or the context's)")
     observe.add_argument("--events", action="store_true",
                          help="create a Kubernetes Event (reason PreemptionPredictionMismatch) on each pod whose "
                               "prediction the scheduler did not bear out (needs create on events)")

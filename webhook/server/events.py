@@ -15,9 +15,11 @@ import contextlib
 import logging
 import socket
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
+from webhook.errors import ApiError
 from webhook.kubeapi import KubeClient
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,8 @@ MISMATCH_REASON = "PreemptionPredictionMismatch"
 COMPONENT = "preemptguard"
 REPORTING_CONTROLLER = "preemptguard.io/webhook"
 WARNING_INTERVAL_SECONDS = 60.0
+# How a create went: created, already there (a fixed name created before), or failed (logged).
+EventResult = Literal["created", "exists", "failed"]
 
 
 def events_path(namespace: str) -> str:
@@ -47,6 +51,12 @@ def pod_event(namespace: str, pod: str, uid: str, reason: str, message: str, *, 
     }
 
 
+def preemption_event_name(pod: str, uid: str) -> str:
+    """One name per victim (its pod name and UID), so a second writer of the same Event (a new leader after a
+    failover, a relist) gets 409 AlreadyExists instead of a duplicate."""
+    return f"{pod[:180]}.preempted.{(uid or 'unknown')[:40]}".lower()
+
+
 class PodEvents:
     """Posts Events in the background; ``close`` waits a moment for the ones still on their way."""
 
@@ -59,23 +69,42 @@ class PodEvents:
         self._tasks: set[asyncio.Task[None]] = set()
         self._warned_at = -WARNING_INTERVAL_SECONDS
 
-    def post(self, namespace: str, pod: str, uid: str, reason: str, message: str) -> None:
-        """Create the Event soon (called from the event loop's thread: the informers, the tick)."""
+    def post(self, namespace: str, pod: str, uid: str, reason: str, message: str, *, name: str = "",
+             related: dict[str, Any] | None = None, done: Callable[[EventResult], None] | None = None) -> None:
+        """Create the Event soon (called from the event loop's thread: the informers, the tick). ``name``: a fixed
+        name instead of ``generateName`` (a second create of it is ``exists``); ``related``: the object reference
+        of ``related``; ``done`` hears how it went."""
         body = pod_event(namespace, pod, uid, reason, message, instance=self.instance, now=datetime.now(UTC))
-        task = asyncio.get_running_loop().create_task(self._create(namespace, body), name="preemptguard-event")
+        if name:
+            body["metadata"] = {"name": name, "namespace": namespace}
+        if related is not None:
+            body["related"] = related
+        task = asyncio.get_running_loop().create_task(self._create(namespace, body, done), name="preemptguard-event")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _create(self, namespace: str, body: dict[str, Any]) -> None:
+    async def _create(self, namespace: str, body: dict[str, Any],
+                      done: Callable[[EventResult], None] | None = None) -> None:
+        result: EventResult = "created"
         try:
             await self.api.post(events_path(namespace), body, timeout=self.timeout_seconds)
         except asyncio.CancelledError:
             raise
+        except ApiError as exc:
+            if exc.code == 409 and body["metadata"].get("name"):
+                result = "exists"
+            else:
+                result = "failed"
+                self.failed += 1
+                self._log_failure(namespace, body, exc)
         except Exception as exc:  # an Event is a courtesy: never let it fail anything else
+            result = "failed"
             self.failed += 1
             self._log_failure(namespace, body, exc)
-            return
-        self.posted += 1
+        if result == "created":
+            self.posted += 1
+        if done is not None:
+            done(result)
 
     def _log_failure(self, namespace: str, body: dict[str, Any], exc: Exception) -> None:
         now = time.monotonic()

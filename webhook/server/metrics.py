@@ -13,6 +13,7 @@ Series (all prefixed ``preemptguard_``):
   did (docs/interfaces.md §9), every ``verdict`` present from the start (0 without a live cluster);
 - ``cluster_cache_staleness_seconds`` (the source's ``staleness_seconds()``);
 - ``config_reloads_total`` and ``config_reload_failures_total``;
+- the tenant series of ``webhook.server.tenant_metrics`` (preemptions, exposure, ``leader``), set by the leader;
 - ``build_info{version,python,kubernetes_client}`` (always 1) and ``serving_certificate_expiry_timestamp_seconds``
   (``notAfter`` of the served certificate as a Unix time; 0 until the TLS layer calls
   ``set_serving_certificate_expiry``).
@@ -50,6 +51,7 @@ from webhook.guardrails import GuardrailDecision, SkipReason
 from webhook.observe.compare import Verdict
 from webhook.preemption.results import PreemptionResult
 from webhook.routes import DEBUG_PREDICTIONS_PATH, HEALTHZ_PATH, METRICS_PATH, READYZ_PATH
+from webhook.server.tenant_metrics import TenantMetrics
 from webhook.version import package_version
 
 log = logging.getLogger(__name__)
@@ -177,6 +179,8 @@ class WebhookMetrics:
             registry=self.registry,
         )
         self.build_info.labels(package_version(), platform.python_version(), _kubernetes_client_version()).set(1)
+        # Preemptions by victim namespace, exposure, leadership (docs/interfaces.md §7): set by the leader only.
+        self.tenants = TenantMetrics(self.registry)
         self.serving_certificate_expiry = Gauge(
             "preemptguard_serving_certificate_expiry_timestamp_seconds",
             "notAfter of the serving certificate in use, as a Unix time (0 until the TLS layer reports it).",

@@ -57,7 +57,7 @@ class PredictionObserver:
         self.summary = PredictionSummary()
         self.events = events
         self._closing = False
-        source.state.pod_listener = self.pod_changed
+        source.state.add_pod_listener(self.pod_changed)
 
     # ---- PredictionFollower ----------------------------------------------------------------------
     def follow(self, review: PodReview, result: PreemptionResult) -> str:

@@ -121,6 +121,23 @@ class ServerSettings:
     # --debug-predictions: GET /debug/predictions on the metrics listener (no authentication there: its
     # mismatches name no pod or namespace). Off by default.
     debug_predictions: bool = False
+    # What a tenant can read (docs/interfaces.md §7), with a cluster source only; written by the replica that
+    # holds the leader-election Lease (--leader-elect, the default; off: this replica always writes).
+    leader_elect: bool = True
+    leader_elect_namespace: str | None = None  # None: POD_NAMESPACE, the service account's, the context's
+    leader_lease_seconds: float = 15.0
+    leader_renew_deadline_seconds: float = 10.0
+    leader_retry_period_seconds: float = 2.0
+    # --attribute-preemptions: an Event in each preempted pod's namespace saying who it was preempted for.
+    attribute_preemptions: bool = True
+    attribution_wait_seconds: float = 30.0
+    # --exposure-scan: each namespace's exposure kept current (gauges); --exposure-reports: also written as its
+    # PolicyReport (the CRD and RBAC of the optional exposure-reports component).
+    exposure_scan: bool = True
+    exposure_reports: bool = False
+    exposure_interval_seconds: float = 2.0
+    exposure_max_duty: float = 0.2
+    exposure_writes_per_second: float = 10.0
 
 
 def _path(value: str | None) -> Path | None:
@@ -162,6 +179,11 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
                                  else args.observe_max),
         events=bool(getattr(args, "events", False)),
         debug_predictions=bool(getattr(args, "debug_predictions", False)),
+        leader_elect=getattr(args, "leader_elect", True) is not False,
+        leader_elect_namespace=getattr(args, "leader_elect_namespace", None) or None,
+        attribute_preemptions=getattr(args, "attribute_preemptions", True) is not False,
+        exposure_scan=getattr(args, "exposure_scan", True) is not False,
+        exposure_reports=bool(getattr(args, "exposure_reports", False)),
     )
 
 

@@ -259,7 +259,8 @@ def _read_snapshot(snapshot: SnapshotFile, kinds: Counter[str], progress: Progre
 
 # Kinds a manifest holds and a cluster snapshot (docs/interfaces.md §1) does not.
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "CronJob"})
-SNAPSHOT_COMMAND = "kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces -A -o yaml"
+SNAPSHOT_COMMAND = ("kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces,"
+                    "runtimeclasses,limitranges -A -o yaml")
 READ_ERRORS = (OSError, UnicodeDecodeError, EOFError, zlib.error)
 
 

@@ -2,7 +2,7 @@
 
 ```
 preempt-guard verify [--kube-bin DIR] (--snapshot FILE -f FILE [-f ...] | --scenarios DIR)
-                     [--config FILE] [--timeout SECONDS] [-o table|json]
+                     [--config FILE] [--kube-version VERSION] [--timeout SECONDS] [-o table|json]
 ```
 Exit status: 0 every pod agrees, 1 a disagreement, 2 an error (missing binaries, a bad file, a control plane
 that does not start, or an observation that could not be made).
@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE",
                         help="PreemptGuard configuration; its scheduler.* becomes the scheduler's "
                              "DefaultPreemptionArgs")
+    parser.add_argument("--kube-version", metavar="VERSION",
+                        help="predict as kube-scheduler of this release preempts (v1.33 .. v1.37; default: "
+                             "scheduler.kubernetesVersion of --config, else the release of the binaries)")
     parser.add_argument("--timeout", type=float, metavar="SECONDS", default=DEFAULT_TIMEOUT_SECONDS,
                         help=f"longest wait for one scheduling decision (default {DEFAULT_TIMEOUT_SECONDS:g})")
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="output format (default table)")
@@ -73,7 +76,7 @@ def _progress(total: int) -> Progress:
 
 def run(args: argparse.Namespace) -> int:
     from webhook.verify.controlplane import kube_bin_dir, kubernetes_version
-    from webhook.verify.engine import DEFAULT_CONFIG, check_snapshot, load_config
+    from webhook.verify.engine import DEFAULT_CONFIG, check_snapshot, load_config, scheduler_for_release
     from webhook.verify.report import exit_status, render
     from webhook.verify.runner import run_scenarios, start_plane
     from webhook.verify.scenarios import discover, read_pods, single
@@ -88,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
         check_snapshot(scenarios[0].snapshot)  # a bad file is one line and exit 2, before anything starts
         read_pods(scenarios[0].pod_files)
     version = kubernetes_version(bin_dir)
+    scheduler, note = scheduler_for_release(config.scheduler, args.kube_version, version)
+    if note:
+        print(f"verify: {note}", file=sys.stderr)
     progress = _progress(len(scenarios)) if sys.stderr.isatty() and len(scenarios) > 1 else None
     with tempfile.TemporaryDirectory(prefix="preemptguard-verify-") as temporary:
         workdir = Path(args.workdir) if args.workdir else Path(temporary)
-        with start_plane(workdir, bin_dir, config.scheduler) as plane:
-            results = run_scenarios(plane, scenarios, config.scheduler, timeout=args.timeout,
-                                    progress=progress)
-    print(render(results, version, args.output))
+        with start_plane(workdir, bin_dir, scheduler) as plane:
+            results = run_scenarios(plane, scenarios, scheduler, timeout=args.timeout, progress=progress)
+    print(render(results, version, args.output, prediction_release=scheduler.kubernetes_version))
     return exit_status(results)

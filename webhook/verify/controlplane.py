@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from webhook.errors import PreemptGuardError
+from webhook.verify.storage import Etcd
 
 REPO = Path(__file__).resolve().parents[2]
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler")
@@ -161,6 +162,7 @@ class ControlPlane:
     apiserver_port: int = 0
     tokens: dict[str, str] = field(default_factory=dict)
     _connections: dict[tuple[str, int], http.client.HTTPSConnection] = field(default_factory=dict, repr=False)
+    _etcd: Etcd | None = field(default=None, repr=False)
 
     @property
     def server(self) -> str:
@@ -168,6 +170,13 @@ class ControlPlane:
 
     def kubeconfig(self, user: str = ADMIN) -> Path:
         return self.workdir / f"{user}.kubeconfig"
+
+    @property
+    def etcd(self) -> Etcd:
+        """etcd's JSON gateway (webhook.verify.storage), for what must be restored as stored."""
+        if self._etcd is None or self._etcd.port != self.etcd_port:
+            self._etcd = Etcd(self.etcd_port)
+        return self._etcd
 
     @property
     def scheduler_log(self) -> Path:
@@ -193,6 +202,8 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
+        if self._etcd is not None:
+            self._etcd.close()
         for connection in self._connections.values():
             connection.close()
         self._connections.clear()
@@ -360,11 +371,13 @@ class ControlPlane:
 
 
 API_PATHS = {"Namespace": "/api/v1/namespaces", "Node": "/api/v1/nodes",
-             "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses"}
+             "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+             "RuntimeClass": "/apis/node.k8s.io/v1/runtimeclasses"}
 NAMESPACED = {
     "Pod": "/api/v1/namespaces/{ns}/pods",
     "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
     "ResourceQuota": "/api/v1/namespaces/{ns}/resourcequotas",
+    "LimitRange": "/api/v1/namespaces/{ns}/limitranges",
     "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
 }
 

@@ -8,12 +8,13 @@ holds against the real scheduler is exactly what ``serve``, ``/preview`` and the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from webhook.cluster.release import closest_release, parse_release
 from webhook.cluster.snapshot import ClusterState
 from webhook.config import DEFAULT_CONFIG, Config, SchedulerConfig, load_config
 from webhook.prediction.service import preemption_args
@@ -32,6 +33,7 @@ __all__ = [
     "load_config",
     "predict",
     "predict_in_order",
+    "scheduler_for_release",
     "state_from_objects",
 ]
 
@@ -45,10 +47,28 @@ class Prediction:
     node: str | None
     victims: tuple[str, ...]  # "namespace/name", most important first
     tied_nodes: tuple[str, ...]
+    tied_victims: tuple[tuple[str, tuple[str, ...]], ...]  # (node, its victims) for every tied node
     candidate_nodes: int
     sampled: bool  # more candidates than upstream's dry run collects (DefaultPreemptionArgs)
     message: str
     preview: Mapping[str, Any]  # the full PreemptionPreview entry
+
+
+def scheduler_for_release(scheduler: SchedulerConfig, kube_version: str | None,
+                          binaries_version: str) -> tuple[SchedulerConfig, str]:
+    """The scheduler profile with the release whose preemption the prediction follows, and a note when it is not
+    exactly the binaries': ``--kube-version``, else ``scheduler.kubernetesVersion`` of ``--config``, else the
+    binaries' own (the nearest supported one when PreemptGuard does not know it). A bad ``--kube-version`` raises
+    ``ConfigError``."""
+    if kube_version:
+        release = parse_release(kube_version)
+        note = "" if release == closest_release(binaries_version)[0] else (
+            f"predicting as {release.name} (--kube-version) against kube-scheduler {binaries_version}")
+    elif scheduler.kubernetes_version:
+        return scheduler, ""
+    else:
+        release, note = closest_release(binaries_version)
+    return replace(scheduler, kubernetes_version=release.name), note
 
 
 def check_snapshot(path: Path) -> None:
@@ -78,5 +98,6 @@ def predict_in_order(state: ClusterState, pods: Sequence[Mapping[str, Any]],
     results = predict_pods(state, expanded, args=preemption_args(scheduler))
     return [Prediction(pod=r.pod, outcome=r.outcome, node=r.node,
                        victims=tuple(f"{v.namespace}/{v.name}" for v in r.victims), tied_nodes=tuple(r.tied_nodes),
+                       tied_victims=tuple((node, tuple(v.key for v in victims)) for node, victims in r.tied_victims),
                        candidate_nodes=r.candidate_nodes, sampled=r.sampled, message=r.message,
                        preview=result_json(r)) for r in results]

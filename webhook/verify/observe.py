@@ -2,10 +2,14 @@
 
 - ``Rejected``: the API server refused the create (its message).
 - ``Fits``: the pod was bound (``spec.nodeName``) with nobody deleted.
-- ``Preempts``: ``status.nominatedNodeName`` was set; the victims are the pods the scheduler marked
-  (``DisruptionTarget``/``PreemptionByScheduler``) and deleted for it, plus those it chose while they were
-  already terminating (it sends no API call for those; its log names them). The observation waits until it
-  holds as many victims as the scheduler's own status message announces (``preempting N victims``).
+- ``Preempts``: ``status.nominatedNodeName`` was set together with ``PodScheduled=False`` (a nomination without
+  it is the binding cycle's, NominatedNodeNameForExpectation, v1.35+). The victims are decided from what the API
+  shows in every release since v1.33 (``PreemptionEvidence``): the pods on the nominated node the scheduler marked
+  ``DisruptionTarget``/``PreemptionByScheduler`` or deleted after the pod was created, and the pods whose
+  ``Preempted`` Event names the pod's UID (upstream marks, deletes, then records the Event for each victim:
+  pkg/scheduler/framework/preemption, ``PreemptPod``). The scheduler's ``-v 2`` log is only a hint: it names the
+  victims that were already terminating (v1.35+ sends no API call for those), and says when the asynchronous
+  preemption finished.
 - ``Unschedulable``: ``PodScheduled=False`` (reason ``Unschedulable``) and still no nomination a moment later.
 - ``Error``: anything else, or no decision within the timeout: never an agreement, never a hang.
 
@@ -18,8 +22,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.observe.compare import ERROR
@@ -30,8 +34,17 @@ from webhook.verify.loader import force_delete_pod
 POLL_SECONDS = 0.05
 # How long a PodScheduled=False must stand without a nomination before it counts as Unschedulable.
 UNSCHEDULABLE_SETTLE_SECONDS = 0.5
+# With no count to wait for (before v1.37 the PostFilter's success status carries no message) and no log hint,
+# a preemption is complete once every victim marked so far is deleted and has its Preempted Event, and nothing
+# changed for this long; without the Events (an Event is best effort upstream), after QUIET_WITHOUT_EVENTS.
+QUIET_SECONDS = 1.0
+QUIET_WITHOUT_EVENTS_SECONDS = 3.0
+# v1.37+: the PostFilter's success status, kept in the PodScheduled condition's message.
 VICTIM_COUNT = re.compile(r"preempting (\d+) victims")
+# Hints from the scheduler's -v 2 log (pkg/scheduler/framework/preemption, v1.33 .. v1.37).
 ALREADY_DELETING = re.compile(r'"Victim Pod is already being deleted[^"]*".*?preemptor="([^"]+)".*?victim="([^"]+)"')
+ASYNC_FINISHED = re.compile(r'"Async Preemption finished completely" preemptor="([^"]+)"')
+PREEMPTED_REASON = "Preempted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +55,9 @@ class Observation:
     message: str = ""
     pod_name: str = ""  # the name the pod got (differs from the manifest's with generateName)
     bound_node: str | None = None  # where a preemptor was bound once its victims were gone
+    uid: str = ""  # the pod's UID (the Preempted Events name it)
+    log_only_victims: tuple[str, ...] = ()  # victims only the scheduler's log named (already terminating)
+    before: PodMarks | None = field(default=None, compare=False, repr=False)  # the marks before the pod was created
 
 
 def _api_message(body: object) -> str:
@@ -57,14 +73,79 @@ def _condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     return None
 
 
-def terminating_pods(plane: ControlPlane) -> set[str]:
+def _key(pod: Mapping[str, Any]) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+def preempted_by_scheduler(pod: Mapping[str, Any]) -> bool:
+    """The ``DisruptionTarget`` condition upstream's ``PreemptPod`` sets before it deletes a victim."""
+    condition = _condition(pod, "DisruptionTarget") or {}
+    return condition.get("status") == "True" and condition.get("reason") == "PreemptionByScheduler"
+
+
+@dataclass(frozen=True, slots=True)
+class PodMarks:
+    """Which pods were already terminating or marked as preempted: what a new preemption must not claim."""
+
+    terminating: frozenset[str] = frozenset()
+    marked: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, pods: Iterable[Mapping[str, Any]]) -> PodMarks:
+        listed = list(pods)
+        return cls(frozenset(_key(p) for p in listed if p["metadata"].get("deletionTimestamp")),
+                   frozenset(_key(p) for p in listed if preempted_by_scheduler(p)))
+
+
+def pod_marks(plane: ControlPlane) -> PodMarks:
     _, listed = plane.request("GET", "/api/v1/pods")
-    return {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in (listed or {}).get("items", [])
-            if p["metadata"].get("deletionTimestamp")}
+    return PodMarks.of((listed or {}).get("items", []))
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionEvidence:
+    """What the API (and, as a hint, the log) shows of one preemption at one moment."""
+
+    marked: frozenset[str] = frozenset()  # newly marked DisruptionTarget/PreemptionByScheduler
+    deleted: frozenset[str] = frozenset()  # newly terminating since the pod was created
+    terminating: frozenset[str] = frozenset()  # every terminating pod on the node, old or new
+    evented: frozenset[str] = frozenset()  # a Preempted Event names the preemptor
+    log_deleting: frozenset[str] = frozenset()  # the log: chosen while already terminating (no API call)
+    announced: int | None = None  # v1.37+: "preempting N victims"
+    log_finished: bool = False  # the log: "Async Preemption finished completely"
+
+    @property
+    def victims(self) -> frozenset[str]:
+        return self.marked | self.deleted | self.evented | self.log_deleting
+
+    @property
+    def in_flight(self) -> frozenset[str]:
+        """Marked but not deleted yet: upstream's PreemptPod is between its two API calls."""
+        return self.marked - self.terminating
+
+
+def preemption_complete(evidence: PreemptionEvidence, quiet_for: float) -> bool:
+    """Whether ``evidence`` (unchanged for ``quiet_for`` seconds) is the whole preemption.
+
+    The count of v1.37+ decides when it is there; else the log's "finished" with every marked victim deleted;
+    else the API alone: at least one victim, none in flight, each with its Event and quiet for QUIET_SECONDS
+    (QUIET_WITHOUT_EVENTS_SECONDS when an Event is missing). Upstream always has at least one victim
+    (DryRunPreemption makes a candidate without victims an error)."""
+    victims = evidence.victims
+    if evidence.announced is not None:
+        return len(victims) >= evidence.announced and not evidence.in_flight
+    if not victims or evidence.in_flight:
+        return False
+    if evidence.log_finished:
+        return True
+    api_victims = evidence.marked | evidence.deleted
+    if api_victims <= evidence.evented:
+        return quiet_for >= QUIET_SECONDS
+    return quiet_for >= QUIET_WITHOUT_EVENTS_SECONDS
 
 
 class SchedulerLog:
-    """The scheduler's log from a point on (its ``-v 2`` lines name victims it did not have to delete)."""
+    """The scheduler's log from a point on (its ``-v 2`` lines: hints, never the only evidence)."""
 
     def __init__(self, plane: ControlPlane) -> None:
         self.path = plane.scheduler_log
@@ -81,13 +162,30 @@ class SchedulerLog:
         except OSError:
             return ""
 
-    def already_deleting_victims(self, preemptor: str) -> set[str]:
-        return {victim for who, victim in ALREADY_DELETING.findall(self.text()) if who == preemptor}
+    def already_deleting_victims(self, preemptor: str, text: str | None = None) -> set[str]:
+        text = self.text() if text is None else text
+        return {victim for who, victim in ALREADY_DELETING.findall(text) if who == preemptor}
+
+    def finished(self, preemptor: str, text: str | None = None) -> bool:
+        text = self.text() if text is None else text
+        return preemptor in ASYNC_FINISHED.findall(text)
+
+
+def preempted_events(plane: ControlPlane, preemptor_uid: str) -> set[str]:
+    """Victims whose ``Preempted`` Event names the preemptor (``related``, or its UID in the message)."""
+    _, listed = plane.request("GET", "/api/v1/events", query={"fieldSelector": f"reason={PREEMPTED_REASON}"})
+    victims = set()
+    for event in (listed or {}).get("items", []):
+        related = (event.get("related") or {}).get("uid")
+        if related == preemptor_uid or (preemptor_uid and preemptor_uid in str(event.get("message", ""))):
+            involved = event.get("involvedObject") or {}
+            victims.add(f"{involved.get('namespace')}/{involved.get('name')}")
+    return victims
 
 
 def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: float) -> Observation:
     """Create ``manifest`` and report what the scheduler did within ``timeout`` seconds."""
-    before = terminating_pods(plane)
+    before = pod_marks(plane)
     log = SchedulerLog(plane)
     code, body = plane.request("POST", collection_path(manifest), manifest)
     if 400 <= code < 500:
@@ -95,6 +193,7 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
     if code not in (200, 201):
         return Observation(ERROR, message=f"the API server answered {code}: {_api_message(body)}")
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    uid = str(body["metadata"].get("uid") or "")
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
     deadline = time.monotonic() + timeout
     refused_since: float | None = None
@@ -102,43 +201,99 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
         code, pod = plane.request("GET", path)
         if code != 200:
             return Observation(ERROR, message=f"the pod could not be read back: {code} {_api_message(pod)}",
-                               pod_name=name)
+                               pod_name=name, uid=uid)
         node = (pod.get("spec") or {}).get("nodeName")
         nominated = (pod.get("status") or {}).get("nominatedNodeName")
         scheduled = _condition(pod, "PodScheduled") or {}
         if node:
-            return Observation(Outcome.FITS, node=node, message=f"bound to {node}", pod_name=name)
-        if nominated:
-            return _observe_preemption(plane, f"{namespace}/{name}", path, str(nominated), before, log, deadline,
-                                       timeout)
+            return Observation(Outcome.FITS, node=node, message=f"bound to {node}", pod_name=name, uid=uid)
+        if nominated and scheduled.get("status") == "False":
+            return _observe_preemption(plane, PreemptorRef(namespace, name, uid, path, str(nominated)), before, log,
+                                       deadline, timeout)
         if scheduled.get("status") == "False":
             reason = scheduled.get("reason")
             if reason not in ("Unschedulable", "SchedulingGated"):
-                return Observation(ERROR, message=f"{reason}: {scheduled.get('message', '')}", pod_name=name)
+                return Observation(ERROR, message=f"{reason}: {scheduled.get('message', '')}", pod_name=name,
+                                   uid=uid)
             refused_since = refused_since if refused_since is not None else time.monotonic()
             if time.monotonic() - refused_since >= UNSCHEDULABLE_SETTLE_SECONDS:
-                return Observation(Outcome.UNSCHEDULABLE, message=str(scheduled.get("message", reason)), pod_name=name)
+                return Observation(Outcome.UNSCHEDULABLE, message=str(scheduled.get("message", reason)),
+                                   pod_name=name, uid=uid)
         time.sleep(POLL_SECONDS)
-    return Observation(ERROR, message=f"no scheduling decision within {timeout:g}s", pod_name=name)
+    return Observation(ERROR, message=f"no scheduling decision within {timeout:g}s", pod_name=name, uid=uid)
 
 
-def _observe_preemption(plane: ControlPlane, key: str, path: str, node: str, before: set[str], log: SchedulerLog,
+@dataclass(frozen=True, slots=True)
+class PreemptorRef:
+    namespace: str
+    name: str
+    uid: str
+    path: str
+    node: str
+    key: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+
+
+def gather_evidence(plane: ControlPlane, preemptor: PreemptorRef, before: PodMarks, log: SchedulerLog,
+                    message: str) -> PreemptionEvidence:
+    """The evidence now: the pods on the nominated node, the Preempted Events, the log's hints.
+
+    The log is read first: upstream logs "finished" after its last API call, so a listing made after reading that
+    line holds every mark and deletion (read the other way round, a listing made just before the last victim was
+    marked would be taken as complete)."""
+    text = log.text()
+    _, listed = plane.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={preemptor.node}"})
+    on_node = {_key(p): p for p in (listed or {}).get("items", [])}
+    now = PodMarks.of(on_node.values())
+    announced = VICTIM_COUNT.search(message)
+    return PreemptionEvidence(
+        marked=frozenset(now.marked - before.marked),
+        deleted=frozenset(now.terminating - before.terminating),
+        terminating=now.terminating,
+        evented=frozenset(preempted_events(plane, preemptor.uid)) if preemptor.uid else frozenset(),
+        log_deleting=frozenset(log.already_deleting_victims(preemptor.key, text)),
+        announced=int(announced.group(1)) if announced else None,
+        log_finished=log.finished(preemptor.key, text),
+    )
+
+
+def _observe_preemption(plane: ControlPlane, preemptor: PreemptorRef, before: PodMarks, log: SchedulerLog,
                         deadline: float, timeout: float) -> Observation:
-    name = key.split("/", 1)[1]
-    victims: set[str] = set()
+    evidence = PreemptionEvidence()
     message = ""
+    changed_at = time.monotonic()
     while time.monotonic() < deadline:
-        _, pod = plane.request("GET", path)
+        _, pod = plane.request("GET", preemptor.path)
         message = str((_condition(pod or {}, "PodScheduled") or {}).get("message", ""))
-        announced = VICTIM_COUNT.search(message)
-        victims = (terminating_pods(plane) - before) | log.already_deleting_victims(key)
-        if announced is not None and len(victims) >= int(announced.group(1)):
-            return Observation(Outcome.PREEMPTS, node=node, victims=tuple(sorted(victims)), message=message,
-                               pod_name=name)
+        current = gather_evidence(plane, preemptor, before, log, message)
+        if current != evidence:
+            evidence, changed_at = current, time.monotonic()
+        if preemption_complete(evidence, time.monotonic() - changed_at):
+            return _preempts(preemptor, evidence, message, before)
         time.sleep(POLL_SECONDS)
-    return Observation(ERROR, node=node, victims=tuple(sorted(victims)), pod_name=name,
-                       message=f"nominated to {node}, but its victims were not all seen within {timeout:g}s"
-                               f" ({len(victims)} seen): {message}".rstrip(": "))
+    seen = sorted(evidence.victims)
+    return Observation(ERROR, node=preemptor.node, victims=tuple(seen), pod_name=preemptor.name, uid=preemptor.uid,
+                       message=f"nominated to {preemptor.node}, but its victims were not all seen within {timeout:g}s"
+                               f" ({len(seen)} seen): {message}".rstrip(": "))
+
+
+def _preempts(preemptor: PreemptorRef, evidence: PreemptionEvidence, message: str, before: PodMarks) -> Observation:
+    log_only = evidence.log_deleting - (evidence.marked | evidence.deleted | evidence.evented)
+    return Observation(Outcome.PREEMPTS, node=preemptor.node, victims=tuple(sorted(evidence.victims)),
+                       message=message, pod_name=preemptor.name, uid=preemptor.uid,
+                       log_only_victims=tuple(sorted(log_only)), before=before)
+
+
+def late_victims(plane: ControlPlane, observation: Observation) -> set[str]:
+    """Victims of this preemption seen only after its observation was complete: marked on its node since the pod
+    was created, or named by a Preempted Event (an Event in a terminating namespace is refused, so both)."""
+    late = preempted_events(plane, observation.uid) if observation.uid else set()
+    if observation.before is not None and observation.node:
+        _, listed = plane.request("GET", "/api/v1/pods", query={"fieldSelector": f"spec.nodeName={observation.node}"})
+        late |= PodMarks.of((listed or {}).get("items", [])).marked - observation.before.marked
+    return late - set(observation.victims)
 
 
 def settle(plane: ControlPlane, observation: Observation, namespace: str, *, timeout: float) -> Observation:
@@ -160,7 +315,13 @@ def settle(plane: ControlPlane, observation: Observation, namespace: str, *, tim
         bound = ((pod or {}).get("spec") or {}).get("nodeName")
         if bound:
             note = "" if bound == observation.node else f" (then bound to {bound}, not to the nominated node)"
-            return replace(observation, bound_node=bound, message=observation.message + note)
+            late = late_victims(plane, observation)
+            for victim in sorted(late):
+                force_delete_pod(plane, *victim.split("/", 1))
+            if late:
+                note += f" (victims seen only after the observation was complete: {', '.join(sorted(late))})"
+            return replace(observation, bound_node=bound, message=observation.message + note,
+                           victims=tuple(sorted({*observation.victims, *late})))
         time.sleep(POLL_SECONDS)
     return replace(observation, message=observation.message + f" (not bound within {timeout:g}s after its victims"
                                                                " were removed)")

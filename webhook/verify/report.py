@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.observe.compare import ERROR, SAMPLING
+from webhook.observe.compare import ERROR, NODE_NOT_COMPARED, SAMPLING
 from webhook.preemption.results import Outcome
 from webhook.verify.runner import VerifyResult
 
@@ -31,11 +31,20 @@ def result_json(result: VerifyResult) -> dict[str, Any]:
         "tiedNodes": list(predicted.tied_nodes), "candidateNodes": predicted.candidate_nodes,
         "message": predicted.message,
     }
+    if predicted is not None and len(predicted.tied_nodes) > 1:
+        entry["predicted"]["tiedNodeVictims"] = {node: list(victims) for node, victims in predicted.tied_victims}
     entry["observed"] = {"outcome": observed.outcome, "node": observed.node, "victims": list(observed.victims),
                          "message": observed.message}
     if observed.bound_node:
         entry["observed"]["boundNode"] = observed.bound_node
-    entry.update(agree=comparison.agree, why=comparison.why, verdict=str(comparison.verdict))
+    if observed.log_only_victims:
+        entry["observed"]["logOnlyVictims"] = list(observed.log_only_victims)
+    entry.update(agree=comparison.agree, why=comparison.why, verdict=str(comparison.verdict),
+                 compared=list(comparison.compared))
+    if observed.outcome == Outcome.FITS and comparison.agree:
+        entry["notCompared"] = NODE_NOT_COMPARED
+    if result.fidelity:
+        entry["fidelity"] = list(result.fidelity)
     if comparison.explained_by:
         entry["explainedBy"] = comparison.explained_by
     return entry
@@ -50,12 +59,18 @@ def summary(results: Sequence[VerifyResult]) -> dict[str, Any]:
         "tied": sum(is_tied(r) for r in results),
         "explainedBySampling": sum(r.comparison.explained_by == SAMPLING for r in results),
         "scenarios": len(dict.fromkeys(r.scenario for r in results)),
+        "nodeNotCompared": sum(r.observed.outcome == Outcome.FITS and r.comparison.agree for r in results),
+        "scenariosWithFidelityNotes": len({r.scenario for r in results if r.fidelity}),
     }
 
 
-def report_json(results: Sequence[VerifyResult], kubernetes_version: str) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": KIND, "kubernetesVersion": kubernetes_version,
-            "results": [result_json(r) for r in results], "summary": summary(results)}
+def report_json(results: Sequence[VerifyResult], kubernetes_version: str,
+                prediction_release: str = "") -> dict[str, Any]:
+    report: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND, "kubernetesVersion": kubernetes_version}
+    if prediction_release:
+        report["predictionRelease"] = prediction_release
+    report.update(results=[result_json(r) for r in results], summary=summary(results))
+    return report
 
 
 def exit_status(results: Sequence[VerifyResult]) -> int:
@@ -75,7 +90,7 @@ def _victims(victims: Sequence[str]) -> str:
     return str(len(victims))
 
 
-def format_table(results: Sequence[VerifyResult], kubernetes_version: str) -> str:
+def format_table(results: Sequence[VerifyResult], kubernetes_version: str, prediction_release: str = "") -> str:
     scenarios = any(r.scenario for r in results)
     head = [*(["SCENARIO"] if scenarios else []), "POD", "PREDICTED", "NODE", "VICTIMS", "OBSERVED", "NODE",
             "VICTIMS", "AGREE"]
@@ -93,13 +108,22 @@ def format_table(results: Sequence[VerifyResult], kubernetes_version: str) -> st
         lines.append(f"{where}{r.pod}: {r.comparison.why}")
     if notes:
         lines.append("")
+    fidelity = {(r.scenario, note): None for r in results for note in r.fidelity}
+    for scenario, note in fidelity:
+        lines.append(f"fidelity{' ' + scenario if scenario else ''}: {note}")
+    if fidelity:
+        lines.append("")
     s = summary(results)
-    lines.append(f"kube-scheduler {kubernetes_version}: {s['agree']}/{s['pods']} pods agree"
-                 f" ({s['disagree']} disagree, {s['errors']} not observed, {s['tied']} tied)")
+    not_compared = f", {s['nodeNotCompared']} Fits: {NODE_NOT_COMPARED}" if s["nodeNotCompared"] else ""
+    predicted_as = "" if not prediction_release or kubernetes_version.startswith(prediction_release + ".") else (
+        f" (predicted as {prediction_release})")
+    lines.append(f"kube-scheduler {kubernetes_version}{predicted_as}: {s['agree']}/{s['pods']} pods agree"
+                 f" ({s['disagree']} disagree, {s['errors']} not observed, {s['tied']} tied{not_compared})")
     return "\n".join(lines)
 
 
-def render(results: Sequence[VerifyResult], kubernetes_version: str, output: str) -> str:
+def render(results: Sequence[VerifyResult], kubernetes_version: str, output: str, *,
+           prediction_release: str = "") -> str:
     if output == "json":
-        return json.dumps(report_json(results, kubernetes_version), indent=2)
-    return format_table(results, kubernetes_version)
+        return json.dumps(report_json(results, kubernetes_version, prediction_release), indent=2)
+    return format_table(results, kubernetes_version, prediction_release)

@@ -8,7 +8,7 @@ when upstream picked another of several tied nodes for replica 1, replica 2 is s
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from webhook.errors import PreemptGuardError
@@ -32,6 +32,7 @@ class VerifyResult:
     predicted: Prediction | None  # None when there was nothing to predict (the scenario did not load)
     observed: Observation
     comparison: Comparison
+    fidelity: tuple[str, ...] = ()  # what of the scenario's snapshot the control plane does not hold as it was
 
 
 Progress = Callable[[str, Sequence[VerifyResult]], None]
@@ -61,10 +62,8 @@ def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerCo
     if not manifests:
         return [_failed(scenario, "-", f"no pod in {', '.join(map(str, scenario.pod_files))}")]
     try:
-        if restore:
-            restore_cluster(plane, objects, timeout=max(timeout, LOAD_TIMEOUT_SECONDS))
-        else:
-            load_cluster(plane, objects, timeout=max(timeout, LOAD_TIMEOUT_SECONDS))
+        load = restore_cluster if restore else load_cluster
+        fidelity = tuple(load(plane, objects, timeout=max(timeout, LOAD_TIMEOUT_SECONDS), pods_under_test=manifests))
     except PreemptGuardError as exc:
         return [_failed(scenario, _pod_key(m), f"the snapshot did not load: {exc}") for m in manifests]
     results = []
@@ -72,15 +71,16 @@ def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerCo
         try:
             prediction = predict(state_from_objects(read_back(plane), "the control plane"), manifest, scheduler)
         except PreemptGuardError as exc:
-            results.append(_failed(scenario, _pod_key(manifest), f"PreemptGuard could not predict: {exc}"))
+            results.append(replace(_failed(scenario, _pod_key(manifest), f"PreemptGuard could not predict: {exc}"),
+                                   fidelity=fidelity))
             continue
         observation = observe_pod(plane, manifest, timeout=timeout)
         observation = settle(plane, observation, str(manifest["metadata"]["namespace"]), timeout=timeout)
         predicted = Predicted(prediction.outcome, prediction.node, prediction.victims, prediction.tied_nodes,
-                              prediction.sampled)
+                              prediction.sampled, prediction.tied_victims)
         observed = Observed(observation.outcome, observation.node, observation.victims, observation.message)
         results.append(VerifyResult(scenario.name, prediction.pod, prediction, observation,
-                                    compare(predicted, observed)))
+                                    compare(predicted, observed), fidelity))
     return results
 
 

@@ -47,11 +47,15 @@ class PredictionContext:
         view = self.view
         if not view.index.has_nominated:
             return []
-        return nominated_pods_for(self.pod, self.priority, view.nominated_on(name))
+        return nominated_pods_for(self.pod, self.priority, view.nominated_on(name),
+                                  gated_reserve=self.args.gated_nominations_reserve)
 
 
-def nominated_pods_for(pod: Pod, priority: int, nominated: Iterable[Pod]) -> list[Pod]:
+def nominated_pods_for(pod: Pod, priority: int, nominated: Iterable[Pod], *,
+                       gated_reserve: bool = True) -> list[Pod]:
     """Pods nominated to a node that count in pass 1: priority >= the preemptor's, not the preemptor itself
-    (runtime/framework.go (addGENominatedPods))."""
+    (runtime/framework.go (addGENominatedPods)); with ``gated_reserve`` False (before v1.37) not a pod that still
+    has scheduling gates, whose nomination the queue never recorded (backend/queue/scheduling_queue.go)."""
     return [p for p in nominated
-            if p.effective_priority >= priority and p.key != pod.key and (not pod.uid or p.uid != pod.uid)]
+            if p.effective_priority >= priority and p.key != pod.key and (not pod.uid or p.uid != pod.uid)
+            and (gated_reserve or not p.scheduling_gated)]

@@ -96,6 +96,9 @@ class PostFilterResult:
     message: str
     # How many candidates upstream's dry run collects before it may stop (``Interface.num_candidates``).
     num_candidates: int = 0
+    # Every candidate that ties with ``candidate`` on all criteria (itself included), by node name: upstream picks
+    # one of them at random, and evicts that one's victims.
+    tied_candidates: tuple[Candidate, ...] = ()
 
 
 class Interface(Protocol):
@@ -232,7 +235,9 @@ class Evaluator:
             counts[NOT_HELPFUL] += len(names) - len(dry.statuses)
             return PostFilterResult(None, (), 0, len(potential), True,
                                     f"preemption: {fit_error_message(len(names), counts)}", num_candidates)
-        return PostFilterResult(dry.best, dry.tied, dry.candidate_count, len(potential), True, "", num_candidates)
+        tied = set(dry.tied)
+        return PostFilterResult(dry.best, dry.tied, dry.candidate_count, len(potential), True, "", num_candidates,
+                                tuple(sorted((c for c in dry.candidates if c.node in tied), key=lambda c: c.node)))
 
     def dry_run_preemption(self, ctx: PredictionContext, potential: Collection[str], *,
                            exhaustive: bool = False) -> DryRun:

@@ -166,7 +166,7 @@ class ReferenceScoring:
             if strategy.type == "RequestedToCapacityRatio":
                 shape = [(u, s * 10) for u, s in strategy.shape]
 
-                def f(p: int) -> int:
+                def f(p: int, shape: list[tuple[int, int]] = shape) -> int:
                     for i, (u, s) in enumerate(shape):
                         if p <= u:
                             if i == 0:
@@ -178,14 +178,11 @@ class ReferenceScoring:
                 for i in range(len(names)):
                     if allocatable[i] == 0:
                         continue
-                    if requested[i] > allocatable[i]:
-                        r = f(100)
-                    else:
-                        r = f(requested[i] * 100 // allocatable[i])
+                    r = f(100) if requested[i] > allocatable[i] else f(requested[i] * 100 // allocatable[i])
                     if r > 0:
                         score += r * weights[i]
                         total_weight += weights[i]
-                out[name] = int(math.floor(score / total_weight + 0.5)) if total_weight else 0
+                out[name] = math.floor(score / total_weight + 0.5) if total_weight else 0
                 continue
             for i in range(len(names)):
                 if allocatable[i] == 0:

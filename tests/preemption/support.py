@@ -128,11 +128,12 @@ def pod_dicts(draw: st.DrawFn, name: str, nodes: list[str], *, bound: bool) -> d
 
 
 @st.composite
-def preemptors(draw: st.DrawFn, nodes: list[str]) -> dict[str, Any]:
+def preemptors(draw: st.DrawFn, nodes: list[str], roomy: bool = False) -> dict[str, Any]:
     app = draw(st.sampled_from([None, *APPS]))
     spec: dict[str, Any] = {
-        "containers": [_container(draw(st.sampled_from([0, 300, 700, 1500, 700, 300, 5000])),
-                                  draw(st.sampled_from([0, 300, 700, 1500])))],
+        "containers": [_container(draw(st.sampled_from([0, 300, 700, 1500, 700, 300, 5000] if not roomy
+                                                       else [0, 100, 300, 700])),
+                                  draw(st.sampled_from([0, 300, 700, 1500] if not roomy else [0, 100, 300, 700])))],
         "priority": draw(st.sampled_from([0, 100, 500, 1000, 2000])),
     }
     if draw(st.integers(0, 9)) == 0:
@@ -198,11 +199,18 @@ def preemptors(draw: st.DrawFn, nodes: list[str]) -> dict[str, Any]:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[ClusterState, list[Pod], dict[str, Any]]:
+def scenarios(draw: st.DrawFn, roomy: bool = False, twins: bool = False,
+              ) -> tuple[ClusterState, list[Pod], dict[str, Any]]:
+    """A small cluster and a pod (or 2-3 replicas) to predict. ``roomy``: nodes with room to spare, so the pod
+    mostly fits on several nodes and the Score step decides (else mostly tight clusters, for preemption).
+    ``twins``: every node has a twin (``n0`` and ``n0t``: same labels but the hostname, taints, size, images, and a
+    copy of each pod bound or nominated there), so a pod that fits on both ties on every Score plugin: the draw
+    of ties that upstream's selectHost resolves at random."""
     state = ClusterState()
     state.upsert(Namespace("default", {"team": "a"}))
     state.upsert(Namespace("other", {"team": "b"}))
-    node_names = [f"n{i}" for i in range(draw(st.sampled_from([1, 2, 3, 4, 4, 8, 12])))]
+    node_names = [f"n{i}" for i in range(draw(st.sampled_from([1, 2, 3, 4, 4, 8, 12] if not roomy
+                                                               else [2, 3, 4, 6, 8])))]
     for name in node_names:
         taints = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}] if draw(st.integers(0, 7)) == 0 else []
         if draw(st.integers(0, 4)) == 0:
@@ -213,25 +221,38 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterState, list[Pod], dict[str, Any]]
             labels["zone"] = labels["topology.kubernetes.io/zone"] = draw(st.sampled_from(["z1", "z2"]))
         allocatable = {"cpu": f"{draw(st.sampled_from([1000, 2000]))}m",
                        "memory": str(draw(st.sampled_from([1000, 2000]))), "pods": str(draw(st.integers(2, 6)))}
+        if roomy:  # uneven sizes, so the resource scores differ between nodes
+            allocatable = {"cpu": f"{draw(st.sampled_from([3000, 4000, 6000]))}m",
+                           "memory": str(draw(st.sampled_from([3000, 4000, 8000]))), "pods": "20"}
         if draw(st.integers(0, 2)) == 0:
             labels["gpu"] = "yes"
             allocatable[GPU] = str(draw(st.integers(1, 4)))
         images = [{"names": [image], "sizeBytes": IMAGE_SIZES[image]}
                   for image in draw(st.lists(st.sampled_from(sorted(IMAGE_SIZES)), max_size=3, unique=True))]
-        state.upsert(node_from_dict({"kind": "Node", "metadata": {"name": name, "labels": labels},
-                                     "spec": {"taints": taints, "unschedulable": draw(st.integers(0, 9)) == 0},
-                                     "status": {"allocatable": allocatable, "images": images}}))
-    for i in range(draw(st.integers(2, 5 * len(node_names)))):
-        state.upsert(pod_from_dict(draw(pod_dicts(f"p{i}", node_names, bound=True))))
-    for i in range(draw(st.integers(0, 2))):
-        state.upsert(pod_from_dict(draw(pod_dicts(f"nom{i}", node_names, bound=False))))
+        node = {"kind": "Node", "metadata": {"name": name, "labels": labels},
+                "spec": {"taints": taints, "unschedulable": draw(st.integers(0, 9)) == 0},
+                "status": {"allocatable": allocatable, "images": images}}
+        state.upsert(node_from_dict(node))
+        if twins:
+            twin = f"{name}t"
+            state.upsert(node_from_dict({**node, "metadata": {
+                "name": twin, "labels": {**labels, "hostname": twin, "kubernetes.io/hostname": twin}}}))
+    pod_dicts_drawn = [draw(pod_dicts(f"p{i}", node_names, bound=True))
+                       for i in range(draw(st.integers(2, (3 if roomy else 5) * len(node_names))))]
+    pod_dicts_drawn += [draw(pod_dicts(f"nom{i}", node_names, bound=False)) for i in range(draw(st.integers(0, 2)))]
+    for pod_dict in pod_dicts_drawn:
+        state.upsert(pod_from_dict(pod_dict))
+        if twins:
+            state.upsert(pod_from_dict(_twin_pod(pod_dict)))
+    if twins:
+        node_names = sorted(state.nodes)
     for i in range(draw(st.integers(0, 3))):
         selector = draw(st.sampled_from([None, {}, {"matchLabels": {"app": "a"}}, {"matchLabels": {"app": "b"}}]))
         state.upsert(PodDisruptionBudget(
             f"pdb{i}", draw(st.sampled_from(NAMESPACES)), label_selector(selector, "selector"),
             disruptions_allowed=draw(st.sampled_from([0, 0, 1, 2])),
             disrupted_pods=frozenset(draw(st.lists(st.sampled_from(["p0", "p1", "p2"]), max_size=1)))))
-    pod = pod_from_dict(draw(preemptors(node_names)))
+    pod = pod_from_dict(draw(preemptors(node_names, roomy)))
     replicas = draw(st.integers(1, 3))
     pods = [pod] if replicas == 1 else [
         Pod(**{**{f: getattr(pod, f) for f in pod.__dataclass_fields__}, "name": f"new-{i}"}) for i in range(replicas)]
@@ -239,6 +260,18 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterState, list[Pod], dict[str, Any]]
                "gated_reserve": draw(st.booleans()),
                "scoring": draw(scoring_args())}
     return state, pods, options
+
+
+def _twin_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """The copy of a drawn pod on its node's twin (``scenarios(twins=True)``)."""
+    name = f"{pod['metadata']['name']}t"
+    spec, status = dict(pod["spec"]), dict(pod["status"])
+    if "nodeName" in spec:
+        spec["nodeName"] = f"{spec['nodeName']}t"
+    if "nominatedNodeName" in status:
+        status["nominatedNodeName"] = f"{status['nominatedNodeName']}t"
+    return {**pod, "metadata": {**pod["metadata"], "name": name, "uid": f"uid-{name}"}, "spec": spec,
+            "status": status}
 
 
 @st.composite
@@ -257,7 +290,8 @@ def scoring_args(draw: st.DrawFn) -> ScoringArgs:
     if draw(st.booleans()):
         weights[draw(st.sampled_from(sorted(weights)))] = draw(st.integers(1, 5))
     return ScoringArgs(weights=tuple(weights.items()),
-                       fit_strategy=ScoringStrategy(kind, resources, shape if kind == "RequestedToCapacityRatio" else ()),
+                       fit_strategy=ScoringStrategy(kind, resources,
+                                                    shape if kind == "RequestedToCapacityRatio" else ()),
                        hard_pod_affinity_weight=draw(st.sampled_from([0, 1, 10])),
                        ignore_preferred_terms_of_existing_pods=draw(st.integers(0, 4)) == 0)
 

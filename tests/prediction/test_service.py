@@ -12,7 +12,7 @@ import pytest
 
 from webhook.cluster.reader import object_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
-from webhook.config import SchedulerConfig
+from webhook.config import SchedulerConfig, parse_config
 from webhook.errors import PredictionTimeout
 from webhook.prediction import service as prediction
 from webhook.prediction.service import PredictionService, predict_object, run_consistently
@@ -168,3 +168,51 @@ async def test_admission_prediction_needing_an_index_rebuild_runs_in_the_pool(
         assert threads[-1].startswith("preemptguard-predict")
     finally:
         service.executor.shutdown(wait=True)
+
+
+def roomy_cluster(used_on_node_1: str = "0") -> ClusterState:
+    """Three 4-CPU nodes; node-1 runs a pod of ``used_on_node_1`` CPUs."""
+    state = ClusterState()
+    for name in ("node-1", "node-2", "node-3"):
+        state.upsert(object_from_dict({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                                       "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}}))
+    state.upsert(object_from_dict({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "old", "namespace": "b"},
+                                   "spec": {"nodeName": "node-1", "priority": 0, "containers": [
+                                       {"name": "c", "resources": {"requests": {"cpu": used_on_node_1,
+                                                                                "memory": "1Gi"}}}]},
+                                   "status": {"phase": "Running"}}))
+    return state
+
+
+def small_pod() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "new", "namespace": "a"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+
+
+def test_replicas_spread_over_the_scored_nodes_and_ties_are_named() -> None:
+    """Three empty identical nodes: LeastAllocated and BalancedAllocation tie the first replica on all three
+    (selectHost picks any), the second on the two still empty, the third lands on the last one."""
+    state = ClusterState()
+    for name in ("node-1", "node-2", "node-3"):
+        state.upsert(object_from_dict({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                                       "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}}))
+    preview = compute_preview(state, small_pod(), namespace=None, replicas=3, scheduler=SchedulerConfig())
+    assert [(r["outcome"], r["node"], r["tiedNodes"]) for r in preview["results"]] == [
+        ("Fits", "node-1", ["node-1", "node-2", "node-3"]), ("Fits", "node-2", ["node-2", "node-3"]),
+        ("Fits", "node-3", ["node-3"])]
+
+
+def test_the_scoring_strategy_of_the_profile_picks_the_node() -> None:
+    """node-1 half used (2 of 4 CPUs): LeastAllocated (the default) prefers the empty nodes, MostAllocated node-1."""
+    least = compute_preview(roomy_cluster("2"), small_pod(), namespace=None, replicas=None,
+                            scheduler=SchedulerConfig())
+    assert (least["results"][0]["node"], least["results"][0]["tiedNodes"]) == ("node-2", ["node-2", "node-3"])
+    most = compute_preview(roomy_cluster("2"), small_pod(), namespace=None, replicas=None,
+                           scheduler=parse_config({"scheduler": {"scoringStrategy": {"type": "MostAllocated"}}},
+                                                  "t").scheduler)
+    assert (most["results"][0]["node"], most["results"][0]["tiedNodes"]) == ("node-1", ["node-1"])
+    no_fit_score = compute_preview(roomy_cluster("2"), small_pod(), namespace=None, replicas=None,
+                                   scheduler=parse_config({"scheduler": {"scoreWeights": {
+                                       "NodeResourcesFit": 0, "NodeResourcesBalancedAllocation": 0}}},
+                                       "t").scheduler)
+    assert no_fit_score["results"][0]["tiedNodes"] == ["node-1", "node-2", "node-3"]

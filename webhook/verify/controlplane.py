@@ -110,9 +110,13 @@ def kubernetes_version(bin_dir: Path) -> str:
 
 
 def scheduler_configuration(kubeconfig: Path, *, preemption: bool = True, min_candidate_nodes_percentage: int = 10,
-                            min_candidate_nodes_absolute: int = 100) -> dict[str, Any]:
+                            min_candidate_nodes_absolute: int = 100, percentage_of_nodes_to_score: int = 0,
+                            score_weights: Sequence[tuple[str, int]] = (),
+                            scoring_strategy: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A KubeSchedulerConfiguration: the default profile with these DefaultPreemptionArgs (or without the
-    DefaultPreemption PostFilter when ``preemption`` is off), no leader election."""
+    DefaultPreemption PostFilter when ``preemption`` is off), its scoring (``percentageOfNodesToScore`` when not
+    the adaptive 0, Score plugin weights re-configured or, at 0, disabled, NodeResourcesFitArgs.scoringStrategy
+    when given), no leader election."""
     profile: dict[str, Any] = {
         "schedulerName": "default-scheduler",
         "pluginConfig": [{"name": "DefaultPreemption", "args": {
@@ -120,8 +124,20 @@ def scheduler_configuration(kubeconfig: Path, *, preemption: bool = True, min_ca
             "minCandidateNodesPercentage": min_candidate_nodes_percentage,
             "minCandidateNodesAbsolute": min_candidate_nodes_absolute}}],
     }
+    if percentage_of_nodes_to_score:
+        profile["percentageOfNodesToScore"] = percentage_of_nodes_to_score
+    plugins: dict[str, Any] = {}
     if not preemption:
-        profile["plugins"] = {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}
+        plugins["postFilter"] = {"disabled": [{"name": "DefaultPreemption"}]}
+    enabled = [{"name": name, "weight": weight} for name, weight in score_weights if weight > 0]
+    disabled = [{"name": name} for name, weight in score_weights if weight == 0]
+    if enabled or disabled:
+        plugins["score"] = {k: v for k, v in (("enabled", enabled), ("disabled", disabled)) if v}
+    if plugins:
+        profile["plugins"] = plugins
+    if scoring_strategy is not None:
+        profile["pluginConfig"].append({"name": "NodeResourcesFit", "args": {
+            "apiVersion": SCHEDULER_CONFIG_API, "kind": "NodeResourcesFitArgs", "scoringStrategy": scoring_strategy}})
     return {"apiVersion": SCHEDULER_CONFIG_API, "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(kubeconfig)}, "leaderElection": {"leaderElect": False},
             "profiles": [profile]}

@@ -200,6 +200,13 @@ def test_replicas_spread_over_the_scored_nodes_and_ties_are_named() -> None:
     assert [(r["outcome"], r["node"], r["tiedNodes"]) for r in preview["results"]] == [
         ("Fits", "node-1", ["node-1", "node-2", "node-3"]), ("Fits", "node-2", ["node-2", "node-3"]),
         ("Fits", "node-3", ["node-3"])]
+    first = preview["results"][0]
+    assert (first["placement"], first["scoredNodes"]) == ("scored", 3)
+    best = first["topNodes"][0]["score"]
+    assert [(t["node"], t["score"]) for t in first["topNodes"]] == [(n, best) for n in ("node-1", "node-2", "node-3")]
+    assert all(sum(t["scores"].values()) == t["score"] for t in first["topNodes"])
+    assert set(first["topNodes"][0]["scores"]) >= {"NodeResourcesFit", "NodeResourcesBalancedAllocation",
+                                                   "TaintToleration"}
 
 
 def test_the_scoring_strategy_of_the_profile_picks_the_node() -> None:

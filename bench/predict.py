@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests" / "preemption")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from clustergen import generate_cluster  # noqa: E402
-from reference import reference_predict  # noqa: E402
 
+from tests.preemption.reference import reference_predict  # noqa: E402
 from webhook.cluster.model import Pod  # noqa: E402
 from webhook.cluster.reader import object_from_dict, pod_from_dict  # noqa: E402
 from webhook.cluster.snapshot import ClusterState  # noqa: E402

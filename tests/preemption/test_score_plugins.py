@@ -306,3 +306,21 @@ def test_pod_topology_spread(constraints: list[dict[str, Any]], expected: list[i
     got = scores("PodTopologySpread", [node(n) for n in names],
                  pod(labels={"foo": ""}, topologySpreadConstraints=constraints), existing)
     assert got == dict(zip(names, expected, strict=True))
+
+
+def test_pod_topology_spread_system_default_constraints() -> None:
+    """TestPodTopologySpreadScore "system defaulting, nodes don't have zone, pods match service": matching pods
+    spread 4/3/2/1 score 44/66/77/100 under the system default constraints (hostname maxSkew 3, zone maxSkew 5,
+    ScheduleAnyway). Upstream's DefaultSelector there comes from a Service; here from the pod's ReplicaSet (the same
+    selector: the pod's labels), which a Deployment's replica carries (workloads.controller_owner)."""
+    names = ["node-a", "node-b", "node-c", "node-d"]
+    existing = [pod(node_name=n, labels={"foo": ""}) for n, count in zip(names, (4, 3, 2, 1), strict=True)
+                for _ in range(count)]
+    incoming = pod(labels={"foo": ""})
+    incoming["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs1",
+                                                "uid": "u", "controller": True}]
+    got = scores("PodTopologySpread", [node(n) for n in names], incoming, existing)
+    assert got == dict(zip(names, [44, 66, 77, 100], strict=True))
+    # Without a controller (nor a Service, which a snapshot does not hold), no default constraint: no score.
+    bare = scores("PodTopologySpread", [node(n) for n in names], pod(labels={"foo": ""}), existing)
+    assert bare == dict.fromkeys(names, 0)

@@ -64,6 +64,8 @@ SYSTEM_CLASSES = ("system-node-critical", "system-cluster-critical")
 # What verify loads, in the order of docs/interfaces.md §1's snapshot command; everything else is ignored.
 KINDS = ("Namespace", "PriorityClass", "RuntimeClass", "Node", "Pod", "PodDisruptionBudget", "ResourceQuota",
          "LimitRange")
+# The controllers verify creates as owners of a workload's replicas (observe.py), never loaded from a snapshot.
+OWNER_KINDS = ("ReplicaSet", "StatefulSet")
 LIST_PATHS = {
     "Namespace": ("v1", "/api/v1/namespaces"),
     "PriorityClass": ("scheduling.k8s.io/v1", "/apis/scheduling.k8s.io/v1/priorityclasses"),
@@ -520,7 +522,7 @@ def empty_cluster(plane: ControlPlane, *, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise LoadError(f"the pods were not removed within {timeout:g}s")
         time.sleep(0.05)
-    doomed = [key for kind in KINDS for key in plane.etcd.keys(prefix_of(kind)) if key not in keep]
+    doomed = [key for kind in (*KINDS, *OWNER_KINDS) for key in plane.etcd.keys(prefix_of(kind)) if key not in keep]
     plane.etcd.delete_all(doomed)
     now = _utc_now()
     plane.etcd.put_all((object_key(ns), ns) for ns in (

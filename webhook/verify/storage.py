@@ -39,6 +39,9 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "ResourceQuota": ("v1", "resourcequotas", True),
     "LimitRange": ("v1", "limitranges", True),
     "Pod": ("v1", "pods", True),
+    # Only the owners verify creates for a workload's replicas (observe.py), removed with the scenario.
+    "ReplicaSet": ("apps/v1", "replicasets", True),
+    "StatefulSet": ("apps/v1", "statefulsets", True),
 }
 # Metadata kube-apiserver derives from the storage itself (resourceVersion from the etcd revision) or that only
 # the write path keeps (managedFields); dropped before storing.

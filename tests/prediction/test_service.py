@@ -223,3 +223,27 @@ def test_the_scoring_strategy_of_the_profile_picks_the_node() -> None:
                                        "NodeResourcesFit": 0, "NodeResourcesBalancedAllocation": 0}}},
                                        "t").scheduler)
     assert no_fit_score["results"][0]["tiedNodes"] == ["node-1", "node-2", "node-3"]
+
+
+def many_nodes(count: int) -> ClusterState:
+    state = ClusterState()
+    for i in range(count):
+        state.upsert(object_from_dict({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i:03}"},
+                                       "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}}))
+    return state
+
+
+def test_over_100_feasible_nodes_the_sampled_choice_claims_no_node() -> None:
+    """150 nodes fit and the adaptive percentageOfNodesToScore scores 100 of them (numFeasibleNodesToFind:
+    max(150 x 49 %, 100)), from where the scheduler's previous search stopped: no node is claimed (no tiedNodes),
+    the message says why and how to make it exact, and the next replica says it depends on that guess."""
+    preview = compute_preview(many_nodes(150), small_pod(), namespace=None, replicas=2, scheduler=SchedulerConfig())
+    first, second = preview["results"]
+    assert (first["outcome"], first["placement"], first["tiedNodes"], first["scoredNodes"]) == (
+        "Fits", "sampled", [], 100)
+    assert "percentageOfNodesToScore" in first["message"] and "scheduler.percentageOfNodesToScore: 100" in (
+        first["message"])
+    assert second["dependsOn"] == ["a/new-0"] and "a/new-0" in second["message"]
+    exact = compute_preview(many_nodes(150), small_pod(), namespace=None, replicas=None,
+                            scheduler=SchedulerConfig(percentage_of_nodes_to_score=100))["results"][0]
+    assert (exact["placement"], exact["scoredNodes"], len(exact["tiedNodes"])) == ("scored", 150, 150)

@@ -152,6 +152,7 @@ def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
                                               "spec.terminationGracePeriodSeconds"),
         scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler")
         or "default-scheduler",
+        scheduling_gated=bool(spec.get("schedulingGates")),
         unmodeled=_unmodeled_features(spec),
         quota=quota_facts(resources, quota_extras(meta, spec, status)) if quota else NO_QUOTA_FACTS,
         trace=_prediction_trace(meta, spec, status),

@@ -21,6 +21,7 @@ from webhook.rbac import (
     LEADER_ELECTION_PERMISSIONS,
     REQUIRED_PERMISSIONS,
 )
+from webhook.routes import LEADER_ELECTION_LEASE
 
 
 def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -102,8 +103,10 @@ def check_rbac_is_declared(objects: list[dict[str, Any]]) -> None:
     expected = REQUIRED_PERMISSIONS + (EVENTS_PERMISSIONS if "--events" in args else ()) + (
         EXPOSURE_REPORTS_PERMISSIONS if "--exposure-reports" in args else ())
     assert granted(_role_of(objects, server["serviceAccountName"], "ClusterRoleBinding")) == declared(expected)
-    assert granted(_role_of(objects, server["serviceAccountName"], "RoleBinding")) == declared(
-        LEADER_ELECTION_PERMISSIONS)
+    # The Lease's name is the one the server is told (the chart's is its release's fullname).
+    lease = next((a.split("=", 1)[1] for a in args if a.startswith("--leader-elect-lease=")), LEADER_ELECTION_LEASE)
+    assert granted(_role_of(objects, server["serviceAccountName"], "RoleBinding")) == declared(tuple(
+        p._replace(resource_names=frozenset({lease})) if p.resource_names else p for p in LEADER_ELECTION_PERMISSIONS))
     certs_accounts = {spec["serviceAccountName"] for key, spec in specs.items() if not key.startswith("Deployment/")}
     for account in certs_accounts:
         assert granted(_role_of(objects, account, "RoleBinding")) == declared(CERTS_NAMESPACED_PERMISSIONS)

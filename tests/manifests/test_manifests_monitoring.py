@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -121,6 +122,16 @@ def test_the_tenant_panels_follow_the_namespace_variable() -> None:
     tenant = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])
               if "preemptguard_exposure_" in t["expr"] or "preemptguard_preemptions_total" in t["expr"]]
     assert len(tenant) >= 5 and all('pod_namespace=~"$pod_namespace"' in e for e in tenant)
+
+
+def test_no_panel_groups_by_the_scrape_targets_namespace() -> None:
+    """A metric's own `namespace` label (the predicted victims') reaches Prometheus as `exported_namespace`:
+    the scrape target's namespace takes the name (honor_labels false, Prometheus's default), so grouping
+    `by (namespace)` would sum every tenant into PreemptGuard's own namespace."""
+    expressions = dashboard_expressions()
+    victims = [e for e in expressions if "preemptguard_predicted_victims_total" in e]
+    assert victims and all("by (exported_namespace)" in e for e in victims), victims
+    assert not [e for e in expressions if re.search(r"by \(([^)]*,\s*)?namespace\b", e)]
 
 
 def test_the_server_exports_every_observed_verdict_from_the_start(exported: set[str]) -> None:

@@ -15,6 +15,7 @@ import pytest
 from fake_apiserver import FakeApiServer, namespace, pod
 from observe_support import TOKEN, Live, Scheduler, manifest, replica, seed, until
 
+from webhook.cli import main
 from webhook.rbac import (
     EXPOSURE_REPORTS_PERMISSIONS,
     LEADER_ELECTION_PERMISSIONS,
@@ -216,3 +217,22 @@ async def test_every_call_of_a_replica_with_everything_on_is_declared(fake: Fake
     assert {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")} <= used
     assert {("", "events", "create"), ("wgpolicyk8s.io", "policyreports", "list"),
             ("wgpolicyk8s.io", "policyreports", "patch")} <= used
+
+
+async def test_releases_with_their_own_lease_names_elect_apart(fake: FakeApiServer, tmp_path: Path) -> None:
+    """Two releases in one namespace (the chart passes --leader-elect-lease=<fullname>) each have a leader:
+    one shared Lease would leave one release with no replica writing its Events."""
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG, encoding="utf-8")
+    common: dict[str, Any] = {**FAST_ELECTION, "config_path": path, "leader_elect_namespace": "preemptguard"}
+    async with replica(fake, tmp_path, **common, leader_elect_lease="release-a") as first, \
+            replica(fake, tmp_path, **common, leader_elect_lease="release-b") as second:
+        await until(lambda: tenants(first).leading() and tenants(second).leading(), "both releases leading")
+    names = {rbac_request(*call)[3] for call in fake.calls if rbac_request(*call)[1] == "leases"}
+    assert names >= {"release-a", "release-b"} and "preemptguard" not in names
+
+
+def test_a_lease_name_that_is_no_dns_subdomain_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--leader-elect-lease", "Release_A"])
+    assert exited.value.code == 2

@@ -26,6 +26,7 @@ from webhook.server.settings import (
     DEFAULT_SHUTDOWN_GRACE_SECONDS,
     LOG_LEVELS,
     ServerSettings,
+    lease_name,
     settings_from_args,
 )
 from webhook.sources.source import ClusterSource, SnapshotSource
@@ -104,6 +105,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     tenants.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                          help="only the replica holding the Lease preemptguard writes those Events and reports "
                               "(default on; needs get, create and update on leases)")
+    tenants.add_argument("--leader-elect-lease", metavar="NAME", type=lease_name,
+                         help="name of the Lease (default preemptguard; the chart names it after its release, so "
+                              "two releases in one namespace elect apart)")
     tenants.add_argument("--leader-elect-namespace", metavar="NAMESPACE",
                          help="namespace of the Lease (default: POD_NAMESPACE, else the pod's or the context's)")
     observe.add_argument("--events", action="store_true",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.routes import DEFAULT_PREVIEW_PORT
+from webhook.routes import DEFAULT_PREVIEW_PORT, LEADER_ELECTION_LEASE
 
 # The kube-apiserver refuses request bodies over 3 MiB; so do we (HTTP 413).
 MAX_BODY_BYTES = 3 * 1024 * 1024
@@ -125,6 +126,7 @@ class ServerSettings:
     # holds the leader-election Lease (--leader-elect, the default; off: this replica always writes).
     leader_elect: bool = True
     leader_elect_namespace: str | None = None  # None: POD_NAMESPACE, the service account's, the context's
+    leader_elect_lease: str = LEADER_ELECTION_LEASE  # the chart names it after its release
     leader_lease_seconds: float = 15.0
     leader_renew_deadline_seconds: float = 10.0
     leader_retry_period_seconds: float = 2.0
@@ -138,6 +140,18 @@ class ServerSettings:
     exposure_interval_seconds: float = 2.0
     exposure_max_duty: float = 0.2
     exposure_writes_per_second: float = 10.0
+
+
+# A Lease's name is a DNS subdomain (apimachinery's IsDNS1123Subdomain): checked at start-up, not at the first
+# create the API server would refuse while every replica campaigns for nothing.
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def lease_name(value: str) -> str:
+    if len(value) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a Lease name (a DNS subdomain: lower-case letters, "
+                                         "digits, '-' and '.', at most 253 characters)")
+    return value
 
 
 def _path(value: str | None) -> Path | None:
@@ -181,6 +195,7 @@ def settings_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         debug_predictions=bool(getattr(args, "debug_predictions", False)),
         leader_elect=getattr(args, "leader_elect", True) is not False,
         leader_elect_namespace=getattr(args, "leader_elect_namespace", None) or None,
+        leader_elect_lease=getattr(args, "leader_elect_lease", None) or LEADER_ELECTION_LEASE,
         attribute_preemptions=getattr(args, "attribute_preemptions", True) is not False,
         exposure_scan=getattr(args, "exposure_scan", True) is not False,
         exposure_reports=bool(getattr(args, "exposure_reports", False)),

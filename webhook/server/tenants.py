@@ -39,7 +39,8 @@ class TenantServices:
         if settings.leader_elect:
             # The namespace is known once the client is open (the lifecycle fills it in).
             self.elector = LeaderElector(api, ElectionSettings(
-                namespace="", identity=default_identity(), lease_duration_seconds=settings.leader_lease_seconds,
+                namespace="", identity=default_identity(), name=settings.leader_elect_lease,
+                lease_duration_seconds=settings.leader_lease_seconds,
                 renew_deadline_seconds=settings.leader_renew_deadline_seconds,
                 retry_period_seconds=settings.leader_retry_period_seconds),
                 on_started_leading=self.started_leading, on_stopped_leading=self.stopped_leading)

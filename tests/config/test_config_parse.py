@@ -194,6 +194,10 @@ def test_wrong_types_are_named(data: Any, message: str) -> None:
     ({"scheduler": {"kubernetesVersion": "newest"}}, "scheduler.kubernetesVersion: 'newest' is not a Kubernetes"),
     ({"scheduler": {"kubernetesVersion": 1.34}}, "scheduler.kubernetesVersion"),
     ({"scheduler": {"percentageOfNodesToScore": 101}}, "scheduler.percentageOfNodesToScore: must be between 0 and 100"),
+    ({"scheduler": {"interPodAffinity": {"hardPodAffinityWeight": 101}}},
+     "scheduler.interPodAffinity.hardPodAffinityWeight: must be between 0 and 100"),
+    ({"scheduler": {"interPodAffinity": {"ignorePreferredTermsOfExistingPods": "yes"}}},
+     "scheduler.interPodAffinity.ignorePreferredTermsOfExistingPods: expected a boolean"),
     ({"scheduler": {"scoreWeights": {"NodeResourcesFitt": 1}}},
      "scheduler.scoreWeights.NodeResourcesFitt: not a Score plugin of the default profile; known: TaintToleration"),
     ({"scheduler": {"scoreWeights": {"ImageLocality": 101}}}, "scheduler.scoreWeights.ImageLocality: must be between"),
@@ -299,6 +303,10 @@ def test_the_scoring_of_the_scheduler_profile_is_read() -> None:
     assert scheduler.score_weights == (("ImageLocality", 0), ("TaintToleration", 5))
     assert scheduler.scoring_strategy == ScoringStrategyConfig("RequestedToCapacityRatio", (("cpu", 2),),
                                                                ((0, 0), (100, 10)))
+    affinity = parse_config({"scheduler": {"interPodAffinity": {
+        "hardPodAffinityWeight": 10, "ignorePreferredTermsOfExistingPods": True}}}, "t").scheduler
+    assert (affinity.hard_pod_affinity_weight, affinity.ignore_preferred_terms_of_existing_pods) == (10, True)
     default = parse_config({}, "t").scheduler
+    assert (default.hard_pod_affinity_weight, default.ignore_preferred_terms_of_existing_pods) == (1, False)
     assert (default.percentage_of_nodes_to_score, default.score_weights) == (0, ())
     assert default.scoring_strategy == ScoringStrategyConfig("LeastAllocated", (("cpu", 1), ("memory", 1)), ())

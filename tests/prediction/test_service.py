@@ -247,3 +247,18 @@ def test_over_100_feasible_nodes_the_sampled_choice_claims_no_node() -> None:
     exact = compute_preview(many_nodes(150), small_pod(), namespace=None, replicas=None,
                             scheduler=SchedulerConfig(percentage_of_nodes_to_score=100))["results"][0]
     assert (exact["placement"], exact["scoredNodes"], len(exact["tiedNodes"])) == ("scored", 150, 150)
+
+
+def test_the_profile_of_the_config_becomes_the_predictors_scoring() -> None:
+    scheduler = parse_config({"scheduler": {
+        "percentageOfNodesToScore": 50, "scoreWeights": {"ImageLocality": 0, "InterPodAffinity": 4},
+        "scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 3}]},
+        "interPodAffinity": {"hardPodAffinityWeight": 10, "ignorePreferredTermsOfExistingPods": True}}},
+        "t").scheduler
+    scoring = prediction.preemption_args(scheduler).scoring
+    assert scoring.percentage_of_nodes_to_score == 50
+    assert scoring.weight_of("ImageLocality") == 0 and scoring.weight_of("InterPodAffinity") == 4
+    assert scoring.weight_of("TaintToleration") == 3  # the default profile's weight, untouched
+    assert (scoring.fit_strategy.type, [(r.name, r.weight) for r in scoring.fit_strategy.resources]) == (
+        "MostAllocated", [("cpu", 3)])
+    assert (scoring.hard_pod_affinity_weight, scoring.ignore_preferred_terms_of_existing_pods) == (10, True)

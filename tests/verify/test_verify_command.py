@@ -114,7 +114,8 @@ def test_the_scoring_of_the_profile_reaches_the_real_scheduler(tmp_path: Path) -
     upstream's KubeSchedulerConfiguration v1 spells them, from ``scheduler.*`` of --config."""
     scheduler = parse_config({"scheduler": {
         "percentageOfNodesToScore": 100, "scoreWeights": {"ImageLocality": 0, "TaintToleration": 5},
-        "scoringStrategy": {"type": "MostAllocated"}}}, "t").scheduler
+        "scoringStrategy": {"type": "MostAllocated"}, "interPodAffinity": {"hardPodAffinityWeight": 7}}},
+        "t").scheduler
     [profile] = scheduler_configuration(tmp_path / "k", **scheduler_config_of(scheduler))["profiles"]
     assert profile["percentageOfNodesToScore"] == 100
     assert profile["plugins"] == {"score": {"enabled": [{"name": "TaintToleration", "weight": 5}],
@@ -123,6 +124,9 @@ def test_the_scoring_of_the_profile_reaches_the_real_scheduler(tmp_path: Path) -
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeResourcesFitArgs",
         "scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 1},
                                                                    {"name": "memory", "weight": 1}]}}}
+    assert profile["pluginConfig"][2] == {"name": "InterPodAffinity", "args": {
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "InterPodAffinityArgs", "hardPodAffinityWeight": 7,
+        "ignorePreferredTermsOfExistingPods": False}}
     [default] = scheduler_configuration(tmp_path / "k", **scheduler_config_of(SchedulerConfig()))["profiles"]
     assert "percentageOfNodesToScore" not in default and "plugins" not in default
     assert len(default["pluginConfig"]) == 1

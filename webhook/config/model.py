@@ -127,6 +127,10 @@ class SchedulerConfig:
     # Score plugin weights that differ from the default profile's (0: the plugin is disabled).
     score_weights: tuple[tuple[str, int], ...] = ()
     scoring_strategy: ScoringStrategyConfig = ScoringStrategyConfig()
+    # InterPodAffinityArgs: the weight of existing pods' required affinity terms in Score, and whether Score
+    # ignores existing pods' preferred terms.
+    hard_pod_affinity_weight: int = 1
+    ignore_preferred_terms_of_existing_pods: bool = False
 
     @property
     def preemption_enabled(self) -> bool:

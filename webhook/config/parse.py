@@ -198,9 +198,17 @@ def _scoring_strategy(reader: _Reader) -> ScoringStrategyConfig:
     return ScoringStrategyConfig(kind, tuple(resources) or ScoringStrategyConfig().resources, tuple(shape))
 
 
+def _inter_pod_affinity(reader: _Reader) -> tuple[int, bool]:
+    """``scheduler.interPodAffinity``: InterPodAffinityArgs (hardPodAffinityWeight 0..100, upstream's
+    ValidateInterPodAffinityArgs; ignorePreferredTermsOfExistingPods)."""
+    reader.check_keys(["hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"])
+    return (reader.int_in_range("hardPodAffinityWeight", 1, 0, 100),
+            reader.typed("ignorePreferredTermsOfExistingPods", bool, False))
+
+
 def _scheduler(reader: _Reader) -> SchedulerConfig:
     reader.check_keys(["preemption", "minCandidateNodesPercentage", "minCandidateNodesAbsolute", "kubernetesVersion",
-                       "percentageOfNodesToScore", "scoreWeights", "scoringStrategy"])
+                       "percentageOfNodesToScore", "scoreWeights", "scoringStrategy", "interPodAffinity"])
     preemption = cast(PreemptionSetting, reader.choice("preemption", ("enabled", "disabled"), "enabled"))
     percentage = reader.int_in_range("minCandidateNodesPercentage", 10, 0, 100)
     absolute = reader.int_in_range("minCandidateNodesAbsolute", 100, 0)
@@ -217,7 +225,8 @@ def _scheduler(reader: _Reader) -> SchedulerConfig:
     return SchedulerConfig(preemption, percentage, absolute, version,
                            reader.int_in_range("percentageOfNodesToScore", 0, 0, 100),
                            _score_weights(reader.child("scoreWeights")),
-                           _scoring_strategy(reader.child("scoringStrategy")))
+                           _scoring_strategy(reader.child("scoringStrategy")), *_inter_pod_affinity(
+                               reader.child("interPodAffinity")))
 
 
 def _scope_requirement(reader: _Reader) -> ScopedResourceSelectorRequirement:

@@ -83,7 +83,9 @@ def scoring_args(scheduler: SchedulerConfig) -> ScoringArgs:
     strategy = scheduler.scoring_strategy
     return ScoringArgs(percentage_of_nodes_to_score=scheduler.percentage_of_nodes_to_score, weights=weights,
                        fit_strategy=ScoringStrategy(strategy.type, tuple(ResourceSpec(n, w) for n, w in
-                                                                         strategy.resources), strategy.shape))
+                                                                         strategy.resources), strategy.shape),
+                       hard_pod_affinity_weight=scheduler.hard_pod_affinity_weight,
+                       ignore_preferred_terms_of_existing_pods=scheduler.ignore_preferred_terms_of_existing_pods)
 
 
 def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:

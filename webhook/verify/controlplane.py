@@ -112,7 +112,8 @@ def kubernetes_version(bin_dir: Path) -> str:
 def scheduler_configuration(kubeconfig: Path, *, preemption: bool = True, min_candidate_nodes_percentage: int = 10,
                             min_candidate_nodes_absolute: int = 100, percentage_of_nodes_to_score: int = 0,
                             score_weights: Sequence[tuple[str, int]] = (),
-                            scoring_strategy: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                            scoring_strategy: Mapping[str, Any] | None = None,
+                            inter_pod_affinity: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A KubeSchedulerConfiguration: the default profile with these DefaultPreemptionArgs (or without the
     DefaultPreemption PostFilter when ``preemption`` is off), its scoring (``percentageOfNodesToScore`` when not
     the adaptive 0, Score plugin weights re-configured or, at 0, disabled, NodeResourcesFitArgs.scoringStrategy
@@ -138,6 +139,9 @@ def scheduler_configuration(kubeconfig: Path, *, preemption: bool = True, min_ca
     if scoring_strategy is not None:
         profile["pluginConfig"].append({"name": "NodeResourcesFit", "args": {
             "apiVersion": SCHEDULER_CONFIG_API, "kind": "NodeResourcesFitArgs", "scoringStrategy": scoring_strategy}})
+    if inter_pod_affinity is not None:
+        profile["pluginConfig"].append({"name": "InterPodAffinity", "args": {
+            "apiVersion": SCHEDULER_CONFIG_API, "kind": "InterPodAffinityArgs", **inter_pod_affinity}})
     return {"apiVersion": SCHEDULER_CONFIG_API, "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(kubeconfig)}, "leaderElection": {"leaderElect": False},
             "profiles": [profile]}

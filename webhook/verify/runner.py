@@ -114,7 +114,16 @@ def scheduler_config_of(scheduler: SchedulerConfig) -> dict[str, Any]:
             "min_candidate_nodes_percentage": scheduler.min_candidate_nodes_percentage,
             "min_candidate_nodes_absolute": scheduler.min_candidate_nodes_absolute,
             "percentage_of_nodes_to_score": scheduler.percentage_of_nodes_to_score,
-            "score_weights": scheduler.score_weights, "scoring_strategy": fit}
+            "score_weights": scheduler.score_weights, "scoring_strategy": fit,
+            "inter_pod_affinity": _inter_pod_affinity_args(scheduler)}
+
+
+def _inter_pod_affinity_args(scheduler: SchedulerConfig) -> dict[str, Any] | None:
+    """InterPodAffinityArgs when they differ from upstream's defaults."""
+    weight, ignore = scheduler.hard_pod_affinity_weight, scheduler.ignore_preferred_terms_of_existing_pods
+    if (weight, ignore) == (1, False):
+        return None
+    return {"hardPodAffinityWeight": weight, "ignorePreferredTermsOfExistingPods": ignore}
 
 
 def run_scenarios(plane: ControlPlane, scenarios: Sequence[Scenario], scheduler: SchedulerConfig, *,

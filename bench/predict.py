@@ -1,6 +1,6 @@
 """Benchmark the preemption predictor on synthetic clusters (not a test).
 
-    .venv/bin/python bench/predict.py [--nodes 500 5000] [--pods-per-node 30] [--quick]
+    .venv/bin/python bench/predict.py [--nodes 500 5000] [--pods-per-node 30] [--quick] [--volume-fraction 0.25]
 
 Prints p50/p99 per-prediction latency for pods that fit, pods that preempt and pods that cannot
 be placed; the cost of the first prediction on a fresh state (the whole index is built) and after one
@@ -11,6 +11,10 @@ tests/preemption/reference.py). The oracle rebuilds its world per prediction and
 per Filter call, so it is run on fewer samples and on a smaller cluster of the same generator: it
 dry-runs every node for preempting and unplaceable pods, and scores every feasible node it samples for
 pods that fit, each O(nodes x pods).
+
+``--volume-fraction F`` (#27): that fraction of the bound pods, and of the probes, mount a claim bound to a zonal CSI
+PersistentVolume in their node's zone (each node's CSINode allows 64 attachments of the driver), so VolumeBinding,
+VolumeZone, VolumeRestrictions and NodeVolumeLimits run on every node for them.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from clustergen import generate_cluster  # noqa: E402
+from clustergen import ZONES, generate_cluster  # noqa: E402
 
 from tests.preemption.reference import reference_predict  # noqa: E402
 from webhook.cluster.model import Pod  # noqa: E402
@@ -37,10 +41,56 @@ from webhook.cluster.snapshot import ClusterState  # noqa: E402
 from webhook.preemption.results import Outcome  # noqa: E402
 from webhook.preemption.simulate import predict_pods, resolve_priority  # noqa: E402
 
+CSI_DRIVER = "pd.csi.example.com"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# Set by --volume-fraction: which share of the bound pods and of the probes mount a zonal claim.
+VOLUME_FRACTION = 0.0
+
+
+def bound_claim(name: str, namespace: str, zone: str) -> list[dict[str, Any]]:
+    """A claim bound to a CSI PersistentVolume pinned to ``zone`` (as a real cluster's PV controller leaves them)."""
+    affinity = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": ZONE_LABEL, "operator": "In", "values": [zone]}]}]}}
+    return [
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{namespace}-{name}",
+                                                                     "labels": {ZONE_LABEL: zone}},
+         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "zonal",
+                  "csi": {"driver": CSI_DRIVER, "volumeHandle": f"vol-{namespace}-{name}"},
+                  "claimRef": {"namespace": namespace, "name": name}, "nodeAffinity": affinity},
+         "status": {"phase": "Bound"}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+         "metadata": {"name": name, "namespace": namespace, "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "zonal", "volumeName": f"pv-{namespace}-{name}",
+                  "resources": {"requests": {"storage": "1Gi"}}},
+         "status": {"phase": "Bound"}},
+    ]
+
+
+def with_volumes(objects: list[dict[str, Any]], fraction: float, seed: int) -> list[dict[str, Any]]:
+    """``fraction`` of the bound pods mount a claim bound in their node's zone; a CSINode per node; one probe claim
+    per zone (``probe-<zone>`` in team-00)."""
+    rng = random.Random(seed)
+    zone_of = {o["metadata"]["name"]: o["metadata"]["labels"][ZONE_LABEL] for o in objects if o["kind"] == "Node"}
+    extra: list[dict[str, Any]] = [
+        {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": node},
+         "spec": {"drivers": [{"name": CSI_DRIVER, "nodeID": node, "allocatable": {"count": 64}}]}}
+        for node in zone_of]
+    for zone in ZONES:
+        extra += bound_claim(f"probe-{zone}", "team-00", zone)
+    for obj in objects:
+        if obj["kind"] == "Pod" and rng.random() < fraction:
+            meta, spec = obj["metadata"], obj["spec"]
+            extra += bound_claim(f"data-{meta['name']}", meta["namespace"], zone_of[spec["nodeName"]])
+            spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{meta['name']}"}}]
+    return objects + extra
+
 
 def build_state(nodes: int, pods_per_node: int, seed: int) -> ClusterState:
     state = ClusterState()
-    for raw in generate_cluster(nodes, pods_per_node, seed=seed):
+    objects = generate_cluster(nodes, pods_per_node, seed=seed)
+    if VOLUME_FRACTION:
+        objects = with_volumes(objects, VOLUME_FRACTION, seed)
+    for raw in objects:
         obj = object_from_dict(raw)
         if obj is not None:
             state.upsert(obj)
@@ -56,10 +106,12 @@ def probe(kind: str, i: int, rng: random.Random) -> Pod:
     else:
         # Only batch-low pods (~35%) are lower than "standard": removing them never frees 12 CPUs.
         cls, cpu, mem = "standard", rng.choice((12000, 13000)), 1024
+    spec: dict[str, Any] = {"priorityClassName": cls, "containers": [{"name": "c", "resources": {
+        "requests": {"cpu": f"{cpu}m", "memory": f"{mem}Mi"}}}]}
+    if VOLUME_FRACTION and rng.random() < VOLUME_FRACTION:
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"probe-{rng.choice(ZONES)}"}}]
     return pod_from_dict({"kind": "Pod", "metadata": {"name": f"probe-{kind}-{i}", "namespace": "team-00",
-                                                      "labels": {"app": "probe"}},
-                          "spec": {"priorityClassName": cls, "containers": [{"name": "c", "resources": {
-                              "requests": {"cpu": f"{cpu}m", "memory": f"{mem}Mi"}}}]}})
+                                                      "labels": {"app": "probe"}}, "spec": spec})
 
 
 EXPECTED = {"fit": Outcome.FITS, "preempt": Outcome.PREEMPTS, "unplaceable": Outcome.UNSCHEDULABLE}
@@ -144,6 +196,9 @@ def bench_cluster(nodes: int, pods_per_node: int, samples: int, ref_samples: int
         for kind in ("fit", "preempt"):
             times, _ = measure(state, kind, samples, rng, lambda n=per_prediction: events.apply(n))
             print(summary_line(f"live {kind}, {per_prediction} events/pred", times))
+    if VOLUME_FRACTION:
+        print("reference/fast: not run (the reference oracle does not model volumes)")
+        return
     ref_state = state if ref_nodes >= nodes else build_state(ref_nodes, pods_per_node, seed=nodes)
     label = "same cluster" if ref_state is state else f"{ref_nodes}-node cluster of the same generator"
     for kind in ("fit", "preempt", "unplaceable"):
@@ -176,7 +231,11 @@ def main() -> None:
     parser.add_argument("--live-events", type=int, nargs="+", default=[1, 20],
                         help="pod events applied between two predictions in the live regime")
     parser.add_argument("--quick", action="store_true", help="fewer samples, so a run takes a few minutes")
+    parser.add_argument("--volume-fraction", type=float, default=0.0,
+                        help="share of the bound pods and probes that mount a zonal CSI claim (#27)")
     args = parser.parse_args()
+    global VOLUME_FRACTION
+    VOLUME_FRACTION = args.volume_fraction
     samples = args.samples or (40 if args.quick else 200)
     ref_samples = args.reference_samples or (2 if args.quick else 5)
     for nodes in args.nodes:

@@ -1,7 +1,7 @@
 """PreemptGuard against the real kube-scheduler on random clusters (not a test).
 
     .venv/bin/python bench/real_scheduler.py --n 200 --seed 1 [--kube-version vX.Y.Z | --kube-bin DIR]
-                                             [--keep DIR] [--timeout 30]
+                                             [--features admission-chain,resize] [--keep DIR] [--timeout 30]
 
 ``--kube-version vX.Y.Z`` takes the binaries ``conformance/build --kube-version vX.Y.Z`` builds
 (``conformance/bin/vX.Y.Z``, or ``--kube-bin DIR``) and refuses binaries of another release.
@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from bench.scenariogen import features, generate_scenario, scenario_name, write_scenarios  # noqa: E402
+from bench.scenariogen import FAMILIES, features, generate_scenario, scenario_name, write_scenarios  # noqa: E402
 from webhook.config import DEFAULT_CONFIG, load_config  # noqa: E402
 from webhook.observe.compare import ERROR, fits_node_compared  # noqa: E402
 from webhook.preemption.results import Outcome  # noqa: E402
@@ -72,14 +72,14 @@ def keep(scenario_dir: Path, results: Sequence[VerifyResult], keep_dir: Path) ->
 
 
 def print_coverage(seed: int, start: int, n: int, by_scenario: dict[str, list[VerifyResult]],
-                   scoring: bool = False) -> None:
+                   families: frozenset[str] = frozenset(), scoring: bool = False) -> None:
     """Per feature: the scenarios that used it, how many of them preempted, how many agreed."""
     used: Counter[str] = Counter()
     preempting: Counter[str] = Counter()
     agreeing: Counter[str] = Counter()
     for index in range(start, start + n):
         results = by_scenario.get(scenario_name(seed, index), [])
-        for feature in features(*generate_scenario(seed, index, scoring)):
+        for feature in features(*generate_scenario(seed, index, families, scoring)):
             used[feature] += 1
             preempting[feature] += any(r.observed.outcome == "Preempts" for r in results)
             agreeing[feature] += all(r.comparison.agree for r in results)
@@ -99,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the release to run against (default: the one in --kube-bin); without --kube-bin, "
                              "conformance/bin/vX.Y.Z as conformance/build --kube-version builds it")
     parser.add_argument("--config", metavar="FILE", help="PreemptGuard configuration (scheduler.*)")
+    parser.add_argument("--features", metavar="LIST", default="",
+                        help=f"feature families drawn on top, comma-separated: {', '.join(FAMILIES)}")
     parser.add_argument("--timeout", type=float, default=30.0, help="longest wait for one decision (default 30)")
     parser.add_argument("--keep", metavar="DIR", help="where disagreements go (default bench/disagreements/seed-S)")
     parser.add_argument("--coverage", action="store_true", help="print how many scenarios used each feature")
@@ -107,6 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              " affinity, soft spread): the node of every Fits is compared")
     parser.add_argument("--quiet", action="store_true", help="no progress line per scenario on stderr")
     args = parser.parse_args(argv)
+    families = frozenset(f for f in args.features.split(",") if f)
+    if families - set(FAMILIES):
+        unknown = ", ".join(sorted(families - set(FAMILIES)))
+        parser.error(f"--features: unknown {unknown} (known: {', '.join(FAMILIES)})")
     if args.kube_version and not args.kube_bin:
         args.kube_bin = str(ROOT / "conformance" / "bin" / args.kube_version)
     bin_dir = kube_bin_dir(args.kube_bin)
@@ -122,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="preemptguard-bench-") as work:
         scenarios_dir = Path(work) / "scenarios"
-        write_scenarios(scenarios_dir, args.n, args.seed, args.start, args.scoring)
+        write_scenarios(scenarios_dir, args.n, args.seed, args.start, families, args.scoring)
         scenarios = discover(scenarios_dir)
         by_scenario: dict[str, list[VerifyResult]] = {}
         disagreements: list[str] = []
@@ -150,12 +156,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     node_compared = [r for r in fits if fits_node_compared(r.comparison)]
     print(f"Fits node: {sum(r.comparison.agree for r in node_compared)}/{len(node_compared)} agree"
           f" ({sum(is_tied(r) for r in node_compared)} tied, {len(fits) - len(node_compared)} not compared)")
-    print(f"kube-scheduler {version} (predicted as {scheduler.kubernetes_version}); seed {args.seed};"
+    drawn = f"; features {','.join(sorted(families))}" if families else ""
+    print(f"kube-scheduler {version} (predicted as {scheduler.kubernetes_version}); seed {args.seed}{drawn};"
           f" {len(results)} pods observed: "
           + ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
           + f"; {elapsed:.0f}s")
     if args.coverage:
-        print_coverage(args.seed, args.start, args.n, by_scenario, args.scoring)
+        print_coverage(args.seed, args.start, args.n, by_scenario, families, args.scoring)
     if disagreements:
         print(f"{len(disagreements)} disagreement(s) kept for replay in {keep_dir}: {' '.join(disagreements)}")
         print(f"replay: preempt-guard verify --scenarios {keep_dir}")

@@ -22,8 +22,13 @@ node; a terminating namespace with pods in it; pods of another scheduler, bound 
 still has a scheduling gate (its nomination reserves room from v1.37 only, so the bench predicts for the release
 it runs against). The incoming pod
 sometimes runs under a RuntimeClass (written with the class's overhead and scheduling, as a pod exported from a
-cluster is: RuntimeClass admission then changes nothing, which PreemptGuard does not model yet), or is created in
-a terminating or a missing namespace.
+cluster is: RuntimeClass admission then changes nothing), or is created in a terminating or a missing namespace.
+
+``families`` (``bench/real_scheduler.py --features``) adds more, each from its own random stream: ``admission-chain``
+(the incoming pod's containers defaulted by its namespace's LimitRange, some refused by its maximum; a RuntimeClass
+named only, for admission to add its overhead and scheduling; a RuntimeClass that does not exist; a missing
+namespace; scheduling gates; another scheduler's name) and ``resize`` (running pods whose status' allocated and
+actuated requests differ from the spec, some resizes Infeasible).
 """
 
 from __future__ import annotations
@@ -556,9 +561,84 @@ def _scoring(rng: random.Random, objects: list[dict[str, Any]], incoming: dict[s
             "labelSelector": {"matchLabels": {"app": app}}}]
 
 
-def generate_scenario(seed: int, index: int, scoring: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The snapshot's objects and the incoming Pod or Deployment of scenario ``index`` of ``seed`` (``scoring``:
-    with what the Score plugins read drawn on top, ``_scoring``)."""
+
+
+# Feature families drawn on top, each from its own random stream (``--features``): without them a seed gives
+# the scenarios it always gave.
+FAMILIES = ("admission-chain", "resize")
+SANDBOX_CLASSES_MISSING = "wasm"  # a RuntimeClass no cluster here holds
+
+
+def _admission_chain(rng: random.Random, objects: list[dict[str, Any]], pod: dict[str, Any]) -> None:
+    """What the API server's admission chain changes or refuses in the incoming pod (issue #26): a LimitRange's
+    defaults for containers that write no requests (maxima that refuse some), a RuntimeClass named only (its
+    overhead and scheduling for admission to add), a RuntimeClass that does not exist, a missing namespace, and
+    the pods kube-scheduler does not try: scheduling gates, another scheduler's name."""
+    spec = _spec_of(pod)
+    namespace = pod["metadata"]["namespace"]
+    if rng.random() < 0.45 and namespace in NAMESPACES:
+        request = rng.choice(["500m", "1", "1500m", "2"])
+        item: dict[str, Any] = {"type": "Container", "defaultRequest": {"cpu": request, "memory": "256Mi"},
+                                "default": {"cpu": "4", "memory": "1Gi"}}
+        if rng.random() < 0.25:
+            item["max"] = {"cpu": rng.choice(["1", "4", "4"]), "memory": "2Gi"}
+        objects[:] = [o for o in objects if not (o["kind"] == "LimitRange" and o["metadata"]["namespace"] == namespace)]
+        objects.append({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults",
+                                                                               "namespace": namespace},
+                        "spec": {"limits": [item]}})
+        for container in spec["containers"]:
+            resources = container.get("resources") or {}
+            if not resources.get("limits"):  # extended resources keep their requests (limit == request)
+                container.pop("resources", None)
+    roll = rng.random()
+    classes = {o["metadata"]["name"] for o in objects if o["kind"] == "RuntimeClass"}
+    if roll < 0.3:
+        name = rng.choice(sorted(RUNTIME_CLASSES))
+        if name not in classes:
+            objects.append(_runtime_class(name))
+        spec.pop("overhead", None)  # RuntimeClass admission sets it from the class
+        spec["runtimeClassName"] = name
+    elif roll < 0.38:
+        if not classes:  # the snapshot must hold RuntimeClasses for a missing one to be known missing
+            objects.append(_runtime_class("kata"))
+        spec.pop("overhead", None)
+        spec["runtimeClassName"] = SANDBOX_CLASSES_MISSING
+    roll = rng.random()
+    if roll < 0.03:
+        pod["metadata"]["namespace"] = MISSING
+    elif roll < 0.13:
+        spec["schedulingGates"] = [{"name": "example.com/admission-check"}]
+    elif roll < 0.23:
+        spec["schedulerName"] = OTHER_SCHEDULER
+
+
+def _resized(rng: random.Random, objects: list[dict[str, Any]]) -> None:
+    """Running pods mid-resize (in-place resize, GA since v1.35): the status' allocated and actuated requests
+    above or below the spec, some resizes Infeasible (then the spec is left out: component-helpers PodRequests)."""
+    for pod in objects:
+        spec = pod["spec"] if pod["kind"] == "Pod" else None
+        if spec is None or not spec.get("nodeName") or pod["metadata"].get("deletionTimestamp") \
+                or rng.random() >= 0.35:
+            continue
+        container = spec["containers"][0]
+        cpu = _milli(container["resources"]["requests"]["cpu"])
+        other = max(100, cpu + rng.choice([-500, -250, 250, 500, 1000]))
+        allocated, actuated = (other, other) if rng.random() < 0.5 else (other, cpu)
+        status = pod.setdefault("status", {})
+        status["containerStatuses"] = [{"name": container["name"], "ready": True, "restartCount": 0,
+                                        "image": IMAGE, "imageID": "", "started": True,
+                                        "allocatedResources": {"cpu": f"{allocated}m"},
+                                        "resources": {"requests": {"cpu": f"{actuated}m"}}}]
+        if other < cpu and rng.random() < 0.4:  # the spec asks for more than the node can give
+            status["conditions"] = [*(status.get("conditions") or []),
+                                    {"type": "PodResizePending", "status": "True", "reason": "Infeasible",
+                                     "message": "Node didn't have enough capacity"}]
+
+
+def generate_scenario(seed: int, index: int, families: frozenset[str] = frozenset(), scoring: bool = False,
+                      ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The snapshot's objects and the incoming Pod or Deployment of scenario ``index`` of ``seed``, with the
+    feature ``families`` (``FAMILIES``) drawn on top (``scoring``: also what the Score plugins read, ``_scoring``)."""
     rng = random.Random(f"{seed}-{index}")
     default = rng.choice([None, None, "mid", "low"])  # a pod without a class gets the global default's value
     classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
@@ -580,6 +660,10 @@ def generate_scenario(seed: int, index: int, scoring: bool = False) -> tuple[lis
     _lived_in_incoming(lived, incoming, offer)
     if scoring:
         _scoring(random.Random(f"{seed}-{index}-scoring"), objects, incoming)
+    if "admission-chain" in families:
+        _admission_chain(random.Random(f"{seed}-{index}-chain"), objects, incoming)
+    if "resize" in families:
+        _resized(random.Random(f"{seed}-{index}-resize"), objects)
     return objects, incoming
 
 
@@ -640,6 +724,15 @@ def features(objects: list[dict[str, Any]], pod: dict[str, Any]) -> set[str]:
                                      for o in objects),
         "incoming pod in a terminating or missing namespace": pod["metadata"]["namespace"] in (RETIRED, MISSING),
         "gated nominated pod (v1.37 only reserves)": any(p["spec"].get("schedulingGates") for p in existing),
+        "incoming pod defaulted by a LimitRange": any(
+            o["kind"] == "LimitRange" and o["metadata"]["namespace"] == pod["metadata"]["namespace"]
+            for o in objects) and any("resources" not in c for c in spec["containers"]),
+        "incoming pod of a missing RuntimeClass": spec.get("runtimeClassName") == SANDBOX_CLASSES_MISSING,
+        "incoming gated pod": "schedulingGates" in spec,
+        "incoming pod of another scheduler": spec.get("schedulerName") == OTHER_SCHEDULER,
+        "resized pods (status resources)": any("allocatedResources" in json.dumps(p.get("status") or {})
+                                               for p in existing),
+        "infeasible resize": any("Infeasible" in json.dumps(p.get("status") or {}) for p in existing),
     }
     return {name for name, present in checks.items() if present}
 
@@ -664,11 +757,12 @@ def write_scenario(directory: Path, objects: list[dict[str, Any]], pod: dict[str
     (directory / "pod.yaml").write_text(yaml.safe_dump(pod, sort_keys=False), encoding="utf-8")
 
 
-def write_scenarios(directory: Path, n: int, seed: int, start: int = 0, scoring: bool = False) -> list[Path]:
-    """Scenarios ``start`` .. ``start + n - 1`` of ``seed`` under ``directory``."""
+def write_scenarios(directory: Path, n: int, seed: int, start: int = 0,
+                    families: frozenset[str] = frozenset(), scoring: bool = False) -> list[Path]:
+    """Scenarios ``start`` .. ``start + n - 1`` of ``seed`` (with ``families``, ``scoring``) under ``directory``."""
     written = []
     for index in range(start, start + n):
-        objects, pod = generate_scenario(seed, index, scoring)
+        objects, pod = generate_scenario(seed, index, families, scoring)
         target = directory / scenario_name(seed, index)
         write_scenario(target, objects, pod)
         written.append(target)

@@ -51,8 +51,10 @@ EXAMPLES = """\
       --token "$(kubectl create token ci -n team-a)" --certificate-authority ca.crt
 
   # Offline, from a snapshot taken with
-  # kubectl get priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces,runtimeclasses,limitranges \\
-  #   -A -o yaml
+  # kinds=priorityclasses,nodes,pods,poddisruptionbudgets,resourcequotas,namespaces,runtimeclasses,limitranges
+  # kinds=$kinds,persistentvolumes,persistentvolumeclaims,storageclasses,csinodes
+  # kinds=$kinds,resourceslices,resourceclaims,deviceclasses,resourceclaimtemplates,volumeattachments  # v1.34+
+  # kubectl get "$kinds" -A -o yaml > cluster.yaml
   kubectl preempt-preview -f deploy.yaml --snapshot cluster.yaml -o wide
 
   # As a CI gate: exit status 1 when anything would be preempted, stay pending or be rejected; objects that are

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from webhook.preemption.results import Outcome
+from webhook.preemption.results import PENDING_OUTCOMES, Outcome
 from webhook.tasks import cancel_and_wait
 
 TABLES = ("table", "wide")
@@ -23,7 +23,7 @@ NOTHING = "No pods to preview.\n"
 _RESET = "\033[0m"
 _COLOURS: dict[str, str] = {
     Outcome.FITS: "\033[32m", Outcome.PREEMPTS: "\033[33m", Outcome.UNSCHEDULABLE: "\033[31m",
-    Outcome.REJECTED: "\033[1;31m",
+    Outcome.REJECTED: "\033[1;31m", Outcome.GATED: "\033[36m", Outcome.NOT_SCHEDULED: "\033[36m",
 }
 _RED = "\033[31m"
 
@@ -211,9 +211,16 @@ def summary_line(preview: Mapping[str, Any]) -> str:
     if others:  # victims of other tenants the webhook counted without naming (docs/interfaces.md §7)
         where += f", {others} of them of other tenants" if namespaces else " of other tenants"
     return (f"{_plural(pods, 'pod')}: {int(s.get('fits') or 0)} fit, {int(s.get('preempting') or 0)} preempt, "
-            f"{int(s.get('unschedulable') or 0)} unschedulable, {int(s.get('rejected') or 0)} rejected; "
+            f"{int(s.get('unschedulable') or 0)} unschedulable, {int(s.get('rejected') or 0)} rejected"
+            f"{_not_tried(s)}; "
             f"{_plural(int(s.get('victims') or 0), 'victim')}{where}, "
             f"{_plural(int(s.get('pdbViolations') or 0), 'PDB violation')}")
+
+
+def _not_tried(s: Mapping[str, Any]) -> str:
+    """The pods kube-scheduler does not try now, named only when there are some (older answers carry no count)."""
+    gated, other = int(s.get("gated") or 0), int(s.get("notScheduled") or 0)
+    return (f", {gated} gated" if gated else "") + (f", {other} not scheduled (another scheduler)" if other else "")
 
 
 def _plural(n: int, word: str) -> str:
@@ -251,9 +258,8 @@ def format_rows(preview: Mapping[str, Any], *, wide: bool, colour: bool = False)
 
 def notes(preview: Mapping[str, Any], *, wide: bool) -> list[str]:
     """``POD: message``: the message explains every outcome; by default only those where the pod would not run."""
-    pending = (Outcome.UNSCHEDULABLE, Outcome.REJECTED)
     return [f"{r.get('pod')}: {r.get('message')}" for r in preview.get("results") or []
-            if r.get("message") and (wide or r.get("outcome") in pending)]
+            if r.get("message") and (wide or r.get("outcome") in PENDING_OUTCOMES)]
 
 
 # ---- progress -------------------------------------------------------------------------------------

@@ -25,8 +25,9 @@ def _permission(api_group: str, resource: str, *verbs: str, names: tuple[str, ..
     return Permission(api_group, resource, frozenset(verbs), frozenset(names))
 
 
-# The webhook server (ClusterRole ``preemptguard``): webhook/sources/informer.py lists and watches six
-# kinds and webhook/sources/kube_source.py GETs a PriorityClass the cache has not seen yet. The policy
+# The webhook server (ClusterRole ``preemptguard``): webhook/sources/informer.py lists and watches eight
+# kinds, and the storage and device ones (#27), and webhook/sources/kube_source.py GETs a PriorityClass the
+# cache has not seen yet. The policy
 # ConfigMap and the TLS Secret are mounted files, so the server reads no ConfigMap or Secret.
 # webhook/server/auth.py authenticates /preview callers with a TokenReview and authorises them with
 # SubjectAccessReviews (tests/certs/test_certs_rbac_calls.py keeps code, this list and the manifest equal).
@@ -36,7 +37,19 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     _permission("", "nodes", "list", "watch"),
     _permission("", "pods", "list", "watch"),
     _permission("", "resourcequotas", "list", "watch"),
+    _permission("", "limitranges", "list", "watch"),
     _permission("policy", "poddisruptionbudgets", "list", "watch"),
+    _permission("node.k8s.io", "runtimeclasses", "list", "watch"),
+    # Storage and devices (#27), for the volume plugins and DynamicResources.
+    _permission("", "persistentvolumes", "list", "watch"),
+    _permission("", "persistentvolumeclaims", "list", "watch"),
+    _permission("storage.k8s.io", "storageclasses", "list", "watch"),
+    _permission("storage.k8s.io", "csinodes", "list", "watch"),
+    _permission("storage.k8s.io", "volumeattachments", "list", "watch"),
+    _permission("resource.k8s.io", "deviceclasses", "list", "watch"),
+    _permission("resource.k8s.io", "resourceslices", "list", "watch"),
+    _permission("resource.k8s.io", "resourceclaims", "list", "watch"),
+    _permission("resource.k8s.io", "resourceclaimtemplates", "list", "watch"),
     _permission("authentication.k8s.io", "tokenreviews", "create"),
     _permission("authorization.k8s.io", "subjectaccessreviews", "create"),
     # webhook/server/attributing.py: the Event in each preempted pod's namespace (docs/interfaces.md §7).

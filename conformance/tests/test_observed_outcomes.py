@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -146,15 +148,13 @@ def test_every_example_pod_the_webhook_predicts_agrees_with_kube_scheduler(obser
     assert not [line for line in observer.log_lines() if line.get("verdict") not in (None, "agree")]
 
 
-def _pod(name: str, cpu: str, class_name: str, *, node: str = "", gated: bool = False) -> dict[str, Any]:
+def _pod(name: str, cpu: str, class_name: str, *, node: str = "") -> dict[str, Any]:
     spec: dict[str, Any] = {
         "priorityClassName": class_name, "nodeSelector": {"observe": "disagree"},
         "tolerations": [{"key": "observe", "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]}
     if node:
         spec["nodeName"] = node
-    if gated:
-        spec["schedulingGates"] = [{"name": "conformance.preemptguard.io/hold"}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "observe"}, "spec": spec}
 
 
@@ -176,19 +176,24 @@ def test_a_higher_priority_pod_that_takes_the_node_first_is_a_disagreement(obser
     plane.apply(_pod("victim", "1500m", "observe-low", node="observe-node"))
     time.sleep(2)  # PreemptGuard's informers have the node and its pod
     before = observer.verdicts()
-    # The preemptor, predicted at its creation to evict the victim; held by a scheduling gate for a moment ...
-    status, created = plane.request("POST", "/api/v1/namespaces/observe/pods", _pod("late", "1", "observe-high",
-                                                                                      gated=True))
-    assert status == 201 and created["metadata"]["annotations"][PREDICTION_ID_ANNOTATION], created
-    # ... while a higher-priority pod created right after it takes the node (and agrees with its own prediction).
-    first = observe_pod(plane, _pod("first", "1500m", "observe-top"), timeout=30)
+    # kube-scheduler paused (SIGSTOP) for a moment: the preemptor is predicted at its creation to evict the victim
+    # (a scheduling gate would not do: a gated pod is predicted Gated, and observed so) ...
+    scheduler = next(c.process for c in plane.components if c.name == "kube-scheduler")
+    scheduler.send_signal(signal.SIGSTOP)
+    resumed = threading.Timer(2.0, scheduler.send_signal, (signal.SIGCONT,))
+    try:
+        status, created = plane.request("POST", "/api/v1/namespaces/observe/pods", _pod("late", "1", "observe-high"))
+        assert status == 201 and created["metadata"]["annotations"][PREDICTION_ID_ANNOTATION], created
+        # ... while a higher-priority pod created right after it is scheduled first once the scheduler resumes (its
+        # queue pops the higher priority first) and takes the node (agreeing with its own prediction).
+        resumed.start()
+        first = observe_pod(plane, _pod("first", "1500m", "observe-top"), timeout=30)
+    finally:
+        resumed.join()
+        scheduler.send_signal(signal.SIGCONT)
     assert (first.outcome, first.node, first.victims) == (Outcome.PREEMPTS, "observe-node", ("observe/victim",)), (
         first, log_tail(plane.scheduler_log, 10))
     settle(plane, first, "observe", timeout=30)
-    time.sleep(1)
-    status, _ = plane.request("PATCH", "/api/v1/namespaces/observe/pods/late", {"spec": {"schedulingGates": None}},
-                              content_type="application/merge-patch+json")
-    assert status == 200
     deadline = time.monotonic() + 30
     while observer.verdicts()["outcome_differs"] == before["outcome_differs"] and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -36,7 +36,7 @@ from webhook.cluster.reader_constraints import (
     spread_constraints,
     weighted_affinity_terms,
 )
-from webhook.cluster.reader_resources import pod_resource_spec, quota_extras, quota_facts
+from webhook.cluster.reader_resources import pod_resource_spec, pod_resource_status, quota_extras, quota_facts
 from webhook.cluster.resources import pod_non_zero_requests, pod_requests, requests_as_resources
 from webhook.cluster.sharing import interned
 from webhook.errors import InvalidInput
@@ -54,6 +54,11 @@ _mapping, _list, _str, _int, _interned = json_object, json_list, json_str, json_
 _labels, _tolerations = checked_labels, checked_tolerations
 _node_selector_terms, _affinity_terms = node_selector_terms, affinity_terms
 _spread_constraints, _unmodeled_features = spread_constraints, reader_pod._unmodeled_features
+_scheduling_gates = reader_pod._scheduling_gates
+
+
+from webhook.cluster.reader_devices import pod_claims  # noqa: E402
+from webhook.cluster.reader_volumes import pod_volumes  # noqa: E402
 
 
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
@@ -139,7 +144,9 @@ def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
         deleting=bool(meta.get("deletionTimestamp")),
         preempted_by_scheduler=_disruption_target_by_preemption(status),
         nominated_node_name=_interned(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
-        requests=(requests := requests_as_resources(pod_requests(resources := pod_resource_spec(spec)))),
+        # The cluster's pods count their status too (in-place resize); an empty status changes nothing.
+        requests=(requests := requests_as_resources(pod_requests(
+            resources := pod_resource_spec(spec), resource_status := None if quota else pod_resource_status(status)))),
         host_ports=_host_ports(spec),
         node_selector=_labels(spec.get("nodeSelector"), "spec.nodeSelector"),
         required_node_affinity=_node_selector_terms(node_affinity.get(_REQUIRED),
@@ -154,8 +161,11 @@ def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
                                               "spec.terminationGracePeriodSeconds"),
         scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler")
         or "default-scheduler",
-        scheduling_gated=bool(spec.get("schedulingGates")),
+        scheduling_gates=_scheduling_gates(spec.get("schedulingGates")),
+        runtime_class_name=_interned(_str(spec.get("runtimeClassName"), "spec.runtimeClassName")),
         unmodeled=_unmodeled_features(spec),
+        volumes=pod_volumes(spec),
+        claims=pod_claims(spec, status),
         quota=quota_facts(resources, quota_extras(meta, spec, status)) if quota else NO_QUOTA_FACTS,
         trace=_prediction_trace(meta, spec, status),
         # What the Score plugins read (#28), by the reader's checked readers: this reference holds the fast
@@ -166,7 +176,7 @@ def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
                                                        f"spec.affinity.podAffinity.{_PREFERRED}", labels),
         preferred_pod_anti_affinity=weighted_affinity_terms(anti_affinity.get(_PREFERRED),
                                                             f"spec.affinity.podAntiAffinity.{_PREFERRED}", labels),
-        non_zero_requests=None if (non_zero := pod_non_zero_requests(resources)) == (
+        non_zero_requests=None if (non_zero := pod_non_zero_requests(resources, resource_status)) == (
             requests.milli_cpu, requests.memory) else non_zero,
         images=reader_pod._images(spec) if quota else (),
         controller_selector=reader_pod.controller_selector(meta, labels) if quota else None,
@@ -284,16 +294,23 @@ SPEC = objects(
     affinity=AFFINITY, tolerations=lists(TOLERATION), nodeSelector=LABELS, topologySpreadConstraints=SPREAD,
     terminationGracePeriodSeconds=INTEGER, schedulerName=value(TEXT),
     volumes=lists(objects(name=st.just("v"), persistentVolumeClaim=st.just({"claimName": "c"}))),
-    resourceClaims=value(st.just([{"name": "r"}])), schedulingGates=value(st.just([{"name": "g"}])),
+    resourceClaims=value(st.just([{"name": "r"}])), schedulingGates=lists(objects(name=value(TEXT))),
+    runtimeClassName=value(TEXT),
 )
+# What a running pod's status says of its resources (in-place resize).
+CONTAINER_STATUS = objects(name=st.sampled_from(["c", "app", None]), allocatedResources=RESOURCE_LIST,
+                           resources=objects(requests=RESOURCE_LIST, limits=RESOURCE_LIST))
 STATUS = objects(
     phase=value(st.sampled_from(["Pending", "Running", "Succeeded"])),
     startTime=value(st.sampled_from(["2025-06-02T09:30:00Z", "2025-06-02T09:30:00.5+01:00", "yesterday"])),
     nominatedNodeName=value(TEXT), qosClass=value(st.sampled_from(["BestEffort", "Burstable", "Guaranteed"])),
-    conditions=lists(objects(type=st.sampled_from(["DisruptionTarget", "PodScheduled"]),
+    conditions=lists(objects(type=st.sampled_from(["DisruptionTarget", "PodScheduled", "PodResizePending"]),
                              status=st.sampled_from(["True", "False"]),
-                             reason=st.sampled_from(["PreemptionByScheduler", "Unschedulable", "Other"]),
+                             reason=st.sampled_from(["PreemptionByScheduler", "Unschedulable", "Other",
+                                                     "Infeasible", "Deferred"]),
                              message=value(st.sampled_from(["preempting 2 victims", 3])))),
+    containerStatuses=lists(CONTAINER_STATUS), initContainerStatuses=lists(CONTAINER_STATUS),
+    allocatedResources=RESOURCE_LIST, resources=objects(requests=RESOURCE_LIST, limits=RESOURCE_LIST),
 )
 METADATA = objects(name=value(TEXT), generateName=value(TEXT), namespace=value(TEXT), uid=value(TEXT),
                    labels=LABELS, deletionTimestamp=value(st.just("2025-06-02T09:30:00Z")),
@@ -315,7 +332,7 @@ REQUESTS_POD = st.fixed_dictionaries({"kind": st.just("Pod"), "spec": st.fixed_d
     {"containers": SOME_CONTAINERS},
     optional={"initContainers": SOME_CONTAINERS, "overhead": RESOURCE_LIST,
               "resources": objects(requests=RESOURCE_LIST, limits=RESOURCE_LIST)},
-)})
+)}, optional={"status": STATUS})
 
 Slot = tuple[Any, Any]  # (a dict or list, a key or index in it)
 
@@ -437,7 +454,10 @@ def test_the_full_pod_reads_every_field() -> None:
     assert pod.required_node_affinity is not None and len(pod.pod_affinity) == len(pod.pod_anti_affinity) == 1
     assert pod.topology_spread[0].match_label_keys == ("pod-template-hash",)
     assert (pod.priority, pod.preemption_policy, pod.termination_grace_period_seconds) == (1000, "Never", 30)
-    assert pod.deleting and pod.preempted_by_scheduler and len(pod.unmodeled) == 3
+    assert pod.deleting and pod.preempted_by_scheduler and pod.unmodeled == ()
+    assert pod.scheduling_gates == ("wait",)  # an outcome of its own now (Gated), no longer a gap
+    # Claims and resourceClaims are modelled (#27): read into the pod's volumes and claims.
+    assert pod.volumes is not None and pod.volumes.claims and pod.claims is not None and pod.claims.claims
     assert pod.start_time_ns == 1_748_856_600_250_000_000
     facts = pod.quota
     assert [c.name for c in (*facts.resources.containers, *facts.resources.init_containers)] == \
@@ -633,3 +653,42 @@ def test_requests_in_whole_units_equal_the_exact_sum(cpus: list[str], milli_cpu:
     raw = deployment_pod(containers=[{"name": f"c{i}", "resources": {"requests": {"cpu": cpu}}}
                                      for i, cpu in enumerate(cpus)])
     assert state_pod_from_dict(raw).requests.milli_cpu == milli_cpu == pod_from_dict(raw).requests.milli_cpu
+
+
+# ---- running pods whose status resources differ from their spec (in-place resize) ------------------------------
+
+# Whole units mostly (the fast path's domain), now and then a value only the exact reading takes ("0.5m").
+SOME_REQUESTS = st.fixed_dictionaries({}, optional={
+    "cpu": st.sampled_from(["100m", "250m", "1", "2", "1500m", "0.5m"]),
+    "memory": st.sampled_from(["64Mi", "128Mi", "1Gi", "1.5"])})
+
+
+@st.composite
+def resized_pods(draw: st.DrawFn) -> dict[str, Any]:
+    """A bound pod with valid quantities whose container (or pod-level) statuses report other requests."""
+    names = draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True))
+    containers = [{"name": n, "resources": {"requests": draw(SOME_REQUESTS), "limits": draw(SOME_REQUESTS)}}
+                  for n in names]
+    statuses = []
+    for name in draw(st.lists(st.sampled_from([*names, *names, "other"]), max_size=3)):
+        cs: dict[str, Any] = {"name": name}
+        if draw(st.booleans()):
+            cs["allocatedResources"] = draw(SOME_REQUESTS)
+        if draw(st.integers(0, 3)):
+            cs["resources"] = {"requests": draw(SOME_REQUESTS)} if draw(st.integers(0, 3)) else {}
+        statuses.append(cs)
+    status: dict[str, Any] = {"phase": "Running", "containerStatuses": statuses}
+    if draw(st.integers(0, 3)) == 0:
+        status.update(allocatedResources=draw(SOME_REQUESTS), resources={"requests": draw(SOME_REQUESTS)})
+    if draw(st.integers(0, 4)) == 0:
+        status["conditions"] = [{"type": "PodResizePending", "status": "True",
+                                 "reason": draw(st.sampled_from(["Infeasible", "Deferred"]))}]
+    return {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"nodeName": "n", "containers": containers},
+            "status": status}
+
+
+@settings(max_examples=300, deadline=None)
+@given(resized_pods())
+def test_resized_pods_count_what_the_exact_reading_counts(raw: dict[str, Any]) -> None:
+    exact = requests_as_resources(pod_requests(pod_resource_spec(raw["spec"]), pod_resource_status(raw["status"])))
+    assert state_pod_from_dict(raw).requests == exact

@@ -12,6 +12,7 @@ from webhook.cluster.model import (
     ClusterObject,
     FrozenMap,
     LabelSelector,
+    LimitRange,
     Namespace,
     Node,
     Pod,
@@ -19,6 +20,7 @@ from webhook.cluster.model import (
     PriorityClass,
     ResourceQuota,
     Resources,
+    RuntimeClass,
 )
 from webhook.cluster.snapshot import KIND_OF, ClusterState, object_key
 
@@ -99,17 +101,22 @@ def test_priority_class_index_moves_and_empties() -> None:
 def test_other_kinds_upsert_and_delete() -> None:
     pdb = PodDisruptionBudget("web", "team-a", LabelSelector(FrozenMap({"app": "web"})), 1)
     quota = ResourceQuota("q", "team-a")
-    state = build([PriorityClass("high", 1000), Namespace("team-a"), Node("n1"), pdb, quota])
+    limit_range, runtime_class = LimitRange("limits", "team-a"), RuntimeClass("kata", "kata")
+    state = build([PriorityClass("high", 1000), Namespace("team-a"), Node("n1"), pdb, quota, limit_range,
+                   runtime_class])
     assert state.pdbs_in("team-a") == [pdb] and state.quotas_in("team-a") == [quota]
-    assert state.counts() == {"PriorityClass": 1, "Namespace": 1, "Node": 1, "Pod": 0,
-                              "PodDisruptionBudget": 1, "ResourceQuota": 1}
+    assert state.limit_ranges_in("team-a") == [limit_range] and state.runtime_classes == {"kata": runtime_class}
+    assert state.counts() == {**dict.fromkeys(KIND_OF.values(), 0), "PriorityClass": 1, "Namespace": 1, "Node": 1,
+                              "PodDisruptionBudget": 1, "ResourceQuota": 1, "LimitRange": 1, "RuntimeClass": 1}
     state.upsert(replace(pdb, disruptions_allowed=0))
     assert state.pdbs_in("team-a")[0].disruptions_allowed == 0
     for kind, key in (("PodDisruptionBudget", "team-a/web"), ("ResourceQuota", "team-a/q"),
+                      ("LimitRange", "team-a/limits"), ("RuntimeClass", "kata"),
                       ("PriorityClass", "high"), ("Namespace", "team-a"), ("Node", "n1")):
         state.delete(kind, key)
     assert sum(state.counts().values()) == 0
     assert state.pdbs_by_namespace == {} and state.quotas_by_namespace == {}
+    assert state.limit_ranges_by_namespace == {} and state.runtime_classes == {}
     state.delete("Pod", "ns/missing")  # unknown keys are ignored
 
 

@@ -70,3 +70,24 @@ async def test_staleness_gauge_reads_the_source() -> None:
         assert hook.server is not None
         text = await scrape(metrics_port)
     assert "preemptguard_cluster_cache_staleness_seconds 12.5" in text
+
+
+async def test_gated_and_other_schedulers_pods_are_counted_as_such_and_never_denied() -> None:
+    """Neither is a preemption (issue #26): under enforce with maxVictims 0, both are admitted with their warning,
+    and predictions_total counts them under their own outcomes."""
+    metrics_port = free_port()
+    source = MemorySource(state_of(guardrail_cluster()))
+    gated, other = preemptor(name="gated"), preemptor(name="other")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    other["spec"]["schedulerName"] = "batch-scheduler"
+    policy = {"guardrails": {"mode": "enforce", "maxVictims": 0}}
+    async with LoopbackWebhook(source, settings(metrics_port=metrics_port), config=config(policy)) as hook:
+        answers = [await admit(hook, create_review(p)) for p in (gated, other, preemptor())]
+        text = await scrape(metrics_port)
+    assert [a["allowed"] for a in answers] == [True, True, False]
+    assert any("spec.schedulingGates (example.com/quota)" in w for w in answers[0].get("warnings", []))
+    assert any("spec.schedulerName batch-scheduler" in w for w in answers[1].get("warnings", []))
+    for line in ('preemptguard_predictions_total{endpoint="mutate_pods",outcome="Gated"} 1.0',
+                 'preemptguard_predictions_total{endpoint="mutate_pods",outcome="NotScheduled"} 1.0',
+                 'preemptguard_predictions_total{endpoint="mutate_pods",outcome="Preempts"} 1.0'):
+        assert line in text

@@ -9,7 +9,13 @@ import pytest
 from webhook.cluster.model import Pod, PredictionTrace
 from webhook.cluster.snapshot import ClusterState
 from webhook.observe.compare import ERROR, Observed, Predicted, Verdict
-from webhook.observe.tracker import VICTIM_MEMORY_SECONDS, Decision, PredictionRecord, PredictionTracker
+from webhook.observe.tracker import (
+    DEFAULT_UNSCHEDULABLE_SETTLE_SECONDS,
+    VICTIM_MEMORY_SECONDS,
+    Decision,
+    PredictionRecord,
+    PredictionTracker,
+)
 from webhook.preemption.results import Outcome
 
 PREEMPTING = "0/1 nodes are available: 1 Insufficient cpu. preemption: found a potential placement for pod on node n1, "
@@ -277,3 +283,46 @@ def test_nothing_followed_means_nothing_to_do() -> None:
     h.upsert(preemptor(nominated="n1"))
     h.later(11)
     assert h.decisions[0].observed.victims == ()
+
+
+# ---- pods kube-scheduler does not try now (issue #26) --------------------------------------------------------
+
+def test_gated_agrees_when_the_pod_is_stored_with_its_gates(h: Harness) -> None:
+    h.predict("p1", Predicted(Outcome.GATED))
+    h.upsert(replace(preemptor(), scheduling_gates=("example.com/quota",)))
+    (decision,) = h.decisions
+    assert decision.comparison.verdict == Verdict.AGREE and decision.observed.outcome == Outcome.GATED
+    assert "example.com/quota" in decision.observed.message
+
+
+def test_gated_differs_when_the_pod_comes_without_gates_and_preempts(h: Harness) -> None:
+    h.predict("p1", Predicted(Outcome.GATED))
+    h.upsert(preemptor(nominated="n1", message=PREEMPTING + "preempting 0 victims"))
+    h.later(10)
+    assert h.verdicts == [Verdict.OUTCOME_DIFFERS] and h.decisions[0].observed.outcome == Outcome.PREEMPTS
+
+
+def test_a_ungated_prediction_of_a_gated_pod_differs(h: Harness) -> None:
+    h.predict("p1", Predicted(Outcome.FITS, "n1"))
+    h.upsert(replace(preemptor(), scheduling_gates=("g",)))
+    assert h.verdicts == [Verdict.OUTCOME_DIFFERS] and h.decisions[0].observed.outcome == Outcome.GATED
+
+
+def test_not_scheduled_agrees_at_the_window_end_or_at_another_schedulers_binding() -> None:
+    h = Harness(window_seconds=60)
+    h.predict("p1", Predicted(Outcome.NOT_SCHEDULED))
+    h.predict("p2", Predicted(Outcome.NOT_SCHEDULED), name="job")
+    h.upsert(preemptor())
+    h.upsert(preemptor("p2", name="job", uid="u-job"))
+    h.upsert(preemptor("p2", name="job", uid="u-job", node="n3"))
+    h.later(60)
+    assert h.verdicts == [Verdict.AGREE, Verdict.AGREE]
+    assert [d.observed.outcome for d in h.decisions] == [Outcome.NOT_SCHEDULED] * 2
+    assert h.decisions[0].observed.node == "n3" and "60s window" in h.decisions[1].observed.message
+
+
+def test_not_scheduled_differs_when_kube_scheduler_refuses_the_pod(h: Harness) -> None:
+    h.predict("p1", Predicted(Outcome.NOT_SCHEDULED))
+    h.upsert(preemptor(refused=True, message="0/1 nodes are available"))
+    h.later(DEFAULT_UNSCHEDULABLE_SETTLE_SECONDS)
+    assert h.verdicts == [Verdict.OUTCOME_DIFFERS] and h.decisions[0].observed.outcome == Outcome.UNSCHEDULABLE

@@ -160,7 +160,8 @@ def test_yaml_output_is_the_preview(kubectl: Kubectl) -> None:
 def test_messages_of_pods_that_would_not_run_are_shown(kubectl: Kubectl) -> None:
     run = kubectl.run("preempt-preview", *OFFLINE, "-f", str(EXAMPLES / "pods/04-unknown-class.yaml"))
     assert run.returncode == 1
-    assert "team-a/vip-api: no PriorityClass with name gold was found" in run.stdout.splitlines()
+    assert ("team-a/vip-api: pods \"vip-api\" is forbidden: no PriorityClass with name gold was found"
+            in run.stdout.splitlines())
 
 
 def test_stdin_multi_document_and_list(kubectl: Kubectl) -> None:

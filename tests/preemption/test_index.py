@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 from webhook.cluster.model import Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption import schedule_one
-from webhook.preemption.framework.index import StateIndex, index_sync_is_cheap, state_index
+from webhook.preemption.framework.index import (
+    StateIndex,
+    free_order,
+    index_sync_is_cheap,
+    intersect_at_least,
+    state_index,
+)
+from webhook.preemption.framework.summary import CPU, MEMORY, PODS
 from webhook.preemption.plugins.defaultpreemption import bounded_dry_run
 from webhook.preemption.simulate import simulate_pods
 
@@ -96,3 +103,28 @@ def test_index_sync_is_cheap_only_for_a_built_index_and_few_changed_nodes() -> N
         state.upsert(dataclasses.replace(state.pods[f"default/low{i}"], priority=2))
     assert not index_sync_is_cheap(state)
     assert not index_sync_is_cheap(state, max_nodes=69) and index_sync_is_cheap(state, max_nodes=70)
+
+
+def test_intersect_at_least_equals_the_intersection_of_the_orderings_slices() -> None:
+    # ladder_cluster: node i has 100 + i millicpu free, 900 memory free and 9 pod slots.
+    index = StateIndex(ladder_cluster(20))
+    index.sync()
+    nodes = set(index.summaries)
+    some = {f"n{i:03d}" for i in range(0, 20, 3)}
+    cases = [
+        [(free_order(CPU), 110)],                               # leaves out n000..n009
+        [(free_order(CPU), 110), (free_order(MEMORY), 900)],    # the memory bound holds on every node
+        [(free_order(MEMORY), 900), (free_order(PODS), 9)],     # every bound holds on every node
+        [(free_order(CPU), 110), (free_order(CPU), 115)],
+        [(free_order(CPU), 200)],                               # no node
+        [(free_order(MEMORY), 901)],                            # no node
+    ]
+    for universe in (nodes, some):
+        for bounds in cases:
+            expected = set(universe)
+            for key, value in bounds:
+                expected &= set(index.order(key).at_least(value))
+            assert intersect_at_least(index, universe, bounds) == expected, bounds
+            assert sum(index.order(key).count_at_least(value) for key, value in bounds) == sum(
+                len(index.order(key).at_least(value)) for key, value in bounds)
+    assert index.order(free_order(CPU)).count_below(110) == len(index.order(free_order(CPU)).below(110)) == 10

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from webhook.cluster.copying import replace_fields
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PredictionTimeout
 from webhook.preemption.preview import build_preview, preview_exit_code, preview_objects, result_json, summarize
@@ -96,14 +97,16 @@ def test_replicas_are_simulated_in_order_without_mutating_the_state() -> None:
     assert preview["results"][1]["expectedDelaySeconds"] == 90
     assert outcomes[2][1] == Outcome.UNSCHEDULABLE
     assert preview["summary"] == {"pods": 3, "fits": 0, "preempting": 2, "unschedulable": 1, "rejected": 0,
-                                  "victims": 2, "pdbViolations": 1, "namespacesAffected": ["team-b", "team-c"]}
+                                  "gated": 0, "notScheduled": 0, "victims": 2, "pdbViolations": 1,
+                                  "namespacesAffected": ["team-b", "team-c"]}
     assert state.version == version and len(state.pods_by_node["node-1"]) == 1
 
 
 def test_unknown_priority_class_is_rejected_with_the_admission_message() -> None:
     (result,) = preview_objects(_state(), [_pod(cls="nope")])["results"]
     assert result["outcome"] == Outcome.REJECTED
-    assert result["message"] == "no PriorityClass with name nope was found"
+    # The API server's words, in full.
+    assert result["message"] == 'pods "web" is forbidden: no PriorityClass with name nope was found'
 
 
 def test_global_default_class_applies_and_a_small_pod_fits() -> None:
@@ -122,10 +125,22 @@ def test_priority_class_override_and_never_policy() -> None:
 
 
 def test_unmodeled_feature_is_named_in_the_message() -> None:
+    """Scheduling gates are modelled since #26 (``Gated``, no 'Not modelled' note); a feature the reader marks as
+    not modelled is still named in the message."""
+    (gated,) = preview_objects(_state(), [_pod(schedulingGates=[{"name": "example.com/wait"}])])["results"]
+    assert gated["outcome"] == Outcome.GATED and "Not modelled" not in gated["message"]
+    (pod,) = expand_object(_pod())
+    (result,) = predict_pods(_state(), [replace_fields(pod, unmodeled=("spec.example (a future feature)",))])
+    assert "Not modelled" in result.message and "spec.example" in result.message
+
+
+def test_claims_a_snapshot_does_not_hold_are_named_as_not_known() -> None:
+    """A snapshot taken without persistentvolumeclaims (the documented command before #27) cannot tell a missing
+    claim from one it did not dump: the prediction ignores the claim and says so."""
     pod = _pod(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
     (result,) = preview_objects(_state(), [pod])["results"]
     assert result["outcome"] == Outcome.PREEMPTS
-    assert "Not modelled" in result["message"] and "persistentVolumeClaim" in result["message"]
+    assert "Not known: the snapshot holds no PersistentVolumeClaims" in result["message"]
 
 
 def test_sampling_note_when_candidates_exceed_upstream_sample() -> None:
@@ -158,9 +173,11 @@ def test_the_summary_counts_victims_redacted_or_of_other_tenants() -> None:
         {"outcome": "Preempts", "pdbViolations": 1, "victims": [],
          "redactedVictims": [{"namespace": "team-z", "count": 2, "pdbViolations": 1}]},
         {"outcome": "Fits", "victims": []}, {"outcome": "Rejected"}, {"outcome": "Unschedulable", "victims": []},
+        {"outcome": "Gated", "victims": []}, {"outcome": "NotScheduled", "victims": []},
     ]
-    assert summarize(results) == {"pods": 5, "fits": 1, "preempting": 2, "unschedulable": 1, "rejected": 1,
-                                  "victims": 6, "pdbViolations": 3, "namespacesAffected": ["team-a", "team-z"],
+    assert summarize(results) == {"pods": 7, "fits": 1, "preempting": 2, "unschedulable": 1, "rejected": 1,
+                                  "gated": 1, "notScheduled": 1, "victims": 6, "pdbViolations": 3,
+                                  "namespacesAffected": ["team-a", "team-z"],
                                   "otherTenantVictims": 3}
     assert "otherTenantVictims" not in summarize(results[1:])
 

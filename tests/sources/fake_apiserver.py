@@ -58,6 +58,17 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("pods", "Pod", "v1", True),
     Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", True),
     Resource("resourcequotas", "ResourceQuota", "v1", True),
+    Resource("limitranges", "LimitRange", "v1", True),
+    Resource("runtimeclasses", "RuntimeClass", "node.k8s.io/v1", False),
+    Resource("persistentvolumes", "PersistentVolume", "v1", False),
+    Resource("persistentvolumeclaims", "PersistentVolumeClaim", "v1", True),
+    Resource("storageclasses", "StorageClass", "storage.k8s.io/v1", False),
+    Resource("csinodes", "CSINode", "storage.k8s.io/v1", False),
+    Resource("volumeattachments", "VolumeAttachment", "storage.k8s.io/v1", False),
+    Resource("deviceclasses", "DeviceClass", "resource.k8s.io/v1", False),
+    Resource("resourceslices", "ResourceSlice", "resource.k8s.io/v1", False),
+    Resource("resourceclaims", "ResourceClaim", "resource.k8s.io/v1", True),
+    Resource("resourceclaimtemplates", "ResourceClaimTemplate", "resource.k8s.io/v1", True),
 )
 BY_KIND = {r.kind: r for r in RESOURCES}
 BY_PATH = {(r.api_version, r.plural): r for r in RESOURCES}
@@ -102,8 +113,13 @@ class _Continuation:
 class FakeApiServer:
     """The fake server; ``async with FakeApiServer() as api:`` starts it on 127.0.0.1 (random port)."""
 
-    def __init__(self, *, token: str | None = None, watch_expired_as_http_status: bool = False) -> None:
+    def __init__(self, *, token: str | None = None, watch_expired_as_http_status: bool = False,
+                 not_served: frozenset[str] = frozenset(), forbidden: frozenset[str] = frozenset()) -> None:
         self.token = token
+        # API versions answered 404 (a release that does not serve them, e.g. resource.k8s.io/v1 before v1.34),
+        # and resources (plural) answered 403 (a ClusterRole from before they were granted).
+        self.not_served = not_served
+        self.forbidden = forbidden
         # The real server answers a too-old watch with HTTP 200 and one ERROR event; some versions
         # (and proxies) answer with an HTTP 410 instead: both are supported.
         self.watch_expired_as_http_status = watch_expired_as_http_status
@@ -464,7 +480,10 @@ class FakeApiServer:
         namespace: str | None = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
-        resource = BY_PATH.get((api_version, rest[0])) if rest else None
+        resource = BY_PATH.get((api_version, rest[0])) if rest and api_version not in self.not_served else None
+        if resource is not None and resource.plural in self.forbidden:
+            return _status_response(403, "Forbidden", f'{resource.plural} is forbidden: User "system:serviceaccount:'
+                                    f'preemptguard:preemptguard" cannot list resource "{resource.plural}"')
         if resource is None or len(rest) > 2 or (namespace is not None and not resource.namespaced):
             return _status_response(404, "NotFound", "the server could not find the requested resource")
         if len(rest) == 2:

@@ -9,14 +9,14 @@ from collections.abc import Callable
 import pytest
 from fake_apiserver import FakeApiServer, namespace, node, pod, seed_cluster, wait_for, wait_until_consistent
 
-from webhook.sources.informer import InformerSettings
+from webhook.sources.informer import RESOURCE_KINDS, InformerSettings
 from webhook.sources.kube_source import KubernetesSource
 
 
 async def test_dropped_connection_mid_stream_resumes_without_relist(
         fake_api: FakeApiServer, synced_source: KubernetesSource) -> None:
     state = synced_source.state
-    await wait_for(lambda: len(fake_api.watches) == 6, what="six open watches")
+    await wait_for(lambda: len(fake_api.watches) == len(RESOURCE_KINDS), what="every kind watched")
     fake_api.create(pod("a", "team-a", node_name="node-1"))
     await wait_until_consistent(fake_api, state)
     fake_api.drop_watches()
@@ -85,7 +85,7 @@ def test_backoff_is_exponential_jittered_and_capped(failures: int) -> None:
 
 async def test_stop_cancels_informers_and_closes_connections(
         fake_api: FakeApiServer, synced_source: KubernetesSource) -> None:
-    await wait_for(lambda: len(fake_api.watches) == 6, what="six open watches")
+    await wait_for(lambda: len(fake_api.watches) == len(RESOURCE_KINDS), what="every kind watched")
     await synced_source.stop()
     assert not synced_source.api.is_open
     assert all(i._task is None for i in synced_source.informers)

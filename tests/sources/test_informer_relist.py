@@ -18,7 +18,7 @@ from fake_apiserver import (
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import ApiError
 from webhook.kubeapi import KubeClient
-from webhook.sources.informer import PODS, Informer, InformerSettings
+from webhook.sources.informer import PODS, RESOURCE_KINDS, Informer, InformerSettings
 from webhook.sources.kube_source import KubernetesSource
 
 
@@ -55,7 +55,7 @@ async def test_compacted_history_while_disconnected_relists_and_drops_deleted_ob
 async def test_error_event_410_mid_stream_relists(fake_api: FakeApiServer, synced_source: KubernetesSource) -> None:
     state = synced_source.state
     pods = next(i for i in synced_source.informers if i.kind == "Pod")
-    await wait_for(lambda: len(fake_api.watches) == 6, what="six open watches")
+    await wait_for(lambda: len(fake_api.watches) == len(RESOURCE_KINDS), what="every kind watched")
     fake_api.compact()
     fake_api.delete("Pod", "pending", "team-b")
     fake_api.expire_watches()

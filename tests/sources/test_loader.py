@@ -144,3 +144,18 @@ def test_missing_or_unreadable_file(tmp_path: Path) -> None:
 def test_snapshot_error_is_invalid_input() -> None:
     with pytest.raises(InvalidInput):
         parse_documents("[", "x.yaml")
+
+
+def test_the_documented_snapshot_command_lists_every_kind_the_state_holds() -> None:
+    """The command the refusal of a manifest prints (and docs/interfaces.md §1 documents) takes every kind the
+    predictor reads from a snapshot, storage and devices included (#27)."""
+    from fake_apiserver import BY_KIND
+
+    from webhook.cluster.snapshot import KIND_OF
+    from webhook.sources.loader import SNAPSHOT_COMMAND
+
+    listed = set(SNAPSHOT_COMMAND.split()[2].split(","))
+    assert {BY_KIND[kind].plural for kind in KIND_OF.values()} <= listed
+    assert {"runtimeclasses", "limitranges"} <= listed
+    contract = (Path(__file__).resolve().parents[2] / "docs" / "interfaces.md").read_text()
+    assert f"`{SNAPSHOT_COMMAND}`" in contract

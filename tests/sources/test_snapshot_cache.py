@@ -338,3 +338,20 @@ def test_a_manifest_given_as_the_snapshot_is_refused_cache_or_not(tmp_path: Path
     cache.load()  # a caller that accepts any file may cache it; the kinds it held are cached too
     assert cache.save()
     assert cache_error(path) == loader_error(path)
+
+
+@pytest.mark.parametrize("case", ["chain-runtimeclass-overhead-and-scheduling",
+                                  "chain-limitrange-defaults-make-a-pod-preempt", "quota-exceeded-is-rejected"])
+def test_the_cache_keeps_what_the_admission_chain_reads_and_what_was_not_known(tmp_path: Path, case: str) -> None:
+    """LimitRanges, RuntimeClasses and the kinds a snapshot did not hold come back from the cache as loaded."""
+    path = tmp_path / "snapshot.yaml"
+    shutil.copy(Path(__file__).resolve().parents[1] / "vectors" / "real_scheduler" / case / "snapshot.yaml", path)
+    first = SnapshotCache(path, version=VERSION)
+    loaded = first.load(require_cluster=True)
+    assert first.save()
+    again = SnapshotCache(path, version=VERSION)
+    cached = again.load(require_cluster=True)
+    assert again.hit
+    assert (cached.unknown_kinds, cached.runtime_classes, cached.limit_ranges_by_namespace) == (
+        loaded.unknown_kinds, loaded.runtime_classes, loaded.limit_ranges_by_namespace)
+    assert cached.unknown_kinds or cached.runtime_classes or cached.limit_ranges_by_namespace

@@ -211,3 +211,29 @@ def test_an_unreadable_snapshot_names_the_file(tmp_path: Path) -> None:
 def test_every_stored_form_is_json() -> None:
     plan = loader.plan_load([namespace("team-a"), pod(), priority_class("x", 1)], now=NOW)
     assert all(json.loads(json.dumps(o)) == o for o in plan.objects)
+
+
+def test_volumes_and_devices_are_restored_as_stored_before_the_pods_that_use_them() -> None:
+    """#27: a bound PV/PVC pair with its status, a CSINode, a ResourceSlice and an allocated claim go into etcd as the
+    snapshot has them (no controller runs to bind or allocate again), under kube-apiserver's storage keys."""
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-b"},
+          "spec": {"capacity": {"storage": "1Gi"}, "claimRef": {"namespace": "team-a", "name": "data"}},
+          "status": {"phase": "Bound"}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "team-a"},
+           "spec": {"volumeName": "pv-b"}, "status": {"phase": "Bound"}}
+    csinode = {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "n1"},
+               "spec": {"drivers": []}}
+    slice_ = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-gpus"},
+              "spec": {"driver": "gpu.example.com", "nodeName": "n1"}}
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "c", "namespace": "team-a"}, "spec": {},
+             "status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "uid-p"}]}}
+    plan = loader.plan_load([namespace("team-a"), pod(), pv, pvc, csinode, slice_, claim], now=NOW)
+    assert stored(plan, "PersistentVolume")["pv-b"]["status"] == {"phase": "Bound"}
+    assert stored(plan, "PersistentVolumeClaim")["team-a/data"]["spec"]["volumeName"] == "pv-b"
+    assert stored(plan, "ResourceClaim")["team-a/c"]["status"] == claim["status"]
+    kinds = [o["kind"] for o in plan.objects]
+    assert kinds.index("Pod") > max(kinds.index(k) for k in ("PersistentVolume", "CSINode", "ResourceSlice"))
+    assert storage.storage_key("PersistentVolumeClaim", "data", "team-a") == \
+        "/registry/persistentvolumeclaims/team-a/data"
+    assert storage.storage_key("ResourceSlice", "n1-gpus") == "/registry/resourceslices/n1-gpus"

@@ -4,6 +4,13 @@ complete with and without v1.37's "preempting N victims"."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import webhook.verify.observe as verify_observe
+from webhook.preemption.results import Outcome
 from webhook.verify.observe import (
     ALREADY_DELETING,
     ASYNC_FINISHED,
@@ -111,3 +118,57 @@ def test_the_log_is_read_before_the_api_so_a_finished_line_covers_the_listing() 
     preemptor = observe.PreemptorRef("team-a", "web", "uid-1", "/api/v1/namespaces/team-a/pods/web", "n1")
     observe.gather_evidence(Plane(), preemptor, PodMarks(), Log(), "")  # type: ignore[arg-type]
     assert calls[0] == "log" and "/api/v1/pods" in calls[1:]
+
+
+# ---- pods kube-scheduler does not try (issue #26): observe_pod on a plane that answers as the API server ------
+
+class StillPlane:
+    """An API server whose created pod never changes: what it stores is what every read returns."""
+
+    def __init__(self, tmp: Path, stored: dict[str, Any]) -> None:
+        self.scheduler_log = tmp / "scheduler.log"
+        self.stored = stored
+
+    def request(self, method: str, path: str, body: Any = None, query: Any = None) -> tuple[int, Any]:
+        if path == "/api/v1/pods":
+            return 200, {"items": []}
+        return (201 if method == "POST" else 200), self.stored
+
+
+def created(spec: dict[str, Any], conditions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"metadata": {"namespace": "team-a", "name": "web", "uid": "u1"}, "spec": spec,
+            "status": {"phase": "Pending", "conditions": conditions}}
+
+
+def observed(plane: StillPlane, monkeypatch: pytest.MonkeyPatch, timeout: float = 5) -> Any:
+    monkeypatch.setattr(verify_observe, "NOT_SCHEDULED_SETTLE_SECONDS", 0.2)
+    monkeypatch.setattr(verify_observe, "UNSCHEDULABLE_SETTLE_SECONDS", 0.1)
+    return verify_observe.observe_pod(plane, {"apiVersion": "v1", "kind": "Pod",  # type: ignore[arg-type]
+                                              "metadata": {"namespace": "team-a", "name": "web"}}, timeout=timeout,
+                                      scheduler_names=("default-scheduler",))
+
+
+def test_a_pod_stored_gated_is_observed_gated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gated = created({"schedulingGates": [{"name": "g"}], "containers": []},
+                    [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                      "message": "Scheduling is blocked due to non-empty scheduling gates"}])
+    seen = observed(StillPlane(tmp_path, gated), monkeypatch)
+    assert seen.outcome == Outcome.GATED and "scheduling gates" in seen.message
+
+
+def test_a_pod_no_scheduler_touches_is_not_scheduled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = observed(StillPlane(tmp_path, created({"schedulerName": "other", "containers": []}, [])), monkeypatch)
+    assert seen.outcome == Outcome.NOT_SCHEDULED and "no scheduler acted" in seen.message
+
+
+def test_an_unschedulable_pod_stays_unschedulable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = created({"containers": []}, [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                            "message": "0/1 nodes are available"}])
+    assert observed(StillPlane(tmp_path, refused), monkeypatch).outcome == Outcome.UNSCHEDULABLE
+
+
+def test_a_pod_of_the_served_scheduler_is_waited_for_never_taken_for_not_scheduled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A busy kube-scheduler that has not touched its own pod yet: no NotScheduled, an Error at the timeout."""
+    seen = observed(StillPlane(tmp_path, created({"containers": []}, [])), monkeypatch, timeout=0.6)
+    assert seen.outcome == "Error" and "no scheduling decision" in seen.message

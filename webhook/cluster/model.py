@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Union
 
 from webhook.cluster.quantity import Quantity
+
+if TYPE_CHECKING:  # the storage and device model (issue #27) builds on this module's types
+    from webhook.cluster.devices import DeviceObject, PodClaims
+    from webhook.cluster.volumes import PodVolumes, VolumeObject
 
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 PREEMPT_NEVER = "Never"
@@ -204,6 +208,29 @@ class PodResourceSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerStatusResources:
+    """What a running pod's status says of one container's resources (in-place resize, issue #26)."""
+
+    name: str
+    allocated: Mapping[str, Quantity] | None = None  # allocatedResources (None when absent)
+    actuated_requests: Mapping[str, Quantity] | None = None  # resources.requests (None when absent)
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceStatus:
+    """The status half of component-helpers ``PodRequests`` with ``UseStatusResources``: the container statuses
+    (``containerStatuses`` then ``initContainerStatuses``, the order ``findContainerStatus`` searches), the
+    pod-level ``status.allocatedResources`` and ``status.resources.requests``, and whether the pod's resize is
+    ``Infeasible`` (condition PodResizePending)."""
+
+    containers: tuple[ContainerStatusResources, ...] = ()
+    allocated: Mapping[str, Quantity] | None = None
+    has_resources: bool = False  # status.resources is set
+    actuated_requests: Mapping[str, Quantity] | None = None
+    resize_infeasible: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class QuotaFacts:
     """The rest of what ResourceQuota admission reads of a pod (``webhook.priority.resource_quota``)."""
 
@@ -244,6 +271,10 @@ class PredictionTrace:
     guardrail_decision: str = ""
 
 
+# The schedulerName of kube-scheduler's default profile, and of a pod that names none (SetDefaults_PodSpec).
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+
 @dataclass(frozen=True, slots=True)
 class Pod:
     name: str
@@ -270,9 +301,11 @@ class Pod:
     topology_spread: tuple[TopologySpreadConstraint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     termination_grace_period_seconds: int | None = None
-    scheduler_name: str = "default-scheduler"
-    # spec.schedulingGates is not empty: the scheduler does not try the pod (its nomination may still count).
-    scheduling_gated: bool = False
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    # spec.schedulingGates (names): the scheduler leaves the pod alone until they are all removed (issue #26).
+    scheduling_gates: tuple[str, ...] = ()
+    # spec.runtimeClassName: what the RuntimeClass admission plugin reads (webhook.priority.runtimeclass).
+    runtime_class_name: str = ""
     # Scheduling features this model does not simulate (named in prediction messages).
     unmodeled: tuple[str, ...] = ()
     quota: QuotaFacts = NO_QUOTA_FACTS
@@ -292,6 +325,10 @@ class Pod:
     # constraints spread a pod only when such a selector, upstream's DefaultSelector, exists).
     images: tuple[str, ...] = ()
     controller_selector: LabelSelector | None = None
+    # What the pod asks of storage and devices (None for most pods): its claims' volumes, inline disks, and its
+    # ResourceClaims and extended resources DRA may back (webhook.cluster.volumes, webhook.cluster.devices).
+    volumes: PodVolumes | None = None
+    claims: PodClaims | None = None
 
     @property
     def key(self) -> str:
@@ -317,6 +354,11 @@ class Pod:
         """Any required or preferred pod affinity or anti-affinity term (upstream ``PodsWithAffinity``)."""
         return bool(self.pod_affinity or self.pod_anti_affinity or self.preferred_pod_affinity
                     or self.preferred_pod_anti_affinity)
+
+    @property
+    def scheduling_gated(self) -> bool:
+        """spec.schedulingGates is not empty: the scheduler does not try the pod (its nomination may still count)."""
+        return bool(self.scheduling_gates)
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,4 +387,47 @@ class ResourceQuota:
     scope_selector: tuple[ScopedResourceSelectorRequirement, ...] = ()
 
 
-ClusterObject = PriorityClass | Namespace | Node | Pod | PodDisruptionBudget | ResourceQuota
+# ---- what the API server's admission chain reads before the scheduler sees a pod (issue #26) ---------------
+
+LIMIT_TYPE_CONTAINER = "Container"
+LIMIT_TYPE_POD = "Pod"
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRangeItem:
+    """One ``spec.limits[]`` entry as the API server stores it (pkg/apis/core/v1/defaults.go
+    ``SetDefaults_LimitRangeItem`` applied: a Container item's ``default`` from ``max``, its ``defaultRequest`` from
+    ``default``, then from ``min``)."""
+
+    type: str  # Container | Pod | PersistentVolumeClaim
+    max: Mapping[str, Quantity] = EMPTY_QUANTITIES
+    min: Mapping[str, Quantity] = EMPTY_QUANTITIES
+    default: Mapping[str, Quantity] = EMPTY_QUANTITIES
+    default_request: Mapping[str, Quantity] = EMPTY_QUANTITIES
+    max_limit_request_ratio: Mapping[str, Quantity] = EMPTY_QUANTITIES
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRange:
+    name: str
+    namespace: str
+    limits: tuple[LimitRangeItem, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeClass:
+    """node.k8s.io/v1 RuntimeClass: what the RuntimeClass admission plugin merges into a pod."""
+
+    name: str
+    handler: str = ""
+    # overhead.podFixed; None when the class sets no ``overhead`` (an ``overhead`` without podFixed is empty).
+    overhead: Mapping[str, Quantity] | None = None
+    # scheduling.nodeSelector and scheduling.tolerations; ``scheduling`` None when the class sets none.
+    node_selector: Mapping[str, str] = EMPTY_LABELS
+    tolerations: tuple[Toleration, ...] = ()
+    has_scheduling: bool = False
+
+
+ClusterObject = Union[
+    PriorityClass, Namespace, Node, Pod, PodDisruptionBudget, ResourceQuota, LimitRange, RuntimeClass,
+    "VolumeObject", "DeviceObject"]

@@ -12,25 +12,46 @@ from collections.abc import Callable
 
 from webhook.cluster.jsonfields import JsonObject, json_bool, json_int, json_list, json_object, json_str, parse_time_ns
 from webhook.cluster.model import (
+    EMPTY_LABELS,
+    LIMIT_TYPE_CONTAINER,
     PREEMPT_LOWER_PRIORITY,
     ClusterObject,
+    FrozenMap,
+    LimitRange,
+    LimitRangeItem,
     Namespace,
     Node,
     NodeImage,
     PodDisruptionBudget,
     PriorityClass,
     ResourceQuota,
+    RuntimeClass,
     ScopedResourceSelectorRequirement,
     Taint,
 )
-from webhook.cluster.reader_constraints import label_selector, read_labels
+from webhook.cluster.quantity import Quantity
+from webhook.cluster.reader_constraints import checked_tolerations, label_selector, read_labels
+from webhook.cluster.reader_devices import (
+    device_class_from_dict,
+    resource_claim_from_dict,
+    resource_claim_template_from_dict,
+    resource_slice_from_dict,
+)
 from webhook.cluster.reader_pod import pod_from_dict, state_pod_from_dict
 from webhook.cluster.reader_resources import quantity_map, resources_from_quantities
+from webhook.cluster.reader_volumes import (
+    csinode_from_dict,
+    pv_from_dict,
+    pvc_from_dict,
+    storage_class_from_dict,
+    volume_attachment_from_dict,
+)
 from webhook.cluster.sharing import shared
 
 __all__ = [
     "SUPPORTED_KINDS",
     "label_selector",
+    "limit_range_from_dict",
     "namespace_from_dict",
     "node_from_dict",
     "object_from_dict",
@@ -41,6 +62,7 @@ __all__ = [
     "quantity_map",
     "resource_quota_from_dict",
     "resources_from_quantities",
+    "runtime_class_from_dict",
     "state_pod_from_dict",
 ]
 
@@ -136,6 +158,60 @@ def resource_quota_from_dict(raw: JsonObject) -> ResourceQuota:
     )
 
 
+# ---- what the API server's admission chain reads (issue #26) ------------------------------------------------
+
+def _limit_range_item(raw: object, path: str) -> LimitRangeItem:
+    """One ``spec.limits[]`` item, with the API server's defaulting (pkg/apis/core/v1/defaults.go
+    ``SetDefaults_LimitRangeItem``): a stored LimitRange already carries it, a hand-written one gets it here."""
+    item = json_object(raw, path)
+    kind = json_str(item.get("type"), f"{path}.type")
+    fields = {name: quantity_map(item.get(name), f"{path}.{name}")
+              for name in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio")}
+    if kind == LIMIT_TYPE_CONTAINER:
+        for name, qty in fields["max"].items():  # no default limit: the max
+            fields["default"].setdefault(name, qty)
+        for name, qty in fields["default"].items():  # no default request: the default limit
+            fields["defaultRequest"].setdefault(name, qty)
+        for name, qty in fields["min"].items():  # still none: the min
+            fields["defaultRequest"].setdefault(name, qty)
+
+    def frozen(quantities: dict[str, Quantity]) -> FrozenMap:
+        return FrozenMap(quantities)
+
+    return LimitRangeItem(type=kind, max=frozen(fields["max"]), min=frozen(fields["min"]),
+                          default=frozen(fields["default"]), default_request=frozen(fields["defaultRequest"]),
+                          max_limit_request_ratio=frozen(fields["maxLimitRequestRatio"]))
+
+
+def limit_range_from_dict(raw: JsonObject) -> LimitRange:
+    meta = json_object(raw.get("metadata"), "metadata")
+    spec = json_object(raw.get("spec"), "spec")
+    return LimitRange(
+        name=json_str(meta.get("name"), "metadata.name"),
+        namespace=json_str(meta.get("namespace"), "metadata.namespace") or "default",
+        limits=tuple(_limit_range_item(item, f"spec.limits[{i}]")
+                     for i, item in enumerate(json_list(spec.get("limits"), "spec.limits"))),
+    )
+
+
+def runtime_class_from_dict(raw: JsonObject) -> RuntimeClass:
+    """node.k8s.io/v1 RuntimeClass (``handler``, ``overhead.podFixed``, ``scheduling``)."""
+    meta = json_object(raw.get("metadata"), "metadata")
+    overhead = raw.get("overhead")
+    scheduling = raw.get("scheduling")
+    scheduling_fields = json_object(scheduling, "scheduling")
+    node_selector = scheduling_fields.get("nodeSelector")
+    return RuntimeClass(
+        name=json_str(meta.get("name"), "metadata.name"),
+        handler=json_str(raw.get("handler"), "handler"),
+        overhead=None if overhead is None else FrozenMap(
+            quantity_map(json_object(overhead, "overhead").get("podFixed"), "overhead.podFixed")),
+        node_selector=EMPTY_LABELS if node_selector is None else read_labels(node_selector, "scheduling.nodeSelector"),
+        tolerations=checked_tolerations(scheduling_fields.get("tolerations"), "scheduling.tolerations"),
+        has_scheduling=scheduling is not None,
+    )
+
+
 _CONVERTERS: dict[str, Callable[[JsonObject], ClusterObject]] = {
     "PriorityClass": priority_class_from_dict,
     "Namespace": namespace_from_dict,
@@ -143,6 +219,18 @@ _CONVERTERS: dict[str, Callable[[JsonObject], ClusterObject]] = {
     "Pod": state_pod_from_dict,
     "PodDisruptionBudget": pdb_from_dict,
     "ResourceQuota": resource_quota_from_dict,
+    "LimitRange": limit_range_from_dict,
+    "RuntimeClass": runtime_class_from_dict,
+    # Storage and devices (issue #27): what the volume plugins and DynamicResources read.
+    "PersistentVolume": pv_from_dict,
+    "PersistentVolumeClaim": pvc_from_dict,
+    "StorageClass": storage_class_from_dict,
+    "CSINode": csinode_from_dict,
+    "VolumeAttachment": volume_attachment_from_dict,
+    "DeviceClass": device_class_from_dict,
+    "ResourceSlice": resource_slice_from_dict,
+    "ResourceClaim": resource_claim_from_dict,
+    "ResourceClaimTemplate": resource_claim_template_from_dict,
 }
 
 SUPPORTED_KINDS = tuple(_CONVERTERS)

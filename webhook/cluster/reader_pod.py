@@ -24,14 +24,19 @@ from webhook.cluster.reader_constraints import (
     spread_constraints,
     weighted_affinity_terms,
 )
+from webhook.cluster.reader_devices import pod_claims
 from webhook.cluster.reader_resources import (
     NO_EXTRAS,
     QuotaExtras,
     pod_non_zero_requests_of,
+    pod_non_zero_requests_with_status,
     pod_requests_resources,
+    pod_requests_with_status,
     pod_resources,
     quota_extras,
+    says_more_than_spec,
 )
+from webhook.cluster.reader_volumes import pod_volumes
 from webhook.cluster.sharing import interned, shared
 from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 
@@ -72,19 +77,20 @@ def _host_ports(spec: JsonObject) -> tuple[HostPort, ...]:
 
 
 def _unmodeled_features(spec: JsonObject) -> tuple[str, ...]:
-    gaps = []
-    for volume in json_list(spec.get("volumes"), "spec.volumes"):
-        if (type(volume) is dict or isinstance(volume, Mapping)) and "persistentVolumeClaim" in volume:
-            gaps.append("persistentVolumeClaim volumes (VolumeBinding/VolumeZone)")
-            break
-    if spec.get("resourceClaims"):
-        gaps.append("resourceClaims (DynamicResources)")
-    if spec.get("schedulingGates"):
-        gaps.append("schedulingGates (the pod is not scheduled until they are removed)")
-    scheduler = spec.get("schedulerName")
-    if scheduler not in (None, "", "default-scheduler"):
-        gaps.append(f"schedulerName {scheduler} (not the default scheduler)")
-    return tuple(gaps)
+    """What the prediction does not model of this pod: nothing since scheduling gates and other schedulers (#26)
+    and volumes and resource claims (#27) are; the field stays for the features still to come."""
+    return ()
+
+
+def _scheduling_gates(value: object) -> tuple[str, ...]:
+    """``spec.schedulingGates[].name``: while any is left, the scheduler does not take the pod."""
+    if not value:
+        return ()
+    names = []
+    for i, gate in enumerate(json_list(value, "spec.schedulingGates")):
+        gate = json_object(gate, f"spec.schedulingGates[{i}]")
+        names.append(interned(json_str(gate.get("name"), f"spec.schedulingGates[{i}].name")))
+    return tuple(names)
 
 
 def _disruption_target_by_preemption(conditions: object) -> bool:
@@ -263,7 +269,16 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
     nominated_node_name = _interned_str(status.get("nominatedNodeName"), "status.nominatedNodeName")
     annotations = meta.get("annotations")
     resources = pod_resources(spec) if quota else None
-    requests = pod_requests_resources(spec) if resources is None else resources.requests
+    with_status = False  # the status says more than the spec (in-place resize): the non-zero requests read it too
+    if resources is not None:
+        requests = resources.requests
+    else:
+        requests = pod_requests_resources(spec)
+        # A running pod counts what its status says was allocated or actuated when that is more (in-place
+        # resize). Only the cluster's pods: the API server drops the status of a pod it creates.
+        if says_more_than_spec(status):
+            requests = pod_requests_with_status(spec, status, requests)
+            with_status = True
     host_ports = _host_ports(spec)
     node_selector = read_labels(spec.get("nodeSelector"), "spec.nodeSelector")
     required_node_affinity = node_selector_terms(node_affinity, _NODE_AFFINITY_REQUIRED_PATH)
@@ -302,15 +317,19 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         tolerations=tolerations,
         termination_grace_period_seconds=grace_period,
         scheduler_name=scheduler_name,
-        scheduling_gated=bool(spec.get("schedulingGates")),
+        scheduling_gates=_scheduling_gates(spec.get("schedulingGates")),
+        runtime_class_name=_interned_str(spec.get("runtimeClassName"), "spec.runtimeClassName"),
         unmodeled=_unmodeled_features(spec),
+        volumes=pod_volumes(spec) if "volumes" in spec else None,
+        claims=pod_claims(spec, status) if "resourceClaims" in spec or requests.scalar else None,
         quota=NO_QUOTA_FACTS if resources is None else resources.quota_facts(_quota_extras(meta, spec, status)),
         # A bound pod keeps none: the observer sees its binding as the change from the pending pod it holds.
         trace=None if annotations is None or node_name else _prediction_trace(annotations, conditions),
         preferred_node_affinity=preferred_node_terms(preferred_node, _NODE_AFFINITY_PREFERRED_PATH),
         preferred_pod_affinity=weighted_affinity_terms(preferred_pod, _POD_AFFINITY_PREFERRED_PATH, labels),
         preferred_pod_anti_affinity=weighted_affinity_terms(preferred_anti, _POD_ANTI_AFFINITY_PREFERRED_PATH, labels),
-        non_zero_requests=pod_non_zero_requests_of(spec),
+        non_zero_requests=pod_non_zero_requests_with_status(spec, status, requests) if with_status
+        else pod_non_zero_requests_of(spec),
         images=_images(spec) if resources is not None else (),
         controller_selector=controller_selector(meta, labels) if resources is not None else None,
     )

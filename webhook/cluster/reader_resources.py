@@ -17,9 +17,11 @@ from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_obj
 from webhook.cluster.model import (
     EMPTY_QUANTITIES,
     ContainerResources,
+    ContainerStatusResources,
     FrozenMap,
     Pod,
     PodResourceSpec,
+    PodResourceStatus,
     QuotaFacts,
     Resources,
 )
@@ -426,3 +428,204 @@ def pod_non_zero_requests_of(spec: JsonObject) -> tuple[int, int] | None:
                 and all(_requests_cpu_and_memory(c) for c in init_containers or ())):
             return None
     return _remembered(_non_zero_by_containers, spec, _non_zero_remembered)[0]
+
+
+# ---- a running pod's requests with its status: in-place resize (issue #26) ---------------------------------
+
+# The status fields component-helpers ``PodRequests`` reads with ``UseStatusResources``.
+_RESIZE_STATUS_FIELDS = ("containerStatuses", "initContainerStatuses", "allocatedResources", "resources")
+POD_RESIZE_PENDING = "PodResizePending"
+REASON_INFEASIBLE = "Infeasible"
+
+
+def resize_infeasible(conditions: object) -> bool:
+    """``IsPodResizeInfeasible``: the first PodResizePending condition has reason Infeasible."""
+    for cond in json_list(conditions, "status.conditions"):
+        if isinstance(cond, Mapping) and cond.get("type") == POD_RESIZE_PENDING:
+            return cond.get("reason") == REASON_INFEASIBLE
+    return False
+
+
+def _optional_quantities(value: object, path: str) -> Mapping[str, Quantity] | None:
+    return None if value is None else _frozen(quantity_map(value, path))
+
+
+def _container_status(raw: object, path: str) -> ContainerStatusResources:
+    cs = json_object(raw, path)
+    resources = cs.get("resources")
+    actuated = None
+    if resources is not None:
+        actuated = _optional_quantities(json_object(resources, f"{path}.resources").get("requests"),
+                                        f"{path}.resources.requests")
+    return ContainerStatusResources(
+        name=json_str(cs.get("name"), f"{path}.name"),
+        allocated=_optional_quantities(cs.get("allocatedResources"), f"{path}.allocatedResources"),
+        actuated_requests=actuated,
+    )
+
+
+def pod_resource_status(status: JsonObject) -> PodResourceStatus:
+    """The status fields ``PodRequests`` reads, every field checked."""
+    containers: list[ContainerStatusResources] = []
+    for field in ("containerStatuses", "initContainerStatuses"):
+        path = f"status.{field}"
+        containers.extend(_container_status(raw, f"{path}[{i}]")
+                          for i, raw in enumerate(json_list(status.get(field), path)))
+    resources = status.get("resources")
+    actuated = None
+    if resources is not None:
+        actuated = _optional_quantities(json_object(resources, "status.resources").get("requests"),
+                                        "status.resources.requests")
+    return PodResourceStatus(
+        containers=tuple(containers),
+        allocated=_optional_quantities(status.get("allocatedResources"), "status.allocatedResources"),
+        has_resources=resources is not None,
+        actuated_requests=actuated,
+        resize_infeasible=resize_infeasible(status.get("conditions")),
+    )
+
+
+def says_more_than_spec(status: JsonObject) -> bool:
+    """Whether a pod's status holds anything ``PodRequests`` reads beyond the spec (most pending pods' does not)."""
+    if not isinstance(status, Mapping):
+        return False
+    for field in _RESIZE_STATUS_FIELDS:
+        if status.get(field) is not None:
+            return True
+    conditions = status.get("conditions")
+    return conditions is not None and resize_infeasible(conditions)
+
+
+def read_pod_requests_with_status(spec: JsonObject, status: JsonObject) -> Resources:
+    """The checked reading of a running pod's requests, status included."""
+    return requests_as_resources(pod_requests(pod_resource_spec(spec), pod_resource_status(status)))
+
+
+def pod_requests_with_status(spec: JsonObject, status: JsonObject, spec_requests: Resources) -> Resources:
+    """``read_pod_requests_with_status``; summed in whole units when it can be (app containers only, no overhead,
+    pod-level requests or Infeasible resize, every quantity a string of whole units): then the larger of integer
+    sums equals the exact larger sum converted, since rounding up keeps the order (``spec_requests`` is the spec's
+    own, already read)."""
+    found = _status_requests_in_whole_units(spec, status, spec_requests)
+    return found if found is not None else read_pod_requests_with_status(spec, status)
+
+
+def _units_of(quantities: object) -> dict[str, int] | None:
+    if type(quantities) is not dict:
+        return None
+    units: dict[str, int] = {}
+    for resource, text in quantities.items():
+        if type(text) is not str or type(resource) is not str:
+            return None
+        value = _whole_units(text, resource == "cpu")
+        if value is None:
+            return None
+        units[resource] = value
+    return units
+
+
+def _spec_units(ctr: dict[str, Any]) -> dict[str, int] | None:
+    """One container's requests in whole units, limits standing in for absent requests (SetDefaults_Pod)."""
+    resources = ctr.get("resources")
+    if resources is None:
+        return {}
+    if type(resources) is not dict:
+        return None
+    requests = _units_of(resources.get("requests") or {})
+    limits = _units_of(resources.get("limits") or {})
+    if requests is None or limits is None:
+        return None
+    return {**limits, **requests}
+
+
+def _add_units(total: dict[str, int], units: Mapping[str, int]) -> None:
+    for name, value in units.items():
+        total[name] = total.get(name, 0) + value
+
+
+def _resources_units(resources: Resources) -> dict[str, int]:
+    units = dict(resources.scalar)
+    for name, value in (("cpu", resources.milli_cpu), ("memory", resources.memory),
+                        ("ephemeral-storage", resources.ephemeral_storage)):
+        if value:
+            units[name] = value
+    return units
+
+
+def _status_units(cs: object) -> tuple[object, dict[str, int] | None, dict[str, int] | None] | None:
+    """A container status's name, allocated and actuated requests in whole units (None where absent); None when
+    the checked reading must look."""
+    if type(cs) is not dict:
+        return None
+    name, allocated, resources = cs.get("name"), cs.get("allocatedResources"), cs.get("resources")
+    if not (name is None or type(name) is str) or not (resources is None or type(resources) is dict):
+        return None
+    allocated_units = None if allocated is None else _units_of(allocated)
+    requests = None if resources is None else resources.get("requests")
+    actuated_units = None if requests is None else _units_of(requests)
+    if (allocated is not None and allocated_units is None) or (requests is not None and actuated_units is None):
+        return None
+    if resources is not None and resources.get("limits") is not None and _units_of(resources["limits"]) is None:
+        return None
+    return name, allocated_units, actuated_units
+
+
+def _status_requests_in_whole_units(spec: JsonObject, status: JsonObject, spec_requests: Resources,
+                                    ) -> Resources | None:
+    containers = spec.get("containers")
+    statuses = status.get("containerStatuses") if type(status) is dict else None
+    if (type(status) is not dict or type(containers) is not list or spec.get("initContainers")
+            or spec.get("overhead") is not None or spec.get("resources") is not None
+            or status.get("initContainerStatuses") is not None or not (statuses is None or type(statuses) is list)
+            or resize_infeasible(status.get("conditions"))):
+        return None
+    by_name: dict[object, tuple[dict[str, int] | None, dict[str, int] | None]] = {}
+    for cs in reversed(statuses or []):
+        read = _status_units(cs)
+        if read is None:
+            return None
+        by_name[read[0]] = read[1:]  # the first of a name wins (findContainerStatus)
+    pod_resources = status.get("resources")
+    if pod_resources is not None and type(pod_resources) is not dict:
+        return None
+    allocated_pod = None if status.get("allocatedResources") is None else _units_of(status["allocatedResources"])
+    pod_requests = None if pod_resources is None else pod_resources.get("requests")
+    actuated_pod = None if pod_requests is None else _units_of(pod_requests)
+    if ((status.get("allocatedResources") is not None and allocated_pod is None)
+            or (pod_requests is not None and actuated_pod is None)
+            or (pod_resources is not None and pod_resources.get("limits") is not None
+                and _units_of(pod_resources["limits"]) is None)):
+        return None
+    candidates: list[Mapping[str, int]] = [_resources_units(spec_requests)]
+    if allocated_pod is not None and actuated_pod is not None:
+        # The pod-level status maps already hold the aggregate over every container.
+        candidates += [allocated_pod, actuated_pod]
+    else:
+        allocated_total: dict[str, int] = {}
+        actuated_total: dict[str, int] = {}
+        for ctr in containers:
+            if type(ctr) is not dict:
+                return None
+            own = _spec_units(ctr)
+            if own is None:
+                return None
+            allocated, actuated = by_name.get(ctr.get("name"), (None, None))
+            _add_units(allocated_total, own if allocated is None else allocated)  # containerAllocatedRequests
+            # containerActuatedRequests: the actuated requests, else the allocated ones, else the spec's
+            _add_units(actuated_total, actuated if actuated is not None else allocated if allocated is not None
+                       else own)
+        candidates += [allocated_total, actuated_total]
+    largest: dict[str, int] = {}
+    for units in candidates:
+        for name, value in units.items():
+            if name not in largest or value > largest[name]:
+                largest[name] = value
+    return requests_from_units(largest)
+
+
+def pod_non_zero_requests_with_status(spec: JsonObject, status: JsonObject, requests: Resources,
+                                      ) -> tuple[int, int] | None:
+    """``Pod.non_zero_requests`` of a running pod whose status says more than its spec (in-place resize): the
+    scheduler's non-zero requests read with its status, None when they equal ``requests`` (its requests)."""
+    found = pod_non_zero_requests(pod_resource_spec(spec), pod_resource_status(status))
+    return None if found == (requests.milli_cpu, requests.memory) else found

@@ -13,11 +13,14 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 
 from webhook.cluster.model import (
+    EMPTY_QUANTITIES,
     EMPTY_SCALARS,
     NO_RESOURCES,
     ContainerResources,
+    ContainerStatusResources,
     FrozenMap,
     PodResourceSpec,
+    PodResourceStatus,
     Resources,
 )
 from webhook.cluster.quantity import Quantity, int_value, milli_value
@@ -93,21 +96,54 @@ def _limits(ctr: ContainerResources) -> Mapping[str, Quantity]:
     return ctr.limits
 
 
-def pod_requests(spec: PodResourceSpec, non_missing: Mapping[str, Quantity] | None = None) -> ResourceList:
+def aggregate_container_requests(spec: PodResourceSpec) -> ResourceList:
+    """``AggregateContainerRequests`` without options: the containers alone (no pod-level values, no overhead)."""
+    return _aggregate_containers(spec, _requests)
+
+
+def aggregate_container_limits(spec: PodResourceSpec) -> ResourceList:
+    """``AggregateContainerLimits`` without options."""
+    return _aggregate_containers(spec, _limits)
+
+
+def _with_non_missing(of: Callable[[ContainerResources], Mapping[str, Quantity]],
+                      non_missing: Mapping[str, Quantity] | None,
+                      ) -> Callable[[ContainerResources], Mapping[str, Quantity]]:
+    """``of`` with ``NonMissingContainerRequests``: a resource a container's requests lack counts as this much."""
+    if not non_missing:
+        return of
+
+    def with_defaults(ctr: ContainerResources) -> Mapping[str, Quantity]:
+        found = of(ctr)
+        missing = {name: qty for name, qty in non_missing.items() if name not in found}
+        return {**found, **missing} if missing else found
+
+    return with_defaults
+
+
+def pod_requests(spec: PodResourceSpec, status: PodResourceStatus | None = None,
+                 non_missing: Mapping[str, Quantity] | None = None) -> ResourceList:
     """``PodRequests``: the containers' aggregate, replaced by pod-level requests where set, plus overhead.
 
-    ``non_missing`` (``PodResourcesOptions.NonMissingContainerRequests``): a container that does not request one of
-    these resources counts as requesting this much of it (an explicit zero stays zero)."""
-    if non_missing:
-        def of(ctr: ContainerResources) -> Mapping[str, Quantity]:
-            missing = {name: qty for name, qty in non_missing.items() if name not in ctr.requests}
-            return {**ctr.requests, **missing} if missing else ctr.requests
+    With ``status`` (a running pod's), as the scheduler computes it in v1.37 (``PodInfo.CalculateResource``:
+    ``UseStatusResources`` since InPlacePodVerticalScaling is GA, ``InPlacePodLevelResourcesVerticalScalingEnabled``
+    on by default since v1.36): each aggregate is the larger of the spec's, the allocated and the actuated
+    resources, the spec left out while the resize is ``Infeasible`` (``AggregateContainerRequests``,
+    ``effectivePodLevelResources``).
 
-        requests = _aggregate_containers(spec, of)
+    ``non_missing`` (``PodResourcesOptions.NonMissingContainerRequests``): a container that does not request one of
+    these resources counts as requesting this much of it (an explicit zero stays zero).
+    """
+    if status is None:
+        requests = _aggregate_containers(spec, _with_non_missing(_requests, non_missing))
     else:
-        requests = _aggregate_containers(spec, _requests)
-    if spec.pod_requests:
-        requests.update(_supported(spec.pod_requests))
+        requests = _container_requests_with_status(spec, status, non_missing)
+    if _supported(spec.pod_requests):  # IsPodLevelRequestsSet
+        effective = spec.pod_requests
+        if status is not None and status.has_resources:
+            effective = _max_of(None if status.resize_infeasible else spec.pod_requests,
+                                status.actuated_requests, status.allocated)
+        requests.update(_supported(effective))
     if spec.overhead:
         _add_into(requests, spec.overhead)
     return requests
@@ -126,19 +162,72 @@ def is_pod_level_requests_set(spec: PodResourceSpec) -> bool:
     return bool(_supported(spec.pod_requests))
 
 
-def pod_non_zero_requests(spec: PodResourceSpec) -> tuple[int, int]:
+def pod_non_zero_requests(spec: PodResourceSpec, status: PodResourceStatus | None = None) -> tuple[int, int]:
     """(milli cpu, memory) as the scheduler's NodeInfo sums them for scoring (pkg/scheduler/framework/types.go,
     ``PodInfo.CalculateResource`` with ``getNonMissingContainerRequests``): a container missing a cpu or memory
-    request counts 100m / 200 MiB; with pod-level requests, only a resource the pod's requests lack altogether."""
-    requests = pod_requests(spec)
+    request counts 100m / 200 MiB; with pod-level requests, only a resource the pod's requests lack altogether
+    (``status``: a running pod's, as ``pod_requests`` reads it)."""
+    requests = pod_requests(spec, status)
     if is_pod_level_requests_set(spec):
         non_missing = {name: qty for name, qty in _DEFAULT_NON_ZERO.items() if name not in requests}
     else:
         non_missing = _DEFAULT_NON_ZERO
     if non_missing:
-        requests = pod_requests(spec, non_missing)
+        requests = pod_requests(spec, status, non_missing)
     cpu, memory = requests.get("cpu"), requests.get("memory")
     return (milli_value(cpu) if cpu is not None else 0, int_value(memory) if memory is not None else 0)
+
+
+# ---- in-place resize: the status half of PodRequests (issue #26) ----------------------------------------
+
+def _max_of(first: Mapping[str, Quantity] | None, *others: Mapping[str, Quantity] | None) -> ResourceList:
+    """component-helpers ``max(a, b...)``: per resource the largest, a nil ``first`` counting as empty."""
+    result: ResourceList = dict(first) if first is not None else {}
+    for other in others:
+        if other:
+            _max_into(result, other)
+    return result
+
+
+def _status_of(status: PodResourceStatus, name: str) -> ContainerStatusResources | None:
+    """``findContainerStatus``: the first status of that name (containerStatuses before initContainerStatuses)."""
+    for found in status.containers:
+        if found.name == name:
+            return found
+    return None
+
+
+def _container_requests_with_status(spec: PodResourceSpec, status: PodResourceStatus,
+                                    non_missing: Mapping[str, Quantity] | None = None) -> ResourceList:
+    """``AggregateContainerRequests`` with ``UseStatusResources`` (and ``NonMissingContainerRequests``)."""
+    infeasible = status.resize_infeasible
+
+    def allocated(ctr: ContainerResources) -> Mapping[str, Quantity]:  # containerAllocatedRequests
+        found = _status_of(status, ctr.name)
+        if found is not None and found.allocated is not None:
+            return found.allocated
+        return EMPTY_QUANTITIES if infeasible else ctr.requests
+
+    def actuated(ctr: ContainerResources) -> Mapping[str, Quantity]:  # containerActuatedRequests
+        found = _status_of(status, ctr.name)
+        if found is not None and found.actuated_requests is not None:
+            return found.actuated_requests
+        if found is not None and found.allocated is not None:
+            return found.allocated
+        return EMPTY_QUANTITIES if infeasible else ctr.requests
+
+    spec_requests = _aggregate_containers(spec, _with_non_missing(_requests, non_missing))
+    allocated_requests: Mapping[str, Quantity]
+    actuated_requests: Mapping[str, Quantity]
+    if status.allocated is not None and status.has_resources and status.actuated_requests is not None:
+        # The pod-level status maps already hold the aggregate over every container.
+        allocated_requests, actuated_requests = status.allocated, status.actuated_requests
+    else:
+        allocated_requests = _aggregate_containers(spec, _with_non_missing(allocated, non_missing))
+        actuated_requests = _aggregate_containers(spec, _with_non_missing(actuated, non_missing))
+    if infeasible:
+        return _max_of(actuated_requests, allocated_requests)
+    return _max_of(spec_requests, actuated_requests, allocated_requests)
 
 
 def pod_limits(spec: PodResourceSpec) -> ResourceList:

@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 
 from webhook.cluster.model import (
     ClusterObject,
+    LimitRange,
     Namespace,
     Node,
     Pod,
     PodDisruptionBudget,
     PriorityClass,
     ResourceQuota,
+    RuntimeClass,
 )
+from webhook.cluster.storage_state import DEVICE_KINDS, VOLUME_KINDS, DeviceStore, VolumeStore
 
 KIND_OF: dict[type, str] = {
     PriorityClass: "PriorityClass",
@@ -27,6 +30,11 @@ KIND_OF: dict[type, str] = {
     Pod: "Pod",
     PodDisruptionBudget: "PodDisruptionBudget",
     ResourceQuota: "ResourceQuota",
+    # What the API server's admission chain reads (issue #26).
+    LimitRange: "LimitRange",
+    RuntimeClass: "RuntimeClass",
+    **VOLUME_KINDS,
+    **DEVICE_KINDS,
 }
 
 
@@ -34,6 +42,15 @@ def object_key(obj: ClusterObject) -> str:
     """``namespace/name`` for namespaced kinds, ``name`` for cluster-scoped ones."""
     namespace = getattr(obj, "namespace", None)
     return f"{namespace}/{obj.name}" if namespace is not None else obj.name
+
+
+def claim_keys(pod: Pod) -> Iterator[str]:
+    """``PodPVCKeys``: ``namespace/claim`` of the pod's ``persistentVolumeClaim`` volumes (not its ephemeral ones)."""
+    volumes = pod.volumes
+    if volumes is not None:
+        for claim in volumes.claims:
+            if not claim.ephemeral:
+                yield f"{pod.namespace}/{claim.claim_name}"
 
 
 @dataclass(slots=True)
@@ -88,6 +105,12 @@ class ClusterState:
         self.node_usage: dict[str, NodeUsage] = {}
         self.pdbs_by_namespace: dict[str, dict[str, PodDisruptionBudget]] = {}
         self.quotas_by_namespace: dict[str, dict[str, ResourceQuota]] = {}
+        # What the API server's admission chain reads (issue #26): LimitRanges by namespace, RuntimeClasses, and
+        # the kinds the source did not deliver at all (a snapshot taken without them), so that their absence is not
+        # taken for a cluster without any (``knows``).
+        self.limit_ranges_by_namespace: dict[str, dict[str, LimitRange]] = {}
+        self.runtime_classes: dict[str, RuntimeClass] = {}
+        self.unknown_kinds: frozenset[str] = frozenset()
         # Bumped on every change, so callers can cache derived views per version.
         self.version = 0
         # Finer-grained change stamps (the ``version`` of the last change), so derived per-node views survive
@@ -102,6 +125,12 @@ class ClusterState:
         self._node_log: deque[tuple[int, str]] = deque(maxlen=NODE_LOG_LENGTH)
         # The live observer's hook (webhook.observe.tracker): called on the writer's thread after each pod change.
         self.pod_listener: PodListener | None = None
+        # Storage and devices (issue #27): their objects, the claims bound pods use (upstream's usedPVCRefCounts,
+        # VolumeRestrictions), and the kinds the state holds: a snapshot without them is "not known", not "none".
+        self.volumes = VolumeStore()
+        self.devices = DeviceStore()
+        self.pvc_ref_counts: dict[str, int] = {}
+        self.known_kinds: set[str] = set()
 
     def add_pod_listener(self, listener: PodListener) -> None:
         """Tell ``listener`` of every pod change too, after the listeners added before it."""
@@ -136,6 +165,16 @@ class ClusterState:
             self.pdbs_version = self.version
         elif isinstance(obj, ResourceQuota):
             self.quotas_by_namespace.setdefault(obj.namespace, {})[obj.name] = obj
+        elif isinstance(obj, LimitRange):
+            self.limit_ranges_by_namespace.setdefault(obj.namespace, {})[obj.name] = obj
+        elif isinstance(obj, RuntimeClass):
+            self.runtime_classes[obj.name] = obj
+        elif type(obj) in VOLUME_KINDS:
+            self.volumes.upsert(obj)  # type: ignore[arg-type]
+            self.known_kinds.add(VOLUME_KINDS[type(obj)])
+        elif type(obj) in DEVICE_KINDS:
+            self.devices.upsert(obj)  # type: ignore[arg-type]
+            self.known_kinds.add(DEVICE_KINDS[type(obj)])
         self.settled_version = self.version
 
     def delete(self, kind: str, key: str) -> None:
@@ -157,7 +196,25 @@ class ClusterState:
             self.pdbs_version = self.version
         elif kind == "ResourceQuota":
             _pop_nested(self.quotas_by_namespace, key)  # type: ignore[arg-type]
+        elif kind == "LimitRange":
+            _pop_nested(self.limit_ranges_by_namespace, key)  # type: ignore[arg-type]
+        elif kind == "RuntimeClass":
+            self.runtime_classes.pop(key, None)
+        elif kind in VOLUME_KIND_NAMES:
+            self.volumes.delete(kind, key)
+        elif kind in DEVICE_KIND_NAMES:
+            self.devices.delete(kind, key)
         self.settled_version = self.version
+
+    def mark_known(self, kind: str) -> None:
+        """A storage or device kind was listed (an informer synced it, possibly empty)."""
+        if kind in VOLUME_KIND_NAMES or kind in DEVICE_KIND_NAMES:
+            self.known_kinds.add(kind)
+
+    def forget_kind(self, kind: str) -> None:
+        """A storage or device kind the API server no longer lets us list: no objects, and not known."""
+        self.replace_kind(kind, ())
+        self.known_kinds.discard(kind)
 
     def replace_kind(self, kind: str, objects: Iterable[ClusterObject]) -> None:
         """Make the objects of one kind exactly ``objects`` (a relist): stale ones disappear."""
@@ -185,6 +242,15 @@ class ClusterState:
         elif kind == "ResourceQuota":
             for quotas in self.quotas_by_namespace.values():
                 yield from quotas.values()
+        elif kind == "LimitRange":
+            for limit_ranges in self.limit_ranges_by_namespace.values():
+                yield from limit_ranges.values()
+        elif kind == "RuntimeClass":
+            yield from self.runtime_classes.values()
+        elif kind in VOLUME_KIND_NAMES:
+            yield from self.volumes.objects(kind)
+        elif kind in DEVICE_KIND_NAMES:
+            yield from self.devices.objects(kind)
 
     def _touch_node(self, name: str) -> None:
         self.node_versions[name] = self.version
@@ -206,6 +272,8 @@ class ClusterState:
         if holds_node_resources(pod):
             self.pods_by_node.setdefault(pod.node_name, {})[key] = pod
             self.node_usage.setdefault(pod.node_name, NodeUsage()).add(pod)
+            if pod.volumes is not None:
+                _count_claims(self.pvc_ref_counts, pod, 1)
         elif pod.nominated_node_name and not pod.node_name and not pod.is_terminal:
             self.nominated_by_node.setdefault(pod.nominated_node_name, {})[key] = pod
 
@@ -222,6 +290,8 @@ class ClusterState:
             usage.add(pod, -1)
             if usage.pod_count == 0:
                 del self.node_usage[pod.node_name]
+            if pod.volumes is not None:
+                _count_claims(self.pvc_ref_counts, pod, -1)
         _discard(self.nominated_by_node, pod.nominated_node_name, key)
         return pod
 
@@ -253,8 +323,31 @@ class ClusterState:
     def quotas_in(self, namespace: str) -> list[ResourceQuota]:
         return list(self.quotas_by_namespace.get(namespace, {}).values())
 
+    def limit_ranges_in(self, namespace: str) -> list[LimitRange]:
+        """The namespace's LimitRanges by name (upstream lists them in its informer's order, which no client sees)."""
+        by_name = self.limit_ranges_by_namespace.get(namespace)
+        return [by_name[name] for name in sorted(by_name)] if by_name else []
+
+    def knows(self, kind: str) -> bool:
+        """Whether the state holds the cluster's objects of ``kind`` (informers list every watched kind; a snapshot
+        file that holds no object of a kind the admission chain reads marks it unknown: ``unknown_kinds``)."""
+        return kind not in self.unknown_kinds
+
     def counts(self) -> dict[str, int]:
         return {kind: sum(1 for _ in self.objects(kind)) for kind in KIND_OF.values()}
+
+
+VOLUME_KIND_NAMES = frozenset(VOLUME_KINDS.values())
+DEVICE_KIND_NAMES = frozenset(DEVICE_KINDS.values())
+
+
+def _count_claims(counts: dict[str, int], pod: Pod, delta: int) -> None:
+    for key in claim_keys(pod):
+        value = counts.get(key, 0) + delta
+        if value > 0:
+            counts[key] = value
+        else:
+            counts.pop(key, None)
 
 
 def _discard(index: dict[str, dict[str, Pod]], bucket: str, key: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from webhook.cluster.model import LabelSelector, ScopedResourceSelectorRequirement
+from webhook.cluster.model import DEFAULT_SCHEDULER_NAME, LabelSelector, ScopedResourceSelectorRequirement
 
 __all__ = [
     "AUDIT_DETAILS",
@@ -131,6 +131,8 @@ class SchedulerConfig:
     # ignores existing pods' preferred terms.
     hard_pod_affinity_weight: int = 1
     ignore_preferred_terms_of_existing_pods: bool = False
+    # ``profiles[].schedulerName`` of the cluster's kube-scheduler: a pod naming another is never seen by it.
+    scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
 
     @property
     def preemption_enabled(self) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 import yaml
 
 from webhook.cluster.model import (
+    DEFAULT_SCHEDULER_NAME,
     EMPTY_LABELS,
     FrozenMap,
     LabelSelector,
@@ -208,7 +209,8 @@ def _inter_pod_affinity(reader: _Reader) -> tuple[int, bool]:
 
 def _scheduler(reader: _Reader) -> SchedulerConfig:
     reader.check_keys(["preemption", "minCandidateNodesPercentage", "minCandidateNodesAbsolute", "kubernetesVersion",
-                       "percentageOfNodesToScore", "scoreWeights", "scoringStrategy", "interPodAffinity"])
+                       "percentageOfNodesToScore", "scoreWeights", "scoringStrategy", "interPodAffinity",
+                       "schedulerNames"])
     preemption = cast(PreemptionSetting, reader.choice("preemption", ("enabled", "disabled"), "enabled"))
     percentage = reader.int_in_range("minCandidateNodesPercentage", 10, 0, 100)
     absolute = reader.int_in_range("minCandidateNodesAbsolute", 100, 0)
@@ -222,11 +224,20 @@ def _scheduler(reader: _Reader) -> SchedulerConfig:
             version = parse_release(version).name
         except ConfigError as exc:
             raise reader.error(reader.key("kubernetesVersion"), str(exc)) from None
+    names = reader.strings("schedulerNames") if reader.has("schedulerNames") else (DEFAULT_SCHEDULER_NAME,)
+    # Upstream ValidateKubeSchedulerConfiguration: each profile's schedulerName is required and unique.
+    for i, name in enumerate(names):
+        if not name:
+            raise reader.error(f"{reader.key('schedulerNames')}[{i}]", "Required value")
+        if name in names[:i]:
+            raise reader.error(f"{reader.key('schedulerNames')}[{i}]", f"Duplicate value: {name!r}")
+    if not names:
+        raise reader.error(reader.key("schedulerNames"), "Required value: at least one profile")
     return SchedulerConfig(preemption, percentage, absolute, version,
                            reader.int_in_range("percentageOfNodesToScore", 0, 0, 100),
                            _score_weights(reader.child("scoreWeights")),
                            _scoring_strategy(reader.child("scoringStrategy")), *_inter_pod_affinity(
-                               reader.child("interPodAffinity")))
+                               reader.child("interPodAffinity")), scheduler_names=names)
 
 
 def _scope_requirement(reader: _Reader) -> ScopedResourceSelectorRequirement:

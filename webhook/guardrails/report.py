@@ -128,6 +128,9 @@ def prediction_warnings(outcome: PreemptionResult, audience: Audience) -> list[s
         reason = f": {outcome.message}" if outcome.message else ""
         return [truncate(f"no node fits this pod even after preemption; it would stay Pending{reason}",
                          API_SERVER_WARNING_LENGTH)]
+    if outcome.outcome in (Outcome.GATED, Outcome.NOT_SCHEDULED):
+        # Neither is a preemption (no guardrail applies); the message names only the pod's own gates or scheduler.
+        return [truncate(outcome.message, API_SERVER_WARNING_LENGTH)] if outcome.message else []
     if outcome.outcome != Outcome.PREEMPTS or not outcome.victims:
         return []
     named, hidden = audience.split(outcome.victims)

@@ -168,6 +168,11 @@ class PredictionTracker:
             oldest = next(iter(self._following.values()))
             if now - oldest.since < self.window_seconds:
                 break
+            if oldest.record.predicted.outcome == Outcome.NOT_SCHEDULED and oldest.refused_at is None:
+                # Another scheduler's pod: kube-scheduler neither nominated it nor refused it all along.
+                self._decide(oldest, Observed(Outcome.NOT_SCHEDULED, message=(
+                    f"kube-scheduler did not act on the pod within the {self.window_seconds:g}s window")))
+                continue
             self._unobserved(oldest, f"no scheduling decision seen within the {self.window_seconds:g}s window")
         for nominated in [f for on_node in self._nominated.values() for f in on_node]:
             if now - nominated.nominated_at >= self.settle_seconds:
@@ -198,10 +203,22 @@ class PredictionTracker:
                 self._unobserved(followed, "the pod was deleted before it was scheduled")
             return
         followed.pod, followed.uid = new.name, new.uid
+        if new.scheduling_gates and not new.node_name and not followed.nominated:
+            # The API server stored it gated (PodScheduled=False/SchedulingGated): kube-scheduler keeps it out of
+            # its active queue, so nothing is preempted for it until the gates are removed (then it is a new
+            # scheduling decision, against the cluster as it is then, which no admission prediction covered).
+            self._decide(followed, Observed(Outcome.GATED, message=f"stored with scheduling gates"
+                                                                   f" ({', '.join(new.scheduling_gates)})"))
+            return
         if new.node_name:
             if followed.nominated:
                 note = "" if new.node_name == followed.nominated else f" (then bound to {new.node_name})"
                 self._decide_preemption(followed, note)
+            elif followed.record.predicted.outcome == Outcome.NOT_SCHEDULED:
+                # Bound without a nomination or a refusal of kube-scheduler: by the scheduler the pod names.
+                self._decide(followed, Observed(Outcome.NOT_SCHEDULED, new.node_name,
+                                                message=f"bound to {new.node_name}, kube-scheduler never nominated"
+                                                        " or refused it"))
             else:
                 self._decide(followed, Observed(Outcome.FITS, new.node_name, message=f"bound to {new.node_name}"))
             return

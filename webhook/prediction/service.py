@@ -97,6 +97,7 @@ def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:
         min_candidate_nodes_percentage=scheduler.min_candidate_nodes_percentage,
         min_candidate_nodes_absolute=scheduler.min_candidate_nodes_absolute,
         preemption_enabled=scheduler.preemption_enabled,
+        scheduler_names=scheduler.scheduler_names,
     ), scoring=scoring_args(scheduler))
 
 

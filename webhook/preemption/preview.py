@@ -68,6 +68,8 @@ def summarize(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "preempting": outcomes.count(Outcome.PREEMPTS),
         "unschedulable": outcomes.count(Outcome.UNSCHEDULABLE),
         "rejected": outcomes.count(Outcome.REJECTED),
+        "gated": outcomes.count(Outcome.GATED),
+        "notScheduled": outcomes.count(Outcome.NOT_SCHEDULED),
         "victims": len(named) + sum(int(h.get("count") or 0) for h in redacted) + others,
         "pdbViolations": sum(int(r.get("pdbViolations") or 0) for r in results),
         "namespacesAffected": sorted({str(v.get("namespace")) for v in [*named, *redacted]}),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from webhook.cluster.model import Pod, TopologySpreadConstraint
+from webhook.cluster.model import DEFAULT_SCHEDULER_NAME, Pod, TopologySpreadConstraint
 from webhook.cluster.release import DEFAULT_RELEASE, KubernetesRelease
 from webhook.errors import ConfigError
 
@@ -18,6 +18,13 @@ class Outcome(StrEnum):
     PREEMPTS = "Preempts"
     UNSCHEDULABLE = "Unschedulable"
     REJECTED = "Rejected"
+    # The scheduler does not act on the pod now, so it preempts nothing for it (issue #26):
+    GATED = "Gated"  # spec.schedulingGates left: the queue's PreEnqueue (SchedulingGates plugin) holds it back
+    NOT_SCHEDULED = "NotScheduled"  # spec.schedulerName names no profile of the configured kube-scheduler
+
+
+# Outcomes where the pod stays Pending for now and nobody is evicted for it.
+PENDING_OUTCOMES = frozenset({Outcome.UNSCHEDULABLE, Outcome.REJECTED, Outcome.GATED, Outcome.NOT_SCHEDULED})
 
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
@@ -98,6 +105,9 @@ class PreemptionArgs:
     ``gated_nominations_reserve``: a nominated pod that still has scheduling gates reserves room on its node
     (v1.37); False: only ungated ones do (v1.33-v1.36).
     ``pod_level_resources``: a pod's pod-level requests count (v1.34+); False: the containers' (v1.33).
+    ``scheduler_names``: the ``schedulerName`` of each profile of the configured kube-scheduler (its informer
+    only takes pods whose ``spec.schedulerName`` is one of them: ``responsibleForPod``,
+    pkg/scheduler/eventhandlers.go).
     ``release``: the release these follow (``KubernetesRelease.name``); ``for_release`` sets the switches from
     its row, so the predictor reads behaviours, never a version number (docs/preemption.md §12).
     """
@@ -112,12 +122,14 @@ class PreemptionArgs:
     gated_nominations_reserve: bool = True
     pod_level_resources: bool = True
     release: str = DEFAULT_RELEASE.name
+    scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
 
     @classmethod
     def for_release(cls, release: KubernetesRelease, *, min_candidate_nodes_percentage: int = 10,
-                    min_candidate_nodes_absolute: int = 100, preemption_enabled: bool = True) -> PreemptionArgs:
+                    min_candidate_nodes_absolute: int = 100, preemption_enabled: bool = True,
+                    scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)) -> PreemptionArgs:
         """DefaultPreemptionArgs with ``release``'s semantics."""
-        return cls(min_candidate_nodes_percentage=min_candidate_nodes_percentage,
+        return cls(min_candidate_nodes_percentage=min_candidate_nodes_percentage, scheduler_names=scheduler_names,
                    min_candidate_nodes_absolute=min_candidate_nodes_absolute,
                    pdb_stop_at_first_violation=release.pdb_stop_at_first_violation,
                    preemption_enabled=preemption_enabled,

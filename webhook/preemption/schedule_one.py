@@ -19,7 +19,7 @@ from webhook.cluster.model import Pod
 from webhook.preemption.deadline import DEADLINE_STRIDE, Deadline
 from webhook.preemption.framework.context import PredictionContext
 from webhook.preemption.framework.runtime import Framework
-from webhook.preemption.framework.status import UNSCHEDULABLE, Status
+from webhook.preemption.framework.status import ERROR, UNSCHEDULABLE, Status
 from webhook.preemption.framework.types import NodeScores, ScoringNodes
 from webhook.preemption.framework.view import ClusterView
 from webhook.preemption.plugins import nodeaffinity, nodename, noderesources, nodeunschedulable, tainttoleration
@@ -96,10 +96,19 @@ class FilterResult:
     potential: set[str] | None = None
     more_feasible: bool = False
     nominated: bool = False
+    # A PreFilter plugin failed (every node has its status): its message, which the FitError names instead of the
+    # per-node reasons (upstream Diagnosis.PreFilterMsg).
+    pre_filter_message: str = ""
+    # A plugin answered Error: the scheduling attempt fails with it, and no PostFilter runs.
+    error: str = ""
 
     @property
     def fit_node(self) -> str | None:
         return self.feasible[0] if self.feasible else None
+
+
+class SchedulingError(Exception):
+    """A Filter plugin answered Error on a node: upstream's findNodesThatPassFilters stops the attempt with it."""
 
 
 # pkg/scheduler/schedule_one.go: below this many nodes every node is searched; the adaptive percentage's floor.
@@ -120,7 +129,30 @@ def num_feasible_nodes_to_find(percentage_of_nodes_to_score: int, num_all_nodes:
 
 def find_nodes_that_fit_pod(ctx: PredictionContext, num_to_find: int = 1) -> FilterResult:
     """The scheduling attempt's Filter: the pod's nominated node first, then the nodes in name order until
-    ``num_to_find`` fit (and one more, to know whether more do), or every node's status when none does."""
+    ``num_to_find`` fit (and one more, to know whether more do), or every node's status when none does; a failed
+    PreFilter gives every node its status, a plugin's Error stops the attempt."""
+    pre = ctx.cycle.pre_filter_status
+    if pre is not None:
+        return _pre_filter_failed(ctx, pre)
+    try:
+        return _find_nodes_that_fit_pod(ctx, num_to_find)
+    except SchedulingError as exc:
+        return FilterResult([], {}, error=str(exc))
+
+
+def _pre_filter_failed(ctx: PredictionContext, status: Status) -> FilterResult:
+    """Upstream's findNodesThatFitPod when RunPreFilterPlugins rejects the pod: every node gets the status (so an
+    UnschedulableAndUnresolvable one leaves preemption nothing to try); an Error stops the attempt."""
+    message = ", ".join(status.reasons)
+    if status.code == ERROR:
+        return FilterResult([], {}, error=message)
+    names = ctx.view.node_names
+    statuses = dict.fromkeys(names, status)
+    potential = set(names) if status.code == UNSCHEDULABLE else set()
+    return FilterResult([], statuses, Counter({status: len(names)}), potential, pre_filter_message=message)
+
+
+def _find_nodes_that_fit_pod(ctx: PredictionContext, num_to_find: int) -> FilterResult:
     statuses: dict[str, Status] = {}
     nominated = ctx.pod.nominated_node_name
     if nominated and nominated in ctx.view.state.nodes:
@@ -168,6 +200,8 @@ def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status],
             if len(found) >= want:
                 break
         else:
+            if status.code == ERROR:
+                raise SchedulingError(", ".join(status.reasons))
             statuses[name] = status
     return found
 
@@ -188,6 +222,8 @@ def _all_fitting(ctx: PredictionContext, statuses: dict[str, Status]) -> list[st
         if status.ok:
             fit.add(name)
         else:
+            if status.code == ERROR:
+                raise SchedulingError(", ".join(status.reasons))
             statuses[name] = status
     return sorted(fit)
 

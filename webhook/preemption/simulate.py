@@ -13,20 +13,23 @@ replica is predicted; a replica that stays pending changes nothing. A result aft
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.cluster.copying import replace_fields
-from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod, ResourceQuota
+from webhook.cluster.model import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER, Pod
 from webhook.cluster.reader_resources import without_pod_level_resources
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.deadline import DEADLINE_STRIDE, Deadline, acquire_before
+from webhook.preemption.framework.context import PredictionContext
+from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.index import StateIndex, state_index
 from webhook.preemption.framework.preemption import Candidate
 from webhook.preemption.framework.types import fit_error_message
 from webhook.preemption.framework.view import ClusterView
-from webhook.preemption.plugins import nodeaffinity, nodeports, noderesources
+from webhook.preemption.plugins import nodeaffinity, nodeports, noderesources, volumebinding
 from webhook.preemption.plugins.defaultpreemption.default_preemption import DefaultPreemption
+from webhook.preemption.plugins.dynamicresources import plugin as dynamicresources
 from webhook.preemption.plugins.helper import required_node_affinity_matches, tolerates
 from webhook.preemption.plugins.registry import default_preemption
 from webhook.preemption.results import (
@@ -41,6 +44,7 @@ from webhook.preemption.schedule_one import (
     ONLY_NODE,
     SAMPLED,
     SCORED,
+    FilterResult,
     Placement,
     find_nodes_that_fit_pod,
     new_context,
@@ -48,23 +52,14 @@ from webhook.preemption.schedule_one import (
     select_node,
 )
 from webhook.preemption.workloads import MAX_PODS_PER_REQUEST, expand_objects, replica_name
-from webhook.priority.namespace_lifecycle import check_namespace_lifecycle
+from webhook.priority.chain import Admitted, PodQuotaCheck, admit_pods, resource_quota_only
 from webhook.priority.resolution import (
     SYSTEM_CRITICAL_PRIORITY,
-    PriorityRejection,
     effective_classes,
     resolve_pod_priority,
 )
-from webhook.priority.resource_quota import QuotaDenial, charge_quotas, check_resource_quota
 
-# The quota stage a simulated pod passes before the scheduler sees it: the pod (priority resolved) and its
-# namespace's quotas as charged so far, to a denial or None. /preview passes the admission pipeline's own.
-PodQuotaCheck = Callable[[Pod, Sequence[ResourceQuota]], QuotaDenial | None]
-
-
-def resource_quota_only(pod: Pod, quotas: Sequence[ResourceQuota]) -> QuotaDenial | None:
-    """Upstream ResourceQuota admission alone (on by default in the API server)."""
-    return check_resource_quota(pod, operation="CREATE", quotas=quotas, limited_resources=())
+__all__ = ["PodQuotaCheck", "resource_quota_only"]  # the quota stage's type and default, from the admission chain
 
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 PREEMPTION_DISABLED = (
@@ -125,21 +120,72 @@ def _predict_bound_pod(view: ClusterView, pod: Pod, policy: str, gaps: str) -> P
     return pending_result(pod, policy, message + gaps)
 
 
+def _not_acted_on(pod: Pod, args: PreemptionArgs, policy: str) -> PreemptionResult | None:
+    """``Gated`` or ``NotScheduled`` when the configured kube-scheduler does not try the pod now, else None.
+
+    The queue's PreEnqueue (the SchedulingGates plugin) keeps a pod with ``spec.schedulingGates`` out of the active
+    queue until every gate is removed, and the API server stores it ``PodScheduled=False``/``SchedulingGated``
+    whichever scheduler it names (pkg/registry/core/pod/strategy.go), so that comes first; the informer adds to the
+    queue only pods whose ``spec.schedulerName`` is one of its profiles' (``responsibleForPod``,
+    pkg/scheduler/eventhandlers.go). Neither runs Filter or PostFilter, so neither preempts."""
+    other = pod.scheduler_name not in args.scheduler_names
+    elsewhere = (f"spec.schedulerName {pod.scheduler_name} is not a profile of the configured kube-scheduler"
+                 f" ({', '.join(args.scheduler_names)})")
+    if pod.scheduling_gates:
+        then = (f"; {elsewhere}, so even then it is that scheduler's" if other else
+                "; then it is scheduled against the cluster as it is at that time (preview it again then)")
+        return replace_fields(
+            pending_result(pod, policy), outcome=Outcome.GATED,
+            message=f"spec.schedulingGates ({', '.join(pod.scheduling_gates)}): the pod is not scheduled and nothing"
+                    f" is preempted for it until every gate is removed{then}.")
+    if other:
+        return replace_fields(
+            pending_result(pod, policy), outcome=Outcome.NOT_SCHEDULED,
+            message=f"{elsewhere}: it never sees the pod and preempts nothing for it; whichever scheduler serves"
+                    " that name places it.")
+    return None
+
+
 def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
                 deadline: Deadline | float | None = None) -> tuple[PreemptionResult, Candidate | None]:
     """One replica whose ``spec.priority`` is already resolved, and the candidate whose victims it evicts.
 
     Does not change ``view``.
     """
+    result, candidate, _ = _predict_pod(view, pod, args, deadline)
+    return result, candidate
+
+
+def _predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, deadline: Deadline | float | None
+                 ) -> tuple[PreemptionResult, Candidate | None, CycleState | None]:
+    """``predict_pod``, and the cycle state of the pod (what Reserve reads), when the scheduler would handle it."""
     policy = pod.preemption_policy or PREEMPT_LOWER_PRIORITY
     gaps = _gap_note(pod)
-    if not view.node_names:
-        return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None
     if pod.node_name:
-        return _predict_bound_pod(view, pod, policy, gaps), None
+        if not view.node_names:
+            return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None, None
+        return _predict_bound_pod(view, pod, policy, gaps), None, None
+    not_acted_on = _not_acted_on(pod, args, policy)
+    if not_acted_on is not None:
+        return not_acted_on, None, None
+    if not view.node_names:
+        return pending_result(pod, policy, NO_NODES_AVAILABLE + "." + gaps), None, None
     ctx = new_context(view, pod, args, deadline=deadline)
     ctx.check_deadline()
+    gaps += _not_known_note(ctx.cycle.notes)  # what the plugins could not check: the state lacks a kind
     filtered = find_nodes_that_fit_pod(ctx, num_nodes_to_find(ctx))
+    result, candidate = _post_filter(ctx, filtered, policy, gaps)
+    return result, candidate, ctx.cycle
+
+
+def _post_filter(ctx: PredictionContext, filtered: FilterResult, policy: str, gaps: str
+                 ) -> tuple[PreemptionResult, Candidate | None]:
+    """The result once the Filter pass is done: the node it found (scored among those that fit), or what the
+    PostFilter makes of the statuses."""
+    view, pod, args = ctx.view, ctx.pod, ctx.args
+    if filtered.error:
+        message = f"the scheduler's attempt fails with an error, and it retries after a back-off: {filtered.error}."
+        return pending_result(pod, policy, message + gaps), None
     if filtered.fit_node is not None:
         ctx.check_deadline()
         placement = select_node(ctx, filtered)
@@ -150,7 +196,10 @@ def predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, *,
                                 message=fits_message(placement) + gaps, placement=placement.how,
                                 scored_nodes=placement.scored, top_nodes=placement.top), None
     counts = Counter(filtered.statuses.values()) if filtered.counts is None else filtered.counts
-    fit_error = fit_error_message(len(view.node_names), counts)
+    if filtered.pre_filter_message:  # upstream FitError.Error: the PreFilter's message instead of the histogram
+        fit_error = f"0/{len(view.node_names)} nodes are available: {filtered.pre_filter_message}."
+    else:
+        fit_error = fit_error_message(len(view.node_names), counts)
     if not args.preemption_enabled and pod.preemption_policy != PREEMPT_NEVER:
         # No PostFilter in the scheduler profile: the pod stays Pending (a Never pod keeps its own reason below).
         return pending_result(pod, policy, f"{fit_error} {PREEMPTION_DISABLED}{gaps}"), None
@@ -207,6 +256,17 @@ def fits_message(placement: Placement) -> str:
             f" ({node} is the first by name).")
 
 
+def reserve(view: ClusterView, cycle: CycleState, pod: Pod, node: str) -> None:
+    """Reserve for a replica placed on ``node``: what the storage and device plugins assume for the next pods (the
+    volumes VolumeBinding chose there, the devices DynamicResources allocated there)."""
+    volumes = volumebinding.assumed_volumes(cycle, node)
+    if volumes is not None:
+        view.assume_volumes(volumes.static_bindings, volumes.dynamic_provisions, node)
+    claims = dynamicresources.reserved_claims(cycle, pod, node)
+    if claims:
+        view.assume_allocations(claims)
+
+
 def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs | None = None, *,
                   deadline: Deadline | float | None = None, index: StateIndex | None = None) -> list[PreemptionResult]:
     """Predict each pod in order, applying each placement and eviction before the next (never mutating ``state``).
@@ -229,7 +289,7 @@ def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs
             deadline.check()
             if not args.pod_level_resources:
                 pod = without_pod_level_resources(pod)
-            result, candidate = predict_pod(view, pod, args, deadline=deadline)
+            result, candidate, cycle = _predict_pod(view, pod, args, deadline)
             if unsure:
                 result = _depending_on(result, unsure)
             results.append(result)
@@ -241,7 +301,9 @@ def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs
                 for victim in candidate.victims:
                     view.evict(victim)
             if result.node is not None:
-                view.bind(pod, result.node)
+                bound = view.bind(pod, result.node)
+                if cycle is not None:
+                    reserve(view, cycle, bound, result.node)
         return results
     finally:
         index.lock.release()
@@ -291,53 +353,54 @@ def _rejected(pod: Pod, message: str, priority: int | None = None) -> Preemption
 
 def resolve_each(state: ClusterState, pods: Sequence[Pod], deadline: Deadline | None = None,
                  quota_check: PodQuotaCheck = resource_quota_only) -> list[Pod | PreemptionResult]:
-    """Each pod as the API server would store it, or its own ``Rejected`` result: NamespaceLifecycle (a missing
-    or terminating namespace, where the namespaces are known), the Priority plugin, then the quota stage
-    (``quota_check``; by default the ResourceQuota admission plugin, on by default) against the namespace's quotas,
-    each admitted pod charged before the next is checked (the real control plane refuses a pod over its quota
-    before the scheduler sees it: tests/vectors/real_scheduler/quota-exceeded-is-rejected)."""
-    entries: list[Pod | PreemptionResult] = []
-    quotas: dict[str, list[ResourceQuota]] = {}
-    for i, pod in enumerate(pods):
+    """Each pod as the API server would store it, or its own ``Rejected`` result: the API server's admission
+    chain in its order (``webhook.priority.chain``: NamespaceLifecycle, LimitRanger, Priority,
+    DefaultTolerationSeconds, RuntimeClass, then the quota stage ``quota_check``, by default the ResourceQuota
+    plugin), each admitted pod charged against its namespace's quotas before the next is checked."""
+    return [entry.pod if isinstance(entry, Admitted) else entry
+            for entry in _admit_each(state, pods, deadline, quota_check)]
+
+
+def _admit_each(state: ClusterState, pods: Sequence[Pod], deadline: Deadline | None,
+                quota_check: PodQuotaCheck) -> list[Admitted | PreemptionResult]:
+    def check_deadline(i: int) -> None:
         if deadline is not None and not i % DEADLINE_STRIDE:
             deadline.check()
-        refused = check_namespace_lifecycle(state.namespaces, pod)
-        if refused is not None:
-            entries.append(_rejected(pod, refused))
-            continue
-        try:
-            resolved = resolve_priority(state, pod)
-        except PriorityRejection as exc:
-            entries.append(_rejected(pod, str(exc)))
-            continue
-        namespace_quotas = quotas.get(resolved.namespace)
-        if namespace_quotas is None:
-            namespace_quotas = quotas[resolved.namespace] = state.quotas_in(resolved.namespace)
-        denial = quota_check(resolved, namespace_quotas)
-        if denial is not None:
-            entries.append(_rejected(resolved, denial.message, resolved.priority))
-            continue
-        if namespace_quotas:
-            quotas[resolved.namespace] = charge_quotas(resolved, namespace_quotas)
-        entries.append(resolved)
-    return entries
+
+    return [entry if isinstance(entry, Admitted) else _rejected(entry.pod, entry.message, entry.priority)
+            for entry in admit_pods(state, pods, quota_check, check_deadline)]
+
+
+def _not_known_note(not_known: Sequence[str]) -> str:
+    """What could not be applied or checked because the state lacks a kind (an older snapshot)."""
+    return f" Not known: {'; '.join(not_known)}." if not_known else ""
 
 
 def predict_pods(state: ClusterState, pods: Sequence[Pod], *, args: PreemptionArgs | None = None,
                  deadline: Deadline | float | None = None, index: StateIndex | None = None,
                  quota_check: PodQuotaCheck = resource_quota_only) -> list[PreemptionResult]:
-    """Resolve each pod's priority, then simulate the admitted ones in order (``simulate_pods``).
+    """Admit each pod as the API server would (``resolve_each``), then simulate the admitted ones in order
+    (``simulate_pods``).
 
-    Each pod gets its own outcome: a pod the Priority plugin rejects is ``Rejected`` and takes no place in the
-    simulation of the others.
+    Each pod gets its own outcome: a pod the API server refuses is ``Rejected`` and takes no place in the
+    simulation of the others. What the admission chain could not apply is said in the message (``Not known``).
     """
     deadline = Deadline.of(deadline)
-    if args is not None and not args.pod_level_resources:  # dropped on create, before ResourceQuota admission
+    if args is not None and not args.pod_level_resources:  # dropped on create, before the admission chain
         pods = [without_pod_level_resources(p) for p in pods]
-    entries = resolve_each(state, pods, deadline, quota_check)
-    admitted = [e for e in entries if isinstance(e, Pod)]
+    entries = _admit_each(state, pods, deadline, quota_check)
+    admitted = [e.pod for e in entries if isinstance(e, Admitted)]
     simulated = iter(simulate_pods(state, admitted, args, deadline=deadline, index=index) if admitted else ())
-    return [next(simulated) if isinstance(e, Pod) else e for e in entries]
+    results = []
+    for entry in entries:
+        if not isinstance(entry, Admitted):
+            results.append(entry)
+            continue
+        result = next(simulated)
+        if entry.not_known:
+            result = replace_fields(result, message=result.message + _not_known_note(entry.not_known))
+        results.append(result)
+    return results
 
 
 def with_priority_class(pod: Pod, priority_class: str | None) -> Pod:

@@ -204,6 +204,9 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[*middlewares, limits_middleware])
     app[LIMITS_KEY] = limits
     metrics.track_staleness(source.staleness_seconds)
+    informer_status = getattr(source, "informer_status", None)
+    if callable(informer_status):  # a live cluster's informers (webhook.sources.kube_source)
+        metrics.track_informers(informer_status)
     app[SOURCE_KEY] = source
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = metrics

@@ -5,13 +5,17 @@ Series (all prefixed ``preemptguard_``):
   ``admission_denials_total{endpoint,reason}`` (status reason) and ``admission_denials_by_rule_total{endpoint,rule}``
   (``priority``, ``quota.classes``, ``quota.limitedResources``, ``ResourceQuota`` or a guardrail rule name);
 - ``http_requests_total{endpoint,code}``;
-- ``predictions_total{endpoint,outcome}`` (``Fits``, ``Preempts``, ``Unschedulable``, ``Rejected``, ``skipped``,
-  ``failed``), ``predictions_skipped_total{endpoint,reason}``, ``prediction_duration_seconds{endpoint}``;
+- ``predictions_total{endpoint,outcome}`` (``Fits``, ``Preempts``, ``Unschedulable``, ``Rejected``, ``Gated``,
+  ``NotScheduled``, ``skipped``, ``failed``), ``predictions_skipped_total{endpoint,reason}``,
+  ``prediction_duration_seconds{endpoint}``;
 - ``predicted_victims_total{namespace}``: victims predicted for pods actually admitted (not dry runs);
 - ``guardrail_decisions_total{decision,mode}``;
 - ``prediction_observed_total{verdict}``: predictions made at pod creation held against what kube-scheduler then
   did (docs/interfaces.md §9), every ``verdict`` present from the start (0 without a live cluster);
 - ``cluster_cache_staleness_seconds`` (the source's ``staleness_seconds()``);
+- with a live cluster, per watched ``kind``: ``informer_resource_version`` (the last resourceVersion applied to the
+  cache, as a number: compare it with a write's to see how far behind the cache is), ``informer_synced``,
+  ``informer_events_total``, ``informer_relists_total`` and ``informer_listed_bytes_total`` (LIST bodies read);
 - ``config_reloads_total`` and ``config_reload_failures_total``;
 - the tenant series of ``webhook.server.tenant_metrics`` (preemptions, exposure, ``leader``), set by the leader;
 - ``build_info{version,python,kubernetes_client}`` (always 1) and ``serving_certificate_expiry_timestamp_seconds``
@@ -43,6 +47,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from webhook.admission.pod import PodReview
 from webhook.config import ReloadResult
@@ -119,7 +124,8 @@ class WebhookMetrics:
         )
         self.predictions = Counter(
             "preemptguard_predictions",
-            "Preemption predictions, by endpoint and outcome (Fits, Preempts, Unschedulable, Rejected, skipped, "
+            "Preemption predictions, by endpoint and outcome (Fits, Preempts, Unschedulable, Rejected, Gated, "
+            "NotScheduled, skipped, "
             "failed); a preview of several replicas counts each replica.",
             ["endpoint", "outcome"],
             registry=self.registry,
@@ -241,6 +247,10 @@ class WebhookMetrics:
         """Read the gauge from the source at every scrape."""
         self.cache_staleness.set_function(staleness_seconds)
 
+    def track_informers(self, status: Callable[[], Mapping[str, Mapping[str, object]]]) -> None:
+        """Read the informers' progress (``KubernetesSource.informer_status``) at every scrape."""
+        self.registry.register(InformerCollector(status))
+
     def set_serving_certificate_expiry(self, not_after: datetime) -> None:
         """Record the ``notAfter`` of the certificate now served (at start and after each reload); a naive
         datetime is UTC, as cryptography's ``not_valid_after`` is."""
@@ -257,6 +267,47 @@ class WebhookMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class InformerCollector:
+    """The ``informer_*`` series, one sample per kind, from the source's ``informer_status()`` at each scrape."""
+
+    def __init__(self, status: Callable[[], Mapping[str, Mapping[str, object]]]) -> None:
+        self.status = status
+
+    def describe(self) -> list[Metric]:
+        return []  # collected at scrape time only (the kinds are the source's)
+
+    def collect(self) -> Iterable[Metric]:
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+            "resourceVersion": GaugeMetricFamily(
+                "preemptguard_informer_resource_version",
+                "The last resourceVersion the informer applied to the cluster cache (0 when not a number).",
+                labels=["kind"]),
+            "synced": GaugeMetricFamily("preemptguard_informer_synced",
+                                        "1 once the informer's first LIST is in the cache.", labels=["kind"]),
+            "eventsApplied": CounterMetricFamily("preemptguard_informer_events",
+                                                 "Watch events applied to the cluster cache.", labels=["kind"]),
+            "relists": CounterMetricFamily("preemptguard_informer_relists", "Full LISTs (the first one and every "
+                                           "relist after 410 Gone).", labels=["kind"]),
+            "listedBytes": CounterMetricFamily("preemptguard_informer_listed_bytes",
+                                               "Bytes of LIST answers read.", labels=["kind"]),
+        }
+        for kind, status in self.status().items():
+            for key, family in families.items():
+                family.add_metric([kind], _number(status.get(key)))
+        return families.values()
+
+
+def _number(value: object) -> float:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(int(str(value)))
+    except ValueError:
+        return 0.0
 
 
 def _kubernetes_client_version() -> str:

@@ -11,6 +11,7 @@ kubernetes-asyncio's slow model deserialisation, and converted straight into the
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 import time
@@ -20,12 +21,27 @@ from typing import Any
 
 from webhook.cluster.model import ClusterObject
 from webhook.cluster.reader import (
+    limit_range_from_dict,
     namespace_from_dict,
     node_from_dict,
     pdb_from_dict,
     priority_class_from_dict,
     resource_quota_from_dict,
+    runtime_class_from_dict,
     state_pod_from_dict,
+)
+from webhook.cluster.reader_devices import (
+    device_class_from_dict,
+    resource_claim_from_dict,
+    resource_claim_template_from_dict,
+    resource_slice_from_dict,
+)
+from webhook.cluster.reader_volumes import (
+    csinode_from_dict,
+    pv_from_dict,
+    pvc_from_dict,
+    storage_class_from_dict,
+    volume_attachment_from_dict,
 )
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import ApiError, ClusterUnavailable, InvalidInput
@@ -51,6 +67,10 @@ class ResourceKind:
     list_path: str
     namespaced: bool
     convert: Callable[[JsonObject], ClusterObject]
+    # A kind the cluster may not serve (resource.k8s.io/v1 before v1.34) or the server may not be granted (RBAC
+    # from an older release of the manifests): a 404 or 403 on its LIST leaves it "not known" in the state, which
+    # the predictions then say, instead of keeping the server unready; the informer keeps retrying.
+    optional: bool = False
 
     def object_key(self, raw: JsonObject) -> str:
         meta = raw.get("metadata") or {}
@@ -68,10 +88,38 @@ PODS = ResourceKind("Pod", "/api/v1/pods", True, state_pod_from_dict)
 POD_DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets", True,
                                       pdb_from_dict)
 RESOURCE_QUOTAS = ResourceKind("ResourceQuota", "/api/v1/resourcequotas", True, resource_quota_from_dict)
+# What the admission chain reads on the paths without the API server (/preview: webhook.priority.chain).
+LIMIT_RANGES = ResourceKind("LimitRange", "/api/v1/limitranges", True, limit_range_from_dict)
+RUNTIME_CLASSES = ResourceKind("RuntimeClass", "/apis/node.k8s.io/v1/runtimeclasses", False, runtime_class_from_dict)
+
+# Storage and devices (#27): what VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits and
+# DynamicResources read, from the API versions v1.34+ serve.
+STORAGE_KINDS: tuple[ResourceKind, ...] = (
+    ResourceKind("PersistentVolume", "/api/v1/persistentvolumes", False, pv_from_dict, optional=True),
+    ResourceKind("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims", True, pvc_from_dict, optional=True),
+    ResourceKind("StorageClass", "/apis/storage.k8s.io/v1/storageclasses", False, storage_class_from_dict,
+                 optional=True),
+    ResourceKind("CSINode", "/apis/storage.k8s.io/v1/csinodes", False, csinode_from_dict, optional=True),
+    ResourceKind("VolumeAttachment", "/apis/storage.k8s.io/v1/volumeattachments", False,
+                 volume_attachment_from_dict, optional=True),
+)
+DEVICE_KINDS: tuple[ResourceKind, ...] = (
+    ResourceKind("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses", False, device_class_from_dict,
+                 optional=True),
+    ResourceKind("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices", False, resource_slice_from_dict,
+                 optional=True),
+    ResourceKind("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims", True, resource_claim_from_dict,
+                 optional=True),
+    ResourceKind("ResourceClaimTemplate", "/apis/resource.k8s.io/v1/resourceclaimtemplates", True,
+                 resource_claim_template_from_dict, optional=True),
+)
 
 RESOURCE_KINDS: tuple[ResourceKind, ...] = (
-    PRIORITY_CLASSES, NAMESPACES, NODES, PODS, POD_DISRUPTION_BUDGETS, RESOURCE_QUOTAS,
+    PRIORITY_CLASSES, NAMESPACES, NODES, PODS, POD_DISRUPTION_BUDGETS, RESOURCE_QUOTAS, LIMIT_RANGES, RUNTIME_CLASSES,
+    *STORAGE_KINDS, *DEVICE_KINDS,
 )
+# The HTTP statuses of a LIST that make an optional kind "not known" rather than an outage.
+_NOT_SERVED_OR_NOT_GRANTED = frozenset({403, 404})
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +140,32 @@ class InformerSettings:
         """Exponential backoff with jitter: a random delay in [d/2, d], d = base * 2^(failures-1), capped."""
         ceiling = min(self.backoff_cap_seconds, self.backoff_base_seconds * 2 ** min(max(failures - 1, 0), 32))
         return random.uniform(ceiling / 2, ceiling)
+
+
+class CollectionsPause:
+    """The cyclic garbage collector paused while at least one informer is reading a LIST (one per event loop's
+    thread; informers of one process share it). A LIST of 450,000 pods creates millions of objects and no
+    reference cycle: each collection would only walk the growing cache again (a third of a 90,000-pod initial
+    sync, bench/scale.py). Refcounting still frees what a page leaves behind; cycles wait for the end of the list.
+    The snapshot loader does the same (``webhook.sources.loader.collections_paused``)."""
+
+    def __init__(self) -> None:
+        self.listing = 0
+        self.was_enabled = False
+
+    def __enter__(self) -> None:
+        if self.listing == 0:
+            self.was_enabled = gc.isenabled()
+            gc.disable()
+        self.listing += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.listing -= 1
+        if self.listing == 0 and self.was_enabled:
+            gc.enable()
+
+
+LISTING = CollectionsPause()
 
 
 class WatchEndedTooSoon(Exception):
@@ -116,6 +190,7 @@ class Informer:
         self.last_contact: float | None = None  # time.monotonic() of the last successful exchange
         self.relists = 0
         self.events_applied = 0
+        self.listed_bytes = 0  # bodies of every LIST page read (initial lists and relists)
         self._failures = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -149,6 +224,10 @@ class Informer:
                     log.info("%s watch expired (%s); relisting", self.kind, exc.message or exc.reason)
                     self.resource_version = None
                     continue
+                if self.resource.optional and self.resource_version is None \
+                        and exc.code in _NOT_SERVED_OR_NOT_GRANTED:
+                    await self._not_known(exc)
+                    continue
                 await self._back_off(exc)
             except _RETRYABLE as exc:
                 await self._back_off(exc)
@@ -156,6 +235,17 @@ class Informer:
                 # An informer must outlive surprises (a malformed answer); its staleness shows the trouble.
                 log.exception("%s informer: unexpected error", self.kind)
                 await self._back_off(exc)
+
+    async def _not_known(self, exc: ApiError) -> None:
+        """An optional kind the API server does not serve or does not let us list: synced, but not known (its
+        objects, if any were listed before, are dropped: stale devices are worse than none), retried at the
+        back-off's cap."""
+        self._touch()  # the API server answered: the state is as current as it can be, not stale
+        if not self.synced.is_set():
+            log.warning("%s informer: %s; predictions say the kind is not known", self.kind, exc)
+            self.state.forget_kind(self.kind)
+            self.synced.set()
+        await asyncio.sleep(self.settings.backoff_cap_seconds)
 
     async def _back_off(self, exc: BaseException) -> None:
         self._failures += 1
@@ -170,8 +260,10 @@ class Informer:
     # ---- list -----------------------------------------------------------------------------------
     async def list_and_replace(self) -> None:
         """A full paginated LIST, reconciled into the state (objects gone from the server disappear)."""
-        objects, resource_version = await self.list_all()
-        self.state.replace_kind(self.kind, objects)
+        with LISTING:
+            objects, resource_version = await self.list_all()
+            self.state.replace_kind(self.kind, objects)
+        self.state.mark_known(self.kind)
         self.resource_version = resource_version
         self.relists += 1
         self._touch()
@@ -214,7 +306,12 @@ class Informer:
         query = [("limit", str(page_size))] if page_size else []
         if token:
             query.append(("continue", token))
-        return await self.api.get(self.resource.list_path, query=query, timeout=timeout)
+        answer = await self.api.request("GET", self.resource.list_path, query=query, timeout=timeout)
+        self.listed_bytes += len(answer.body)
+        page = answer.json()
+        if not isinstance(page, dict):
+            raise ClusterUnavailable(f"GET {self.resource.list_path}: the API server answered with no JSON object")
+        return page
 
     async def _convert_items(self, items: list[JsonObject], into: list[ClusterObject]) -> None:
         """Convert list items, yielding now and then so a large list never blocks the event loop for long."""

@@ -93,7 +93,8 @@ class KubernetesSource:
         return max(0.0, now - oldest)
 
     def informer_status(self) -> dict[str, dict[str, object]]:
-        """Per kind: synced, resourceVersion, seconds since last contact, relists (for logs and metrics)."""
+        """Per kind: synced, resourceVersion, seconds since last contact, relists, watch events applied and LIST
+        bytes read (for logs and metrics)."""
         now = time.monotonic()
         return {
             informer.kind: {
@@ -101,6 +102,8 @@ class KubernetesSource:
                 "resourceVersion": informer.resource_version,
                 "secondsSinceContact": None if informer.last_contact is None else now - informer.last_contact,
                 "relists": informer.relists,
+                "eventsApplied": informer.events_applied,
+                "listedBytes": informer.listed_bytes,
             }
             for informer in self.informers
         }

@@ -21,9 +21,9 @@ It is used only when its header matches:
 Why pickle is safe here. The payload is a pickle (protocol 5), because pickle restores the sharing of equal
 values (150,000 pods point at a few thousand label maps and request sets) and the index's lists at C speed. It
 is decoded only after the checks above, and by an unpickler whose ``find_class`` resolves nothing but the
-classes listed in ``_ALLOWED`` (the model's frozen dataclasses, ``FrozenMap``, ``Fraction``, ``ClusterState`` and
-the index's own classes, ``deque`` and ``Counter``) and ``_rebuild``, which builds only those model classes. A
-pickle can only run the callables it names, and every
+classes listed in ``_ALLOWED`` (the model's frozen dataclasses, storage and devices included, ``FrozenMap``,
+``Fraction``, ``ClusterState`` and its stores, the index's own classes, ``deque`` and ``Counter``) and
+``_rebuild``, which builds only those model classes. A pickle can only run the callables it names, and every
 other name is refused, so no cache file, however crafted, can call ``os.system``, import a module or run code:
 the worst a forged cache (written by someone who could as well rewrite the snapshot next to it) can do is
 describe a different cluster.
@@ -48,10 +48,11 @@ from typing import Any, cast
 
 import orjson
 
-from webhook.cluster import model
+from webhook.cluster import devices, model, volumes
 from webhook.cluster.model import FrozenMap
 from webhook.cluster.quantity import Quantity
 from webhook.cluster.snapshot import ClusterState, NodeUsage
+from webhook.cluster.storage_state import DeviceStore, VolumeStore
 from webhook.errors import SnapshotError
 from webhook.preemption.framework.index import OrderKey, SortedNames, StateIndex, adopt_index, state_index
 from webhook.preemption.framework.nodelabels import NodeLabelIndex
@@ -77,7 +78,7 @@ MAX_HEADER_BYTES = 1 << 16
 def _frozen_model_classes() -> dict[type, tuple[str, ...]]:
     """The model's frozen dataclasses (and ``Quantity``) with the fields their constructor takes, in order."""
     classes: dict[type, tuple[str, ...]] = {}
-    for value in [*vars(model).values(), Quantity]:
+    for value in [*vars(model).values(), *vars(volumes).values(), *vars(devices).values(), Quantity]:
         if isinstance(value, type) and dataclasses.is_dataclass(value):
             fields = dataclasses.fields(value)
             assert all(f.init for f in fields), value  # rebuilt by calling the class with every field
@@ -108,8 +109,8 @@ _MAKERS = {cls: _maker(cls, fields) for cls, fields in _FIELDS.items()}
 def _rebuild(cls: type, values: tuple[Any, ...]) -> Any:
     """A model object from its class and field values (the only callable a cache names besides the classes)."""
     return _MAKERS[cls](*values)  # KeyError for any other class: the cache is refused
-_STATE_CLASSES = (FrozenMap, Fraction, ClusterState, NodeUsage, StateIndex, NodeSummary, SortedNames, OrderKey,
-                  NodeLabelIndex, collections.deque, collections.Counter)
+_STATE_CLASSES = (FrozenMap, Fraction, ClusterState, NodeUsage, VolumeStore, DeviceStore, StateIndex, NodeSummary,
+                  SortedNames, OrderKey, NodeLabelIndex, collections.deque, collections.Counter)
 _ALLOWED: dict[tuple[str, str], Any] = {(cls.__module__, cls.__qualname__): cls for cls in [*_FIELDS, *_STATE_CLASSES]}
 _ALLOWED[(__name__, _rebuild.__qualname__)] = _rebuild
 
@@ -125,6 +126,8 @@ def _fingerprint() -> str:
         shapes.append((f"{cls.__module__}.{cls.__qualname__}", names))
     shapes.append(("StateIndex", tuple(sorted(vars(StateIndex(ClusterState()))))))
     shapes.append(("ClusterState", tuple(sorted(vars(ClusterState())))))
+    shapes.append(("VolumeStore", tuple(sorted(vars(VolumeStore())))))
+    shapes.append(("DeviceStore", tuple(sorted(vars(DeviceStore())))))
     return hashlib.sha256(repr(sorted(shapes)).encode()).hexdigest()[:16]
 
 

@@ -113,38 +113,43 @@ def scheduler_configuration(kubeconfig: Path, *, preemption: bool = True, min_ca
                             min_candidate_nodes_absolute: int = 100, percentage_of_nodes_to_score: int = 0,
                             score_weights: Sequence[tuple[str, int]] = (),
                             scoring_strategy: Mapping[str, Any] | None = None,
-                            inter_pod_affinity: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A KubeSchedulerConfiguration: the default profile with these DefaultPreemptionArgs (or without the
-    DefaultPreemption PostFilter when ``preemption`` is off), its scoring (``percentageOfNodesToScore`` when not
-    the adaptive 0, Score plugin weights re-configured or, at 0, disabled, NodeResourcesFitArgs.scoringStrategy
-    when given), no leader election."""
-    profile: dict[str, Any] = {
-        "schedulerName": "default-scheduler",
-        "pluginConfig": [{"name": "DefaultPreemption", "args": {
-            "apiVersion": SCHEDULER_CONFIG_API, "kind": "DefaultPreemptionArgs",
-            "minCandidateNodesPercentage": min_candidate_nodes_percentage,
-            "minCandidateNodesAbsolute": min_candidate_nodes_absolute}}],
-    }
-    if percentage_of_nodes_to_score:
-        profile["percentageOfNodesToScore"] = percentage_of_nodes_to_score
-    plugins: dict[str, Any] = {}
-    if not preemption:
-        plugins["postFilter"] = {"disabled": [{"name": "DefaultPreemption"}]}
-    enabled = [{"name": name, "weight": weight} for name, weight in score_weights if weight > 0]
-    disabled = [{"name": name} for name, weight in score_weights if weight == 0]
-    if enabled or disabled:
-        plugins["score"] = {k: v for k, v in (("enabled", enabled), ("disabled", disabled)) if v}
-    if plugins:
-        profile["plugins"] = plugins
-    if scoring_strategy is not None:
-        profile["pluginConfig"].append({"name": "NodeResourcesFit", "args": {
-            "apiVersion": SCHEDULER_CONFIG_API, "kind": "NodeResourcesFitArgs", "scoringStrategy": scoring_strategy}})
-    if inter_pod_affinity is not None:
-        profile["pluginConfig"].append({"name": "InterPodAffinity", "args": {
-            "apiVersion": SCHEDULER_CONFIG_API, "kind": "InterPodAffinityArgs", **inter_pod_affinity}})
+                            inter_pod_affinity: Mapping[str, Any] | None = None,
+                            scheduler_names: Sequence[str] = ("default-scheduler",)) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration: one profile per scheduler name (``scheduler.schedulerNames``), each the
+    default profile with these DefaultPreemptionArgs (or without the DefaultPreemption PostFilter when
+    ``preemption`` is off), its scoring (``percentageOfNodesToScore`` when not the adaptive 0, Score plugin weights
+    re-configured or, at 0, disabled, NodeResourcesFitArgs.scoringStrategy when given), no leader election."""
+    profiles: list[dict[str, Any]] = []
+    for name in scheduler_names:
+        profile: dict[str, Any] = {
+            "schedulerName": name,
+            "pluginConfig": [{"name": "DefaultPreemption", "args": {
+                "apiVersion": SCHEDULER_CONFIG_API, "kind": "DefaultPreemptionArgs",
+                "minCandidateNodesPercentage": min_candidate_nodes_percentage,
+                "minCandidateNodesAbsolute": min_candidate_nodes_absolute}}],
+        }
+        if percentage_of_nodes_to_score:
+            profile["percentageOfNodesToScore"] = percentage_of_nodes_to_score
+        plugins: dict[str, Any] = {}
+        if not preemption:
+            plugins["postFilter"] = {"disabled": [{"name": "DefaultPreemption"}]}
+        enabled = [{"name": plugin, "weight": weight} for plugin, weight in score_weights if weight > 0]
+        disabled = [{"name": plugin} for plugin, weight in score_weights if weight == 0]
+        if enabled or disabled:
+            plugins["score"] = {k: v for k, v in (("enabled", enabled), ("disabled", disabled)) if v}
+        if plugins:
+            profile["plugins"] = plugins
+        if scoring_strategy is not None:
+            profile["pluginConfig"].append({"name": "NodeResourcesFit", "args": {
+                "apiVersion": SCHEDULER_CONFIG_API, "kind": "NodeResourcesFitArgs",
+                "scoringStrategy": scoring_strategy}})
+        if inter_pod_affinity is not None:
+            profile["pluginConfig"].append({"name": "InterPodAffinity", "args": {
+                "apiVersion": SCHEDULER_CONFIG_API, "kind": "InterPodAffinityArgs", **inter_pod_affinity}})
+        profiles.append(profile)
     return {"apiVersion": SCHEDULER_CONFIG_API, "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(kubeconfig)}, "leaderElection": {"leaderElect": False},
-            "profiles": [profile]}
+            "profiles": profiles}
 
 
 @dataclass
@@ -167,6 +172,8 @@ class User:
 @dataclass
 class ControlPlane:
     """``start()`` brings the components up; ``request()`` talks to the API server as a user.
+    ``with_scheduler`` False leaves kube-scheduler out; ``extra_etcd_args`` go to etcd (e.g. a larger
+    ``--quota-backend-bytes``).
 
     ``scheduler_config``: keyword arguments of ``scheduler_configuration`` (DefaultPreemptionArgs); the
     scheduler always runs from a KubeSchedulerConfiguration file written in ``workdir``.
@@ -177,6 +184,9 @@ class ControlPlane:
     users: Sequence[User] = ()
     extra_apiserver_args: Sequence[str] = ()
     scheduler_config: Mapping[str, Any] = field(default_factory=dict)
+    # False: etcd and kube-apiserver only (bench/scale.py measures the API server holding a cluster, nothing binds).
+    with_scheduler: bool = True
+    extra_etcd_args: Sequence[str] = ()
     components: list[Component] = field(default_factory=list)
     etcd_port: int = 0
     apiserver_port: int = 0
@@ -215,7 +225,8 @@ class ControlPlane:
         try:
             self._start_etcd(timeout)
             self._start_apiserver(timeout)
-            self._start_scheduler(timeout)
+            if self.with_scheduler:
+                self._start_scheduler(timeout)
         except BaseException:
             self.stop()
             raise
@@ -263,6 +274,7 @@ class ControlPlane:
             "--initial-cluster", f"conformance=http://127.0.0.1:{peer}",
             "--log-level", "warn",
             "--unsafe-no-fsync",  # a throwaway cluster: durability buys nothing, and fsync is most of a write
+            *self.extra_etcd_args,
         ])
         self._wait(etcd, lambda: _http_ok(f"http://127.0.0.1:{self.etcd_port}/health"), timeout)
 

@@ -62,8 +62,10 @@ BUILTIN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 # The classes kube-apiserver creates itself at start (its scheduling post-start hook); never overwritten.
 SYSTEM_CLASSES = ("system-node-critical", "system-cluster-critical")
 # What verify loads, in the order of docs/interfaces.md §1's snapshot command; everything else is ignored.
+STORAGE_AND_DEVICE_KINDS = ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode", "VolumeAttachment",
+                            "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
 KINDS = ("Namespace", "PriorityClass", "RuntimeClass", "Node", "Pod", "PodDisruptionBudget", "ResourceQuota",
-         "LimitRange")
+         "LimitRange", *STORAGE_AND_DEVICE_KINDS)
 # The controllers verify creates as owners of a workload's replicas (observe.py), never loaded from a snapshot.
 OWNER_KINDS = ("ReplicaSet", "StatefulSet")
 LIST_PATHS = {
@@ -75,6 +77,15 @@ LIST_PATHS = {
     "Pod": ("v1", "/api/v1/pods"),
     "ResourceQuota": ("v1", "/api/v1/resourcequotas"),
     "LimitRange": ("v1", "/api/v1/limitranges"),
+    "PersistentVolume": ("v1", "/api/v1/persistentvolumes"),
+    "PersistentVolumeClaim": ("v1", "/api/v1/persistentvolumeclaims"),
+    "StorageClass": ("storage.k8s.io/v1", "/apis/storage.k8s.io/v1/storageclasses"),
+    "CSINode": ("storage.k8s.io/v1", "/apis/storage.k8s.io/v1/csinodes"),
+    "VolumeAttachment": ("storage.k8s.io/v1", "/apis/storage.k8s.io/v1/volumeattachments"),
+    "DeviceClass": ("resource.k8s.io/v1", "/apis/resource.k8s.io/v1/deviceclasses"),
+    "ResourceSlice": ("resource.k8s.io/v1", "/apis/resource.k8s.io/v1/resourceslices"),
+    "ResourceClaim": ("resource.k8s.io/v1", "/apis/resource.k8s.io/v1/resourceclaims"),
+    "ResourceClaimTemplate": ("resource.k8s.io/v1", "/apis/resource.k8s.io/v1/resourceclaimtemplates"),
 }
 NODES_SEEN = re.compile(r"^0/(\d+) nodes are available")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -312,6 +323,10 @@ def plan_load(objects: Sequence[Mapping[str, Any]], *, pods_under_test: Sequence
         plan.notes.append(note)
     plan.objects.extend(stored_form(node, now=now) for node in grouped["Node"])
     for kind in ("PodDisruptionBudget", "ResourceQuota", "LimitRange"):
+        plan.objects.extend(stored_form(obj, now=now) for obj in grouped[kind])
+    # Volumes and devices as stored, status included (a bound PV/PVC pair, an allocated claim): no controller runs
+    # here to bind or allocate them again, and the scheduler reads them from its informers as a cluster's.
+    for kind in STORAGE_AND_DEVICE_KINDS:
         plan.objects.extend(stored_form(obj, now=now) for obj in grouped[kind])
     plan.objects.extend(_held_pod(pod, now) for pod in grouped["Pod"])
     return plan

@@ -11,21 +11,27 @@
   victims that were already terminating (v1.35+ sends no API call for those), and says when the asynchronous
   preemption finished.
 - ``Unschedulable``: ``PodScheduled=False`` (reason ``Unschedulable``) and still no nomination a moment later.
+- ``Gated``: the pod has ``spec.schedulingGates`` and stays ``PodScheduled=False``/``SchedulingGated`` (the API
+  server's condition on create) with no nomination and no binding for a moment.
+- ``NotScheduled``: no scheduler touched the pod (no ``PodScheduled`` condition, no nomination, no binding) for
+  ``NOT_SCHEDULED_SETTLE_SECONDS``: kube-scheduler sets one within milliseconds for a pod it serves.
 - ``Error``: anything else, or no decision within the timeout: never an agreement, never a hang.
 
 ``settle`` then makes the cluster what it will be for the next pod: a preemptor's victims are deleted with
 grace 0 (standing in for their kubelet) and the preemptor is waited for until it is bound; a pod that stays
-pending (``Unschedulable``, ``Error``) is deleted, so that it does not take room meant for the pods after it.
+pending (``Unschedulable``, ``Gated``, ``NotScheduled``, ``Error``) is deleted, so that it does not take room
+meant for the pods after it.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from webhook.cluster.model import DEFAULT_SCHEDULER_NAME
 from webhook.observe.compare import ERROR
 from webhook.preemption.results import Outcome
 from webhook.verify.controlplane import ControlPlane, collection_path
@@ -34,6 +40,9 @@ from webhook.verify.loader import force_delete_pod
 POLL_SECONDS = 0.05
 # How long a PodScheduled=False must stand without a nomination before it counts as Unschedulable.
 UNSCHEDULABLE_SETTLE_SECONDS = 0.5
+# How long a pod must stand with no scheduler's condition before it counts as NotScheduled (generous: a busy
+# scheduler still records a decision on a pod it serves within a second).
+NOT_SCHEDULED_SETTLE_SECONDS = 3.0
 # With no count to wait for (before v1.37 the PostFilter's success status carries no message) and no log hint,
 # a preemption is complete once every victim marked so far is deleted and has its Preempted Event, and nothing
 # changed for this long; without the Events (an Event is best effort upstream), after QUIET_WITHOUT_EVENTS.
@@ -214,8 +223,12 @@ def with_owner(plane: ControlPlane, manifest: Mapping[str, Any]) -> Mapping[str,
     return {**manifest, "metadata": {**meta, "ownerReferences": [{**owner, "uid": uid}]}}
 
 
-def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: float) -> Observation:
-    """Create ``manifest`` and report what the scheduler did within ``timeout`` seconds."""
+def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: float,
+                scheduler_names: Collection[str] | None = None) -> Observation:
+    """Create ``manifest`` and report what the scheduler did within ``timeout`` seconds.
+
+    ``scheduler_names``: the profiles the plane's kube-scheduler runs, when known; a pod naming one of them is never
+    taken for ``NotScheduled`` (a scheduler slowed down by a busy machine is waited for until ``timeout``)."""
     before = pod_marks(plane)
     log = SchedulerLog(plane)
     manifest = with_owner(plane, manifest)
@@ -227,7 +240,10 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     uid = str(body["metadata"].get("uid") or "")
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-    deadline = time.monotonic() + timeout
+    scheduler_name = (body.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME
+    served = scheduler_names is not None and scheduler_name in scheduler_names
+    created = time.monotonic()
+    deadline = created + timeout
     refused_since: float | None = None
     while time.monotonic() < deadline:
         code, pod = plane.request("GET", path)
@@ -242,15 +258,26 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
         if nominated and scheduled.get("status") == "False":
             return _observe_preemption(plane, PreemptorRef(namespace, name, uid, path, str(nominated)), before, log,
                                        deadline, timeout)
-        if scheduled.get("status") == "False":
+        if not scheduled:
+            if not served and time.monotonic() - created >= NOT_SCHEDULED_SETTLE_SECONDS:
+                return Observation(Outcome.NOT_SCHEDULED, pod_name=name, uid=uid,
+                                   message=f"no scheduler acted on the pod within {NOT_SCHEDULED_SETTLE_SECONDS:g}s")
+        elif scheduled.get("status") == "False":
             reason = scheduled.get("reason")
-            if reason not in ("Unschedulable", "SchedulingGated"):
+            gated = reason == "SchedulingGated" and bool((pod.get("spec") or {}).get("schedulingGates"))
+            if gated:
+                refused_since = refused_since if refused_since is not None else time.monotonic()
+                if time.monotonic() - refused_since >= UNSCHEDULABLE_SETTLE_SECONDS:
+                    return Observation(Outcome.GATED, message=str(scheduled.get("message") or reason),
+                                       pod_name=name, uid=uid)
+            elif reason != "Unschedulable":
                 return Observation(ERROR, message=f"{reason}: {scheduled.get('message', '')}", pod_name=name,
                                    uid=uid)
-            refused_since = refused_since if refused_since is not None else time.monotonic()
-            if time.monotonic() - refused_since >= UNSCHEDULABLE_SETTLE_SECONDS:
-                return Observation(Outcome.UNSCHEDULABLE, message=str(scheduled.get("message", reason)),
-                                   pod_name=name, uid=uid)
+            else:
+                refused_since = refused_since if refused_since is not None else time.monotonic()
+                if time.monotonic() - refused_since >= UNSCHEDULABLE_SETTLE_SECONDS:
+                    return Observation(Outcome.UNSCHEDULABLE, message=str(scheduled.get("message", reason)),
+                                       pod_name=name, uid=uid)
         time.sleep(POLL_SECONDS)
     return Observation(ERROR, message=f"no scheduling decision within {timeout:g}s", pod_name=name, uid=uid)
 
@@ -333,7 +360,7 @@ def settle(plane: ControlPlane, observation: Observation, namespace: str, *, tim
     name = observation.pod_name
     if not name:
         return observation
-    if observation.outcome in (Outcome.UNSCHEDULABLE, ERROR):
+    if observation.outcome in (Outcome.UNSCHEDULABLE, Outcome.GATED, Outcome.NOT_SCHEDULED, ERROR):
         force_delete_pod(plane, namespace, name)
         return observation
     if observation.outcome != Outcome.PREEMPTS:

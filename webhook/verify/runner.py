@@ -76,7 +76,7 @@ def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerCo
             results.append(replace(_failed(scenario, _pod_key(manifest), f"PreemptGuard could not predict: {exc}"),
                                    fidelity=fidelity))
             continue
-        observation = observe_pod(plane, manifest, timeout=timeout)
+        observation = observe_pod(plane, manifest, timeout=timeout, scheduler_names=scheduler.scheduler_names)
         observation = settle(plane, observation, str(manifest["metadata"]["namespace"]), timeout=timeout)
         predicted = Predicted(prediction.outcome, prediction.node, prediction.victims, prediction.tied_nodes,
                               prediction.sampled, prediction.tied_victims)
@@ -115,7 +115,8 @@ def scheduler_config_of(scheduler: SchedulerConfig) -> dict[str, Any]:
             "min_candidate_nodes_absolute": scheduler.min_candidate_nodes_absolute,
             "percentage_of_nodes_to_score": scheduler.percentage_of_nodes_to_score,
             "score_weights": scheduler.score_weights, "scoring_strategy": fit,
-            "inter_pod_affinity": _inter_pod_affinity_args(scheduler)}
+            "inter_pod_affinity": _inter_pod_affinity_args(scheduler),
+            "scheduler_names": scheduler.scheduler_names}
 
 
 def _inter_pod_affinity_args(scheduler: SchedulerConfig) -> dict[str, Any] | None:

@@ -42,6 +42,17 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     # Only the owners verify creates for a workload's replicas (observe.py), removed with the scenario.
     "ReplicaSet": ("apps/v1", "replicasets", True),
     "StatefulSet": ("apps/v1", "statefulsets", True),
+    # Storage and devices (#27): resource.k8s.io/v1 is served from v1.34; on an older release kube-apiserver cannot
+    # read them back and they are dropped with a note (``store``).
+    "PersistentVolume": ("v1", "persistentvolumes", False),
+    "PersistentVolumeClaim": ("v1", "persistentvolumeclaims", True),
+    "StorageClass": ("storage.k8s.io/v1", "storageclasses", False),
+    "CSINode": ("storage.k8s.io/v1", "csinodes", False),
+    "VolumeAttachment": ("storage.k8s.io/v1", "volumeattachments", False),
+    "DeviceClass": ("resource.k8s.io/v1", "deviceclasses", False),
+    "ResourceSlice": ("resource.k8s.io/v1", "resourceslices", False),
+    "ResourceClaim": ("resource.k8s.io/v1", "resourceclaims", True),
+    "ResourceClaimTemplate": ("resource.k8s.io/v1", "resourceclaimtemplates", True),
 }
 # Metadata kube-apiserver derives from the storage itself (resourceVersion from the etcd revision) or that only
 # the write path keeps (managedFields); dropped before storing.

@@ -53,6 +53,14 @@ class SortedNames:
     def at_least(self, value: int) -> list[str]:
         return self.names[bisect.bisect_left(self.values, value):]
 
+    def count_at_least(self, value: int) -> int:
+        """``len(self.at_least(value))`` without copying the slice."""
+        return len(self.values) - bisect.bisect_left(self.values, value)
+
+    def count_below(self, value: int) -> int:
+        """``len(self.below(value))`` without copying the slice."""
+        return bisect.bisect_left(self.values, value)
+
     def below(self, value: int) -> list[str]:
         return self.names[:bisect.bisect_left(self.values, value)]
 
@@ -388,6 +396,31 @@ def intersect(index: StateIndex, nodes: set[str], slices: list[list[str]]) -> se
         if not found:
             break
         found.intersection_update(more)
+    return found
+
+
+def intersect_at_least(index: StateIndex, nodes: set[str], bounds: Iterable[tuple[OrderKey, int]]) -> set[str]:
+    """``nodes`` ∩ ``index.order(key).at_least(value)`` for every bound: a new set, or ``nodes`` itself when every
+    bound holds on every node (callers only read it). Only the slices that leave out some node are copied (their
+    sizes are read off the orderings first): at 15,000 nodes most bounds hold on every node, and a slice or a set
+    copied for nothing costs as much as an intersection."""
+    total = len(index.summaries)
+    sized = []
+    for key, value in bounds:
+        order = index.order(key)
+        count = order.count_at_least(value)
+        if count == 0:
+            return set()
+        if count < total:
+            sized.append((count, order, value))
+    if not sized:
+        return nodes
+    sized.sort(key=lambda entry: entry[0])
+    found = nodes.intersection(sized[0][1].at_least(sized[0][2]))
+    for _, order, value in sized[1:]:
+        if not found:
+            break
+        found.intersection_update(order.at_least(value))
     return found
 
 

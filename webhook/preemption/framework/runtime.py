@@ -25,7 +25,7 @@ from webhook.preemption.framework.interface import (
     ScoreExtensions,
     ScorePlugin,
 )
-from webhook.preemption.framework.status import OK, SKIP, Status
+from webhook.preemption.framework.status import OK, SKIP, SUCCESS, UNSCHEDULABLE, Status
 from webhook.preemption.framework.types import MAX_NODE_SCORE, NodeInfo, NodeScores, ScoringNodes
 
 if TYPE_CHECKING:
@@ -88,9 +88,24 @@ class Framework:
         return found
 
     def run_pre_filter_plugins(self, pod: Pod, view: ClusterView, deadline: Deadline) -> CycleState:
-        """Every PreFilter plugin writes its state; those that Skip are left out of Filter and AddPod/RemovePod."""
+        """Every PreFilter plugin writes its state; those that Skip are left out of Filter and AddPod/RemovePod.
+
+        A failure is kept in ``cycle.pre_filter_status`` as upstream's RunPreFilterPlugins returns it: the first
+        UnschedulableAndUnresolvable or Error ends PreFilter (preemption cannot help, #119770), an Unschedulable
+        one is remembered (the last wins) and the other plugins still run.
+        """
         cycle = CycleState()
-        skipped = [p.name for p in self.pre_filter_plugins if p.pre_filter(cycle, pod, view, deadline).code == SKIP]
+        skipped = []
+        for plugin in self.pre_filter_plugins:
+            status = plugin.pre_filter(cycle, pod, view, deadline)
+            code = status.code
+            if code == SKIP:
+                skipped.append(plugin.name)
+            elif code == UNSCHEDULABLE:
+                cycle.pre_filter_status = status
+            elif code != SUCCESS:
+                cycle.pre_filter_status = status
+                break
         cycle.skip_filter_plugins = frozenset(skipped)
         return cycle
 

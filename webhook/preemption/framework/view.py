@@ -12,11 +12,12 @@ from webhook.cluster.copying import replace_fields
 from webhook.cluster.model import EMPTY_LABELS, Node, Pod
 from webhook.cluster.snapshot import ClusterState, holds_node_resources
 from webhook.preemption.framework.index import StateIndex, state_index
+from webhook.preemption.framework.storage_view import StorageView
 from webhook.preemption.framework.summary import NodeSummary
 from webhook.preemption.framework.types import NodeInfo
 
 
-class ClusterView:
+class ClusterView(StorageView):
     """The ClusterState plus simulated evictions and bindings (per-node deltas, never a copy).
 
     Creating a view syncs the index; keep using it under ``index.lock`` (``simulate_pods`` does).
@@ -30,6 +31,7 @@ class ClusterView:
         self.removed: set[str] = set()
         self.added: dict[str, dict[str, Pod]] = {}
         self.touched: set[str] = set()
+        self._init_storage()
 
     @property
     def node_names(self) -> list[str]:

@@ -13,15 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from webhook.cluster.model import Pod, Resources
+from webhook.cluster.copying import replace_fields
+from webhook.cluster.model import FrozenMap, Pod, Resources
 from webhook.preemption.framework.cycle_state import CycleState
-from webhook.preemption.framework.index import StateIndex, free_order, intersect, order_key
+from webhook.preemption.framework.index import StateIndex, free_order, intersect_at_least, order_key
 from webhook.preemption.framework.status import OK, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.framework.summary import CPU, EPHEMERAL, MEMORY, PODS, NodeSummary, Usage
 from webhook.preemption.framework.types import NodeInfo, ScoringNodes
 from webhook.preemption.plugins.noderesources.resource_allocation import ResourceAllocationScorer, strategy_scorer
 from webhook.preemption.results import ScoringStrategy
+
+if TYPE_CHECKING:
+    from webhook.preemption.deadline import Deadline
+    from webhook.preemption.framework.view import ClusterView
 
 NAME = "NodeResourcesFit"
 ERR_TOO_MANY_PODS = "Too many pods"
@@ -77,6 +83,17 @@ class FitScoreState:
         return self
 
 
+@dataclass(frozen=True, slots=True)
+class DelegatedResources:
+    """The pod's extended resources a DeviceClass backs (DRAExtendedResource, on in v1.37): on a node that does not
+    advertise one, NodeResourcesFit leaves it to DynamicResources (fit.go, ``shouldDelegateResourceToDRA``)."""
+
+    names: frozenset[str]
+
+    def copy(self) -> DelegatedResources:
+        return self
+
+
 class Fit:
     name = NAME
 
@@ -85,8 +102,24 @@ class Fit:
         self.strategy = strategy
         self.scorer = ResourceAllocationScorer(strategy.resources, False, strategy_scorer(strategy))
 
+    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView, deadline: Deadline) -> Status:
+        scalar = pod.requests.scalar
+        if scalar and view.state.devices.device_classes:
+            names = frozenset(r for r in scalar if view.extended_resource_class(r) is not None)
+            if names:
+                cycle.write(DelegatedResources(names))
+        return OK  # upstream's PreFilter only computes the requests
+
     def filter(self, cycle: CycleState, pod: Pod, info: NodeInfo) -> Status:
-        return fits(pod, info)
+        delegated = cycle.read(DelegatedResources)
+        if delegated is None:
+            return fits(pod, info)
+        alloc = info.node.allocatable
+        req = pod.requests
+        kept = {r: n for r, n in req.scalar.items() if r not in delegated.names or alloc.scalar.get(r, 0) > 0}
+        used = info.requested
+        return resource_fit_status(replace_fields(req, scalar=FrozenMap(kept)), alloc, used.milli_cpu, used.memory,
+                                   used.ephemeral_storage, used.pod_count, used.scalar)
 
     def pre_score(self, cycle: CycleState, pod: Pod, nodes: ScoringNodes) -> Status:
         cycle.write(FitScoreState(self.scorer.pod_requests(pod)))
@@ -137,7 +170,7 @@ def wanted_resources(pod: Pod) -> list[Want]:
 def nodes_with_room(index: StateIndex, universe: set[str], wants: list[Want], level: int | None) -> set[str]:
     """The nodes of ``universe`` with room for the pod, now (``level`` None) or once every pod with
     priority <= ``level`` is gone."""
-    return intersect(index, universe, [index.order(free_order(dim, level)).at_least(want) for dim, want in wants])
+    return intersect_at_least(index, universe, [(free_order(dim, level), want) for dim, want in wants])
 
 
 # A resource-status mask: which checks of NodeResourcesFit fail on a node. Its bits, by dimension:

@@ -1,0 +1,842 @@
+"""The biggest clusters, live against a real kube-apiserver (issue 29; not a test).
+
+    .venv/bin/python bench/scale.py [--nodes 1000 5000 15000] [--pods-per-node 30] [--samples 200]
+                                    [--churn-seconds 20] [--replicas 2] [--no-snapshot-path] [--json FILE] [--quick]
+
+For each size, in one run:
+
+1. etcd (``--quota-backend-bytes`` 16 GiB, ``--unsafe-no-fsync``) and kube-apiserver of ``$PREEMPTGUARD_KUBE_BIN`` (else
+   conformance/bin) start on loopback (webhook/verify/controlplane.py; no scheduler: nothing binds here).
+2. The cluster of bench/clustergen.py (N nodes, 30·N bound pods, PDBs), shaped as the API server returns it
+   (bench/kubectl_dump.py, plus pod conditions and container statuses), is created through the API by
+   conformance/cmd/scaleload (Go, client-go, protobuf, 48 requests in flight), each object's status written through
+   the status subresource. Its own throughput is recorded. The API server then holds and serves the objects: the
+   lists are paginated by it, from its watch cache, in its JSON.
+3. ``preempt-guard serve --kubeconfig`` starts: seconds to ``/readyz`` (every informer listed) and the bytes the
+   informers listed (``preemptguard_informer_listed_bytes_total``); seconds to the first admission that carries a
+   prediction (the predictor's index is built after ``/readyz``; an admission before that is allowed without one);
+   RSS when ready, peak RSS, RSS per pod.
+4. Latency p50/p99 of ``POST /preview`` (bearer token: a TokenReview and SubjectAccessReviews per call, as in a
+   cluster) and ``POST /mutate/pods`` (an AdmissionReview, as the API server sends it) for a pod that fits, one
+   that preempts and one that cannot be placed; every answer is checked for that outcome.
+5. The same while scaleload churns pods (create, update, delete, bound to random nodes) at 500 writes/s, with the
+   informer lag: for every acknowledged write, from the moment the API server answered it (carrying the
+   write's resourceVersion) until the webhook's ``preemptguard_informer_resource_version{kind="Pod"}``, polled
+   every 50 ms, reached that resourceVersion (resolution: the poll interval). Then higher rates, doubling, until
+   the lag p99 passes 2 s or the API server no longer delivers the rate: the highest rate kept up with.
+6. Admissions per second at saturation: 8 connections closed-loop, pods that fit, predictions on (the client
+   runs in this process: on 2 cores it takes CPU from the server, so this is the system's figure).
+7. High availability (``--replicas N``, default 2): N-1 more replicas against the same API server: each one's
+   RSS, the API server's CPU per second of churn and its RSS with 1 and with N replicas watching; then one
+   replica is stopped and restarted while 500 writes/s stream in: seconds to ready again, and its lag once ready.
+8. The snapshot path (``--no-snapshot-path`` skips it) on the same cluster as ``kubectl get -o json`` prints it:
+   ``serve --cluster-snapshot`` ready, RSS, preview p99 (bench/snapshot.py), and ``kubectl preempt-preview
+   --snapshot-cache`` cached.
+
+Every process started is stopped by PID and the etcd data directory is removed after each size. Free memory is
+watched: below 4 GiB available the run stops. The load average before and after each size is printed: figures
+taken while other jobs run are noisy. One table follows, with the growth from the smallest to the largest size,
+and the issue's targets checked on the largest size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import bisect
+import http.client
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+for extra in (ROOT, ROOT / "bench"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+from kubectl_dump import kubectl_objects  # noqa: E402
+
+from webhook.routes import MUTATE_PODS_PATH, PREDICTION_ANNOTATION, READYZ_PATH  # noqa: E402
+from webhook.verify.controlplane import ControlPlane, kube_bin_dir, stop_process  # noqa: E402
+
+PREVIEW_PATH = "/preview"
+MIN_AVAILABLE_GIB = 4.0
+ETCD_QUOTA_BYTES = 16 * 2**30
+LAG_POLL_SECONDS = 0.05
+KINDS = ("fit", "preempt", "unschedulable")
+OUTCOME = {"fit": "Fits", "preempt": "Preempts", "unschedulable": "Unschedulable"}
+Figures = dict[str, Any]
+
+
+# ---- the cluster, as the loader reads it -------------------------------------------------------------------------
+def api_object(raw: dict[str, Any], stored: bool = False) -> dict[str, Any]:
+    """A generated object (as kubectl prints it) as a client creates it: no server-set metadata, and for a pod no
+    ``spec.priority`` (the Priority admission plugin sets it from the class and refuses a pod that brings one);
+    a running pod's conditions and container statuses, as a kubelet writes them. ``stored``: as it is written into
+    etcd past admission (uid, creation time and priority kept)."""
+    meta = raw["metadata"]
+    for key in ("resourceVersion",) if stored else ("resourceVersion", "uid", "creationTimestamp"):
+        meta.pop(key, None)
+    if raw["kind"] == "Pod":
+        spec, status = raw["spec"], raw["status"]
+        if not stored:
+            spec.pop("priority", None)
+        started = status["startTime"]
+        status["conditions"] = [{"type": kind, "status": "True", "lastTransitionTime": started}
+                                for kind in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
+                                             "PodScheduled")]
+        container = spec["containers"][0]
+        status["containerStatuses"] = [{
+            "name": container["name"], "image": container["image"], "ready": True, "started": True,
+            "restartCount": 0, "imageID": f"{container['image']}@sha256:{'2' * 64}",
+            "containerID": f"containerd://{'3' * 64}", "state": {"running": {"startedAt": started}}}]
+    return raw
+
+
+def ndjson(nodes: int, pods_per_node: int, stored: bool = False) -> Iterator[bytes]:
+    for raw in kubectl_objects(nodes, pods_per_node):
+        yield json.dumps(api_object(raw, stored), separators=(",", ":")).encode() + b"\n"
+
+
+# ---- processes ---------------------------------------------------------------------------------------------------
+def loader_binary(kube_bin: Path, workdir: Path) -> Path:
+    """scaleload from the release's directory (conformance/build puts it there), else built now (Go's cache makes
+    a rebuild take seconds)."""
+    found = kube_bin / "scaleload"
+    if os.access(found, os.X_OK):
+        return found
+    out = workdir / "scaleload"
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -trimpath"}
+    subprocess.run(["go", "build", "-o", str(out), "./cmd/scaleload"], cwd=ROOT / "conformance", env=env, check=True)
+    return out
+
+
+def memory_mib(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of a process in MiB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def cpu_seconds(pid: int) -> float:
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    return float("inf")
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+class MemoryGuard:
+    """Stops the run (by PID, every process registered) when the machine's available memory falls below the floor."""
+
+    def __init__(self, floor_gib: float = MIN_AVAILABLE_GIB) -> None:
+        self.floor = floor_gib
+        self.tripped = ""
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.lowest = float("inf")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(1.0):
+            available = available_gib()
+            self.lowest = min(self.lowest, available)
+            if available < self.floor and not self.tripped:
+                self.tripped = f"available memory {available:.1f} GiB < {self.floor:g} GiB: stopping"
+                print(f"!! {self.tripped}", file=sys.stderr, flush=True)
+                for process in list(self.processes):
+                    if process.poll() is None:
+                        process.send_signal(signal.SIGKILL)
+
+    def check(self) -> None:
+        if self.tripped:
+            raise SystemExit(self.tripped)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+GUARD: MemoryGuard | None = None
+
+
+def watched(process: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+    if GUARD is not None:
+        GUARD.processes.append(process)
+    return process
+
+
+@dataclass
+class Replica:
+    """One ``preempt-guard serve --kubeconfig`` process."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    metrics_port: int
+    log: Path
+    started: float
+
+    def stop(self) -> None:
+        stop_process(self.process, 30)
+
+    def rss(self) -> tuple[float, float]:
+        return memory_mib(self.process.pid)
+
+    def metrics(self) -> dict[str, float]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=10)
+        try:
+            connection.request("GET", "/metrics")
+            text = connection.getresponse().read().decode()
+        finally:
+            connection.close()
+        values: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("preemptguard_informer_"):
+                name, _, value = line.rpartition(" ")
+                values[name] = float(value)
+        return values
+
+    def wait_ready(self, timeout: float = 900) -> float:
+        context = insecure_context()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit(f"serve exited with {self.process.returncode}: {tail(self.log)}")
+            if GUARD is not None:
+                GUARD.check()
+            try:
+                connection = http.client.HTTPSConnection("127.0.0.1", self.port, context=context, timeout=5)
+                connection.request("GET", READYZ_PATH)
+                if connection.getresponse().status == 200:
+                    return time.monotonic() - self.started
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise SystemExit(f"serve not ready after {timeout:g}s: {tail(self.log)}")
+
+
+def tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+def insecure_context() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def start_replica(kubeconfig: Path, workdir: Path, name: str) -> Replica:
+    from webhook.verify.controlplane import free_port
+
+    config = workdir / "preemptguard.yaml"
+    config.write_text("prediction:\n  previewsPerMinute: 0\n", encoding="utf-8")  # the bench is one caller
+    port, metrics_port = free_port(), free_port()
+    log = workdir / f"{name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "webhook.cli", "serve", "--kubeconfig", str(kubeconfig), "--tls-self-signed",
+             "--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics_port), "--config", str(config),
+             "--log-level", "warning"],
+            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return Replica(watched(process), port, metrics_port, log, time.monotonic())
+
+
+# ---- probes ------------------------------------------------------------------------------------------------------
+def probe_pod(kind: str, serial: int) -> dict[str, Any]:
+    """A pending pod that fits, must preempt, or cannot be placed on the generated cluster (16-CPU nodes requested
+    to 88-99%)."""
+    cls, cpu, mem = {"fit": ("standard", 50, 64), "preempt": ("high", (2000, 3000, 4000)[serial % 3], 2048),
+                     "unschedulable": ("standard", 12000, 1024)}[kind]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"probe-{kind}-{serial}", "namespace": f"team-{serial % 20:02d}",
+                         "labels": {"app": "probe"}},
+            "spec": {"priorityClassName": cls, "containers": [{
+                "name": "c", "image": "registry.example/probe:1",
+                "resources": {"requests": {"cpu": f"{cpu}m", "memory": f"{mem}Mi"}}}]}}
+
+
+def admission_review(pod: dict[str, Any], uid: str) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"], "operation": "CREATE",
+        "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
+                     "groups": ["system:serviceaccounts", "system:authenticated"]},
+        "object": pod, "oldObject": None, "dryRun": False}}
+
+
+def predicted_outcome(answer: dict[str, Any]) -> str:
+    """The outcome in the ``preemptguard.io/prediction`` annotation of an admission response's patch."""
+    response = answer.get("response") or {}
+    if response.get("allowed") is not True:
+        return f"denied: {response.get('status')}"
+    annotation: object = None
+    for op in json.loads(base64.b64decode(response.get("patch") or "W10=")):
+        value = op.get("value")
+        if op.get("path") == "/metadata/annotations" and isinstance(value, dict):
+            annotation = value.get(PREDICTION_ANNOTATION)
+        elif op.get("path") == "/metadata/annotations/" + PREDICTION_ANNOTATION.replace("/", "~1"):
+            annotation = value
+    return str(json.loads(annotation).get("outcome")) if isinstance(annotation, str) else "no prediction"
+
+
+class Prober:
+    """``POST /preview`` and ``POST /mutate/pods`` over one keep-alive TLS connection, each answer checked."""
+
+    def __init__(self, replica: Replica, token: str) -> None:
+        self.replica = replica
+        self.token = token
+        self.serial = 0
+        self.connection = http.client.HTTPSConnection("127.0.0.1", replica.port, context=insecure_context(),
+                                                      timeout=60)
+
+    def warm_up(self, endpoint: str, kind: str, seconds: float = 120.0) -> None:
+        """Calls until the answer carries a prediction: ``/readyz`` answers once the cache is synced, while the
+        predictor's index is still being built in the background (webhook/server/app.py), and an admission
+        meanwhile is allowed without a prediction when it runs out of its budget."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                self.call(endpoint, kind)
+                return
+            except SystemExit as exc:
+                if "no prediction" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def call(self, endpoint: str, kind: str) -> float:
+        """One request; its latency in ms (SystemExit when the answer is not the expected outcome)."""
+        self.serial += 1
+        pod = probe_pod(kind, self.serial)
+        if endpoint == "preview":
+            path, body = PREVIEW_PATH, {"pod": pod}
+            headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
+        else:
+            path, body = MUTATE_PODS_PATH, admission_review(pod, f"probe-{self.serial}")
+            headers = {"Content-Type": "application/json"}
+        data = json.dumps(body).encode()
+        began = time.perf_counter()
+        self.connection.request("POST", path, body=data, headers=headers)
+        response = self.connection.getresponse()
+        payload = response.read()
+        elapsed = (time.perf_counter() - began) * 1000
+        answer = json.loads(payload) if payload else {}
+        if response.status != 200:
+            raise SystemExit(f"{path} {kind}: HTTP {response.status} {payload[:300]!r}")
+        outcome = answer["results"][0]["outcome"] if endpoint == "preview" else predicted_outcome(answer)
+        if outcome != OUTCOME[kind]:
+            raise SystemExit(f"{path} {kind}: predicted {outcome}, expected {OUTCOME[kind]}: {payload[:300]!r}")
+        return elapsed
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def latency_figures(prober: Prober, samples: int, until: Callable[[], bool] | None = None) -> Figures:
+    """p50/p99 per endpoint and pod kind: ``samples`` each, round-robin (or until ``until()`` says stop)."""
+    found: dict[tuple[str, str], list[float]] = {(e, k): [] for e in ("mutate", "preview") for k in KINDS}
+    for endpoint, kind in found:  # warm-up: the first prediction of a kind builds its orderings
+        prober.warm_up(endpoint, kind)
+    rounds = 0
+    while (rounds < samples) if until is None else not until():
+        for (endpoint, kind), values in found.items():
+            values.append(prober.call(endpoint, kind))
+        rounds += 1
+    figures: Figures = {}
+    for (endpoint, kind), values in found.items():
+        figures[f"{endpoint} {kind} p50"] = percentile(values, 50)
+        figures[f"{endpoint} {kind} p99"] = percentile(values, 99)
+    figures["probe samples"] = rounds
+    return figures
+
+
+# ---- churn and informer lag --------------------------------------------------------------------------------------
+class LagPoller:
+    """Polls the replicas' Pod informer resourceVersion every ``LAG_POLL_SECONDS`` (wall clock, as scaleload's)."""
+
+    def __init__(self, replicas: list[Replica]) -> None:
+        self.replicas = replicas
+        self.samples: dict[int, tuple[list[int], list[int]]] = {id(r): ([], []) for r in replicas}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> LagPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        key = 'preemptguard_informer_resource_version{kind="Pod"}'
+        while not self._stop.wait(LAG_POLL_SECONDS):
+            for replica in self.replicas:
+                try:
+                    rv = int(replica.metrics().get(key, 0))
+                except (OSError, http.client.HTTPException, ValueError):
+                    continue
+                times, rvs = self.samples[id(replica)]
+                times.append(time.time_ns())
+                rvs.append(max(rv, rvs[-1]) if rvs else rv)
+
+    def lags(self, replica: Replica, records: list[dict[str, int]], after_ns: int = 0) -> list[float]:
+        """Seconds from each write's acknowledgement to the first poll that saw its resourceVersion applied
+        (inf: never seen); only writes acknowledged after ``after_ns``."""
+        times, rvs = self.samples[id(replica)]
+        lags = []
+        for record in records:
+            if record["ack"] < after_ns:
+                continue
+            i = bisect.bisect_left(rvs, record["rv"])
+            while i < len(times) and times[i] < record["ack"]:
+                i += 1  # seen at a poll before the write was answered: the next poll after the answer counts
+            lags.append((times[i] - record["ack"]) / 1e9 if i < len(times) else float("inf"))
+        return lags
+
+
+def run_churn(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds: float, out: Path,
+              prefix: str) -> tuple[subprocess.Popen[bytes], Callable[[], tuple[Figures, list[dict[str, int]]]]]:
+    """Start scaleload churn; the callable waits for it and returns its summary and its write records."""
+    process = watched(subprocess.Popen(
+        [str(loader), "churn", "-kubeconfig", str(kubeconfig), "-rate", str(rate), "-duration", f"{seconds}s",
+         "-nodes", str(nodes), "-prefix", prefix, "-out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+
+    def finish() -> tuple[Figures, list[dict[str, int]]]:
+        stdout, stderr = process.communicate()
+        if process.returncode != 0:
+            raise SystemExit(f"scaleload churn failed: {stderr.decode()[-2000:]}")
+        records = [json.loads(line) for line in out.read_text().splitlines() if line]
+        return json.loads(stdout), records
+
+    return process, finish
+
+
+def churn_phase(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds: float, replicas: list[Replica],
+                workdir: Path, prefix: str, prober: Prober | None = None, samples: int = 0) -> Figures:
+    """Churn at ``rate`` for ``seconds`` while (optionally) probing latencies; the lag per replica."""
+    with LagPoller(replicas) as poller:
+        process, finish = run_churn(loader, kubeconfig, nodes, rate, seconds, workdir / f"{prefix}.ndjson", prefix)
+        figures: Figures = {}
+        if prober is not None:
+            figures = latency_figures(prober, samples, until=lambda: process.poll() is not None)
+        summary, records = finish()
+        last = max((r["rv"] for r in records), default=0)
+        deadline = time.monotonic() + 15  # let every replica catch up with the last write (or show it cannot)
+        while time.monotonic() < deadline and any(
+                (poller.samples[id(r)][1] or [0])[-1] < last for r in replicas):
+            time.sleep(LAG_POLL_SECONDS)
+    lags = poller.lags(replicas[0], records)
+    figures.update({"churn target": rate, "churn achieved": summary["achieved"],
+                    "churn dropped": summary["dropped"], "churn errors": summary["errors"],
+                    "lag p50": percentile(lags, 50), "lag p99": percentile(lags, 99), "lag max": max(lags or [0])})
+    return figures
+
+
+# ---- saturation ----------------------------------------------------------------------------------------------------
+async def _saturate(port: int, connections: int, seconds: float) -> tuple[int, int]:
+    import aiohttp
+
+    bodies = [json.dumps(admission_review(probe_pod("fit", i), f"sat-{i}")).encode() for i in range(200)]
+    done = errors = 0
+    stop_at = time.monotonic() + seconds
+    connector = aiohttp.TCPConnector(ssl=insecure_context(), limit=connections)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=30)) as session:
+
+        async def worker(offset: int) -> None:
+            nonlocal done, errors
+            i = offset
+            while time.monotonic() < stop_at:
+                i += connections
+                async with session.post(f"https://127.0.0.1:{port}{MUTATE_PODS_PATH}", data=bodies[i % len(bodies)],
+                                        headers={"Content-Type": "application/json"}) as response:
+                    payload = await response.read()
+                ok = response.status == 200 and predicted_outcome(json.loads(payload)) == "Fits"
+                done += ok
+                errors += not ok
+
+        await asyncio.gather(*(worker(i) for i in range(connections)))
+    return done, errors
+
+
+def saturation(replica: Replica, seconds: float, connections: int = 8) -> Figures:
+    asyncio.run(_saturate(replica.port, connections, 1.0))  # warm-up
+    began = time.monotonic()
+    done, errors = asyncio.run(_saturate(replica.port, connections, seconds))
+    return {"admissions/s at saturation": done / (time.monotonic() - began), "saturation errors": errors}
+
+
+# ---- one size ----------------------------------------------------------------------------------------------------
+def load_cluster(loader: Path, plane: ControlPlane, nodes: int, pods_per_node: int, via: str) -> Figures:
+    """Load the cluster (``via`` "api": create + status through the API; "etcd": nodes and pods straight into etcd)
+    and wait until the API server's watch cache serves every pod."""
+    command = [str(loader), "load", "-kubeconfig", str(plane.kubeconfig())]
+    if via == "etcd":
+        command += ["-etcd", f"http://127.0.0.1:{plane.etcd_port}"]
+    process = watched(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE))
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    began = time.monotonic()
+    try:
+        for line in ndjson(nodes, pods_per_node, stored=via == "etcd"):
+            process.stdin.write(line)
+        process.stdin.close()
+    except BrokenPipeError:
+        pass
+    out, err = process.stdout.read(), process.stderr.read()
+    process.wait()
+    if process.returncode != 0:
+        raise SystemExit(f"scaleload load failed ({process.returncode}): {err.decode()[-2000:]}")
+    summary = json.loads(out)
+    pods = summary["kinds"]["Pod"]
+    expected = nodes * pods_per_node
+    while served_pods(plane) < expected:  # the API server's watch cache has every pod (etcd writes come by watch)
+        time.sleep(0.2)
+    return {"load via": via, "load seconds": time.monotonic() - began, "load objects": summary["objects"],
+            "load objects/s": summary["objectsPerSecond"], "load requests/s": summary["requestsPerSecond"],
+            "load pods/s": pods["objects"] / pods["seconds"]}
+
+
+def served_pods(plane: ControlPlane) -> int:
+    """How many pods the API server serves (a consistent list: from its watch cache once that has caught up)."""
+    status, body = plane.request("GET", "/api/v1/pods", query={"limit": "1"}, timeout=120)
+    if status != 200:
+        raise SystemExit(f"list pods: {status} {str(body)[:300]}")
+    return len(body["items"]) + int(body["metadata"].get("remainingItemCount") or 0)
+
+
+def apiserver_pid(plane: ControlPlane) -> int:
+    return next(c.process.pid for c in plane.components if c.name == "kube-apiserver")
+
+
+def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: Path) -> Figures:
+    figures: Figures = {"nodes": nodes, "pods": nodes * args.pods_per_node, "loadavg before": load_average()}
+    print(f"\n== {nodes:,} nodes, {nodes * args.pods_per_node:,} pods (load average {figures['loadavg before']}; "
+          f"{available_gib():.1f} GiB available)", flush=True)
+    loader = loader_binary(kube_bin, workdir)
+    plane = ControlPlane(workdir / f"plane-{nodes}", kube_bin, with_scheduler=False,
+                         extra_etcd_args=["--quota-backend-bytes", str(ETCD_QUOTA_BYTES)])
+    replicas: list[Replica] = []
+    try:
+        plane.start()
+        for component in plane.components:
+            watched(component.process)
+        via = args.load_via if args.load_via != "auto" else ("api" if nodes <= 1000 else "etcd")
+        figures.update(load_cluster(loader, plane, nodes, args.pods_per_node, via))
+        print(f"loaded {figures['load objects']:,} objects via {via} in {figures['load seconds']:.0f}s "
+              f"({figures['load objects/s']:,.0f} objects/s, {figures['load requests/s']:,.0f} requests/s)", flush=True)
+        kubeconfig, token = plane.kubeconfig(), plane.tokens["admin"]
+        api_pid = apiserver_pid(plane)
+        figures["apiserver RSS, loaded"] = memory_mib(api_pid)[0]
+
+        first = start_replica(kubeconfig, workdir, "replica-0")
+        replicas.append(first)
+        figures["ready"] = first.wait_ready()
+        rss, peak = first.rss()
+        metrics = first.metrics()
+        figures.update({"RSS ready": rss, "RSS peak at ready": peak,
+                        "RSS per pod": rss * 2**20 / figures["pods"],
+                        "listed MB": sum(v for k, v in metrics.items() if k.startswith(
+                            "preemptguard_informer_listed_bytes_total")) / 1e6})
+        print(f"ready in {figures['ready']:.1f}s, {figures['listed MB']:.0f} MB listed, RSS {rss:.0f} MiB", flush=True)
+
+        prober = Prober(first, token)
+        prober.warm_up("mutate", "fit")
+        figures["predicting"] = time.monotonic() - first.started
+        figures.update(latency_figures(prober, args.samples))
+        print("idle latencies measured", flush=True)
+
+        quiet_cpu = cpu_seconds(api_pid)
+        began = time.monotonic()
+        churn = churn_phase(loader, kubeconfig, nodes, args.churn_rate, args.churn_seconds, [first], workdir,
+                            "churn-base", prober, args.samples)
+        figures["apiserver CPU/s, 1 replica"] = (cpu_seconds(api_pid) - quiet_cpu) / (time.monotonic() - began)
+        figures.update({f"churn {k}" if not k.startswith(("churn", "lag")) else k: v for k, v in churn.items()})
+        print(f"churn at {args.churn_rate:g}/s: lag p99 {churn['lag p99']:.2f}s", flush=True)
+
+        kept = args.churn_rate if churn["churn achieved"] >= 0.9 * args.churn_rate else churn["churn achieved"]
+        limit = "not reached" if kept == args.churn_rate else \
+            f"API server: {churn['churn achieved']:.0f} writes/s at most"
+        rate = args.churn_rate * 2
+        while rate <= args.max_churn_rate and kept == args.churn_rate and churn["lag p99"] <= 2:
+            step = churn_phase(loader, kubeconfig, nodes, rate, args.sweep_seconds, [first], workdir,
+                               f"churn-{int(rate)}")
+            print(f"churn at {rate:g}/s: achieved {step['churn achieved']:.0f}/s, lag p99 {step['lag p99']:.2f}s",
+                  flush=True)
+            if step["churn achieved"] < 0.9 * rate:
+                limit = f"API server: {step['churn achieved']:.0f} writes/s at most"
+                kept = max(kept, step["churn achieved"]) if step["lag p99"] <= 2 else kept
+                break
+            if step["lag p99"] > 2:
+                limit = f"informer: lag p99 {step['lag p99']:.1f}s at {rate:g}/s"
+                break
+            kept = rate
+            rate *= 2
+        figures["highest churn rate kept up with"] = kept
+        figures["churn limit"] = limit
+
+        figures.update(saturation(first, args.saturation_seconds))
+        prober.close()
+        print(f"saturation: {figures['admissions/s at saturation']:.0f} admissions/s", flush=True)
+
+        if args.replicas > 1:
+            figures.update(high_availability(args, loader, plane, replicas, workdir, nodes))
+        figures["RSS peak"] = first.rss()[1]
+        figures["apiserver RSS"] = memory_mib(api_pid)[0]
+    finally:
+        for replica in replicas:
+            replica.stop()
+        plane.stop()
+        shutil.rmtree(plane.workdir, ignore_errors=True)
+    figures["loadavg after"] = load_average()
+    if args.snapshot_path:
+        figures.update(snapshot_path(nodes, workdir, args.samples))
+    return figures
+
+
+def high_availability(args: argparse.Namespace, loader: Path, plane: ControlPlane, replicas: list[Replica],
+                      workdir: Path, nodes: int) -> Figures:
+    """N replicas on one API server: their memory, the API server's load, and a restart under churn."""
+    kubeconfig, api_pid = plane.kubeconfig(), apiserver_pid(plane)
+    figures: Figures = {"replicas": args.replicas}
+    for i in range(1, args.replicas):
+        replica = start_replica(kubeconfig, workdir, f"replica-{i}")
+        replicas.append(replica)
+        replica.wait_ready()
+    figures["RSS per replica"] = max(r.rss()[0] for r in replicas)
+    figures["apiserver RSS, N replicas"] = memory_mib(api_pid)[0]
+    before, began = cpu_seconds(api_pid), time.monotonic()
+    churn = churn_phase(loader, kubeconfig, nodes, args.churn_rate, args.churn_seconds, replicas, workdir, "churn-ha")
+    figures["apiserver CPU/s, N replicas"] = (cpu_seconds(api_pid) - before) / (time.monotonic() - began)
+    figures["lag p99, N replicas"] = churn["lag p99"]
+
+    # A replica restarts while pods churn: it lists everything again, then watches from the list's resourceVersion.
+    restarted = replicas[-1]
+    with LagPoller([replicas[0]]) as _:
+        _, finish = run_churn(loader, kubeconfig, nodes, args.churn_rate,
+                              max(args.churn_seconds, 10.0) + 8 * nodes / 1000,
+                              workdir / "churn-restart.ndjson", "churn-restart")
+        time.sleep(2)
+        restarted.stop()
+        fresh = start_replica(kubeconfig, workdir, "replica-restarted")
+        replicas[-1] = fresh
+        figures["restart ready under churn"] = fresh.wait_ready()
+        ready_ns = time.time_ns()
+        with LagPoller([fresh]) as poller:
+            summary, records = finish()
+            last = max((r["rv"] for r in records), default=0)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and (poller.samples[id(fresh)][1] or [0])[-1] < last:
+                time.sleep(LAG_POLL_SECONDS)
+        lags = poller.lags(fresh, records, after_ns=ready_ns + int(1e9))
+        figures["restart lag p99 once ready"] = percentile(lags, 99)
+        figures["restart churn achieved"] = summary["achieved"]
+    return figures
+
+
+def snapshot_path(nodes: int, workdir: Path, samples: int) -> Figures:
+    """bench/snapshot.py's serve and plugin measurements on this size's cluster, as kubectl prints it."""
+    import snapshot as snapshot_bench
+
+    dump = snapshot_bench.ensure_dump(workdir, nodes)
+    pod_file = workdir / "probe-pod.json"
+    pod_file.write_text(json.dumps(snapshot_bench.probe_pod("preempt", 0)), encoding="utf-8")
+    try:
+        serve = snapshot_bench.measure_serve(ROOT, dump, samples)
+        snapshot_bench.clear_cache(dump)
+        snapshot_bench.measure_plugin(ROOT, dump, pod_file, cache=True)  # writes the cache
+        cached = snapshot_bench.measure_plugin(ROOT, dump, pod_file, cache=True)
+    finally:
+        snapshot_bench.clear_cache(dump)
+        dump.unlink(missing_ok=True)
+    return {"snapshot ready": serve["ready"], "snapshot RSS": serve["rss"],
+            "snapshot preempt p99": serve["preempt p99"], "snapshot unschedulable p99": serve["unschedulable p99"],
+            "plugin cached": cached["wall"]}
+
+
+# ---- the table ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    key: str
+    label: str
+    unit: str = ""
+    digits: int = 1
+    target: Callable[[Figures], str] | None = None
+    grows: bool = True
+
+
+def _under(limit: float, unit: str) -> Callable[[Figures], str]:
+    return lambda f: f"<= {limit:g} {unit}".strip()
+
+
+def _within(base: str, factor: float) -> Callable[[Figures], str]:
+    return lambda f: f"<= {factor:g} x {f.get(base, float('nan')):.2f} ms"
+
+
+ROWS: tuple[Row, ...] = (
+    Row("pods", "pods", digits=0, grows=False),
+    Row("load objects/s", "loader: objects/s", digits=0),
+    Row("load requests/s", "loader: requests/s (API calls or etcd txns)", digits=0),
+    Row("load seconds", "loader: seconds to hold the cluster", "s", 0),
+    Row("listed MB", "informers: bytes listed", "MB", 0),
+    Row("ready", "serve --kubeconfig: start to /readyz", "s", 1, _under(60, "s")),
+    Row("predicting", "start to the first admission with a prediction", "s", 1),
+    Row("RSS ready", "RSS when ready", "MiB", 0, _under(1024, "MiB")),
+    Row("RSS peak", "RSS peak (whole run)", "MiB", 0),
+    Row("RSS per pod", "RSS per pod (ready)", "B", 0),
+    *(Row(f"{e} {k} {q}", f"{e} {k} {q}", "ms", 2,
+          ({"fit": _under(5, "ms"), "preempt": _under(20, "ms"), "unschedulable": _under(20, "ms")}[k]
+           if e == "mutate" and q == "p99" else None))
+      for e in ("mutate", "preview") for k in KINDS for q in ("p50", "p99")),
+    Row("churn achieved", "churn: pod writes/s achieved (target 500)", "/s", 0, grows=False),
+    *(Row(f"churn {e} {k} p99", f"churn: {e} {k} p99", "ms", 2,
+          _within(f"{e} {k} p99", 1.5) if e == "mutate" else None)
+      for e in ("mutate", "preview") for k in KINDS),
+    Row("lag p50", "churn: informer lag p50", "s", 2),
+    Row("lag p99", "churn: informer lag p99", "s", 2, _under(2, "s")),
+    Row("highest churn rate kept up with", "highest churn rate kept up with", "/s", 0),
+    Row("admissions/s at saturation", "admissions/s at saturation (fits)", "/s", 0),
+    Row("apiserver RSS", "kube-apiserver RSS", "MiB", 0),
+    Row("apiserver CPU/s, 1 replica", "kube-apiserver CPU during churn, 1 replica", "cores", 2),
+    Row("apiserver CPU/s, N replicas", "kube-apiserver CPU during churn, N replicas", "cores", 2),
+    Row("RSS per replica", "RSS per replica (N replicas)", "MiB", 0),
+    Row("lag p99, N replicas", "informer lag p99, N replicas", "s", 2),
+    Row("restart ready under churn", "replica restarted under churn: ready", "s", 1),
+    Row("restart lag p99 once ready", "replica restarted: lag p99 once ready", "s", 2),
+    Row("snapshot ready", "snapshot: serve --cluster-snapshot ready", "s", 1, _under(15, "s")),
+    Row("snapshot RSS", "snapshot: RSS ready", "MiB", 0, _under(600, "MiB")),
+    Row("snapshot preempt p99", "snapshot: /preview preempt p99", "ms", 2, _under(10, "ms")),
+    Row("plugin cached", "snapshot: plugin --snapshot-cache", "s", 2, _under(3, "s")),
+)
+
+
+def value_of(target: str) -> float:
+    return float(target.split()[-2])
+
+
+def report(results: list[Figures]) -> list[str]:
+    """Print the table; return the targets missed on the largest size (checked only there)."""
+    sizes = [f"{r['nodes']:,} nodes" for r in results]
+    growth = len(results) > 1
+    header = f"{'measurement':48s}" + "".join(f"{s:>15s}" for s in sizes)
+    header += f"{'growth':>9s}" if growth else ""
+    print("\n" + header + "   target (largest size)")
+    largest = results[-1]
+    missed: list[str] = []
+    for row in ROWS:
+        if all(r.get(row.key) is None for r in results):
+            continue
+        cells = []
+        for r in results:
+            value = r.get(row.key)
+            cells.append(f"{'-':>15s}" if value is None else f"{value:>{15 - len(row.unit) - 1},.{row.digits}f} "
+                         f"{row.unit}" if row.unit else f"{value:>15,.{row.digits}f}")
+        line = f"{row.label:48s}" + "".join(cells)
+        if growth:
+            first, last = results[0].get(row.key), largest.get(row.key)
+            line += f"{last / first:>8.1f}x" if row.grows and first and last is not None else f"{'':>9s}"
+        if row.target is not None and largest.get(row.key) is not None:
+            target = row.target(largest)
+            ok = largest[row.key] <= value_of(target)
+            line += f"   {'MET ' if ok else 'MISS'} {target}"
+            if not ok:
+                missed.append(f"{row.label}: {largest[row.key]:.2f} (target {target})")
+        print(line)
+    if growth:
+        first, last = results[0].get("mutate preempt p50"), largest.get("mutate preempt p50")
+        if first and last:
+            ok = last / first <= 4
+            print(f"{'growth of the preempt p50 (mutate)':48s}{last / first:>8.1f}x   {'MET ' if ok else 'MISS'} <= 4x")
+            if not ok:
+                missed.append(f"preempt p50 growth {last / first:.1f}x (target <= 4x)")
+    for r in results:
+        print(f"{r['nodes']:,} nodes: load average before {r['loadavg before']}, after {r.get('loadavg after')}; "
+              f"highest churn kept up with {r.get('highest churn rate kept up with', 0):.0f}/s "
+              f"(limit: {r.get('churn limit', '-')})")
+    return missed
+
+
+def main(argv: list[str] | None = None) -> int:
+    global GUARD
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000, 15000])
+    parser.add_argument("--pods-per-node", type=int, default=30)
+    parser.add_argument("--samples", type=int, default=200, help="requests per endpoint and pod kind")
+    parser.add_argument("--churn-rate", type=float, default=500.0)
+    parser.add_argument("--churn-seconds", type=float, default=20.0)
+    parser.add_argument("--sweep-seconds", type=float, default=10.0, help="per rate when looking for the highest")
+    parser.add_argument("--max-churn-rate", type=float, default=8000.0)
+    parser.add_argument("--saturation-seconds", type=float, default=10.0)
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--load-via", choices=("auto", "api", "etcd"), default="auto",
+                        help="api: create + status through the API; etcd: nodes and pods straight into etcd "
+                             "(the API server then serves them); auto: api up to 1,000 nodes, etcd above")
+    parser.add_argument("--no-snapshot-path", dest="snapshot_path", action="store_false")
+    parser.add_argument("--kube-bin", type=Path, help="etcd and kube-apiserver (default: $PREEMPTGUARD_KUBE_BIN)")
+    parser.add_argument("--workdir", type=Path, help="where etcd's data goes (default: a temporary directory)")
+    parser.add_argument("--json", type=Path, help="write every figure here as JSON")
+    parser.add_argument("--quick", action="store_true", help="50 samples, 5 s of churn, no sweep beyond 1,000/s")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.samples, args.churn_seconds, args.sweep_seconds = 50, 5.0, 4.0
+        args.max_churn_rate, args.saturation_seconds = 1000.0, 3.0
+    kube_bin = kube_bin_dir(args.kube_bin)
+    GUARD = MemoryGuard()
+    results: list[Figures] = []
+    stopped = ""
+    with tempfile.TemporaryDirectory(prefix="preemptguard-scale-", dir=args.workdir) as tmp:
+        try:
+            for nodes in args.nodes:
+                try:
+                    results.append(measure_size(args, nodes, kube_bin, Path(tmp)))
+                except SystemExit:
+                    if not GUARD.tripped or not results:
+                        raise
+                    # Out of memory on a later size: the sizes measured so far are still printed (exit 1).
+                    stopped = f"{nodes:,} nodes not measured: {GUARD.tripped}"
+                    break
+                GUARD.check()
+        finally:
+            GUARD.close()
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    print(f"\nlowest available memory during the run: {GUARD.lowest:.1f} GiB; {os.cpu_count()} CPUs")
+    missed = report(results)
+    if stopped:
+        print(stopped)
+    return 1 if missed or stopped else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

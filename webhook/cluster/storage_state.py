@@ -1,0 +1,163 @@
+"""The storage and device objects of a ``ClusterState``, indexed as the volume plugins and DynamicResources read them:
+``VolumeStore`` (PersistentVolumes by name and by class, claims by namespace/name, StorageClasses, CSINodes,
+VolumeAttachments by node) and ``DeviceStore`` (DeviceClasses, ResourceSlices, ResourceClaims and their templates).
+
+Each store is written by ``ClusterState.upsert``/``delete`` (O(changed object)) and bumps its ``version`` on every
+change, so what the predictor derives from it (the allocated devices, the slices per node) is rebuilt only then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from webhook.cluster.devices import DeviceClass, DeviceObject, ResourceClaim, ResourceClaimTemplate, ResourceSlice
+from webhook.cluster.volumes import (
+    CSINode,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    VolumeAttachment,
+    VolumeObject,
+)
+
+VOLUME_KINDS: dict[type, str] = {
+    PersistentVolume: "PersistentVolume",
+    PersistentVolumeClaim: "PersistentVolumeClaim",
+    StorageClass: "StorageClass",
+    CSINode: "CSINode",
+    VolumeAttachment: "VolumeAttachment",
+}
+DEVICE_KINDS: dict[type, str] = {
+    DeviceClass: "DeviceClass",
+    ResourceSlice: "ResourceSlice",
+    ResourceClaim: "ResourceClaim",
+    ResourceClaimTemplate: "ResourceClaimTemplate",
+}
+NAMESPACED_KINDS = frozenset({"PersistentVolumeClaim", "ResourceClaim", "ResourceClaimTemplate"})
+
+
+class VolumeStore:
+    """PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes and VolumeAttachments."""
+
+    def __eq__(self, other: object) -> bool:  # two states with the same objects are equal (snapshot cache tests)
+        return type(other) is type(self) and vars(self) == vars(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        self.pvs: dict[str, PersistentVolume] = {}
+        self.pvs_by_class: dict[str, dict[str, PersistentVolume]] = {}
+        self.pvcs: dict[str, PersistentVolumeClaim] = {}
+        self.storage_classes: dict[str, StorageClass] = {}
+        self.csinodes: dict[str, CSINode] = {}
+        self.attachments: dict[str, VolumeAttachment] = {}
+        self.attachments_by_node: dict[str, dict[str, VolumeAttachment]] = {}
+        self.version = 0
+
+    def upsert(self, obj: VolumeObject) -> None:
+        self.version += 1
+        if isinstance(obj, PersistentVolume):
+            self._remove_pv(obj.name)
+            self.pvs[obj.name] = obj
+            self.pvs_by_class.setdefault(obj.storage_class, {})[obj.name] = obj
+        elif isinstance(obj, PersistentVolumeClaim):
+            self.pvcs[obj.key] = obj
+        elif isinstance(obj, StorageClass):
+            self.storage_classes[obj.name] = obj
+        elif isinstance(obj, CSINode):
+            self.csinodes[obj.name] = obj
+        else:
+            self._remove_attachment(obj.name)
+            self.attachments[obj.name] = obj
+            self.attachments_by_node.setdefault(obj.node_name, {})[obj.name] = obj
+
+    def delete(self, kind: str, key: str) -> None:
+        self.version += 1
+        if kind == "PersistentVolume":
+            self._remove_pv(key)
+        elif kind == "PersistentVolumeClaim":
+            self.pvcs.pop(key, None)
+        elif kind == "StorageClass":
+            self.storage_classes.pop(key, None)
+        elif kind == "CSINode":
+            self.csinodes.pop(key, None)
+        elif kind == "VolumeAttachment":
+            self._remove_attachment(key)
+
+    def objects(self, kind: str) -> Iterator[VolumeObject]:
+        if kind == "PersistentVolume":
+            yield from self.pvs.values()
+        elif kind == "PersistentVolumeClaim":
+            yield from self.pvcs.values()
+        elif kind == "StorageClass":
+            yield from self.storage_classes.values()
+        elif kind == "CSINode":
+            yield from self.csinodes.values()
+        elif kind == "VolumeAttachment":
+            yield from self.attachments.values()
+
+    def _remove_pv(self, name: str) -> None:
+        old = self.pvs.pop(name, None)
+        if old is not None:
+            members = self.pvs_by_class.get(old.storage_class)
+            if members is not None:
+                members.pop(name, None)
+                if not members:
+                    del self.pvs_by_class[old.storage_class]
+
+    def _remove_attachment(self, name: str) -> None:
+        old = self.attachments.pop(name, None)
+        if old is not None:
+            members = self.attachments_by_node.get(old.node_name)
+            if members is not None:
+                members.pop(name, None)
+                if not members:
+                    del self.attachments_by_node[old.node_name]
+
+
+class DeviceStore:
+    """DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates."""
+
+    def __eq__(self, other: object) -> bool:  # two states with the same objects are equal (snapshot cache tests)
+        return type(other) is type(self) and vars(self) == vars(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        self.device_classes: dict[str, DeviceClass] = {}
+        self.slices: dict[str, ResourceSlice] = {}
+        self.claims: dict[str, ResourceClaim] = {}
+        self.templates: dict[str, ResourceClaimTemplate] = {}
+        self.version = 0
+
+    def upsert(self, obj: DeviceObject) -> None:
+        self.version += 1
+        if isinstance(obj, DeviceClass):
+            self.device_classes[obj.name] = obj
+        elif isinstance(obj, ResourceSlice):
+            self.slices[obj.name] = obj
+        elif isinstance(obj, ResourceClaim):
+            self.claims[obj.key] = obj
+        else:
+            self.templates[obj.key] = obj
+
+    def delete(self, kind: str, key: str) -> None:
+        self.version += 1
+        if kind == "DeviceClass":
+            self.device_classes.pop(key, None)
+        elif kind == "ResourceSlice":
+            self.slices.pop(key, None)
+        elif kind == "ResourceClaim":
+            self.claims.pop(key, None)
+        elif kind == "ResourceClaimTemplate":
+            self.templates.pop(key, None)
+
+    def objects(self, kind: str) -> Iterator[DeviceObject]:
+        if kind == "DeviceClass":
+            yield from self.device_classes.values()
+        elif kind == "ResourceSlice":
+            yield from self.slices.values()
+        elif kind == "ResourceClaim":
+            yield from self.claims.values()
+        elif kind == "ResourceClaimTemplate":
+            yield from self.templates.values()

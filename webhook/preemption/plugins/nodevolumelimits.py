@@ -1,0 +1,205 @@
+"""NodeVolumeLimits (pkg/scheduler/framework/plugins/nodevolumelimits/csi.go): a node attaches at most
+``allocatable.count`` volumes of each CSI driver its CSINode lists.
+
+Volumes are counted as upstream counts them (``filterAttachableVolumes``): a claim's volume by its CSI driver and
+volume handle (a bound claim's PersistentVolume; an unbound claim's class provisioner, one new volume per claim), an
+in-tree volume by the CSI driver it migrates to when the node's CSINode says so; a volume the node's pods already
+use is not new; a VolumeAttachment to the node counts even with no pod using its volume. Exceeding a limit is
+Unschedulable: the Filter recounts the node's pods, so the dry run's evictions free attachments (except those a
+VolumeAttachment still holds). PreFilter only decides whether to run (a pod with claims or in-tree volumes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from webhook.cluster.model import Pod
+from webhook.cluster.volumes import CSINode, PersistentVolumeClaim
+from webhook.preemption.framework.cycle_state import CycleState
+from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
+from webhook.preemption.framework.types import NodeInfo
+
+if TYPE_CHECKING:
+    from webhook.preemption.deadline import Deadline
+    from webhook.preemption.framework.view import ClusterView
+
+NAME = "NodeVolumeLimits"
+ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
+MAX_VOLUME_COUNT_EXCEEDED = Status(UNSCHEDULABLE, (ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,))
+# csi-translation-lib: the CSI driver each migratable in-tree plugin becomes.
+CSI_DRIVER_OF_IN_TREE = {
+    "kubernetes.io/aws-ebs": "ebs.csi.aws.com",
+    "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
+    "kubernetes.io/azure-disk": "disk.csi.azure.com",
+    "kubernetes.io/cinder": "cinder.csi.openstack.org",
+    "kubernetes.io/portworx-volume": "pxd.portworx.com",
+}
+# Upstream names an unbound claim's future volume "<random prefix>-<namespace>/<claim>": any constant that no real
+# volume handle carries keeps claims apart the same way.
+UNBOUND_HANDLE_PREFIX = "\x00unbound"
+
+
+def limits_of(csinode: CSINode | None) -> dict[str, int]:
+    """``getVolumeLimits``: each driver of the CSINode that states an allocatable count."""
+    if csinode is None:
+        return {}
+    return {d.name: d.allocatable_count for d in csinode.drivers if d.allocatable_count is not None}
+
+
+def _migrated(csinode: CSINode | None, plugin: str) -> bool:
+    """``isCSIMigrationOn``: the five migratable in-tree plugins, on a node with a CSINode."""
+    return csinode is not None and plugin in CSI_DRIVER_OF_IN_TREE
+
+
+def _driver_of_claim(view: ClusterView, csinode: CSINode | None, claim: PersistentVolumeClaim) -> tuple[str, str]:
+    """``getCSIDriverInfo``: (driver, volume handle) of a claim's volume; ("", "") when it is not counted."""
+    if claim.volume_name:
+        pv = view.pv(claim.volume_name)
+        if pv is not None:
+            if pv.csi_driver:
+                return pv.csi_driver, pv.csi_volume_handle
+            if pv.in_tree is None or not _migrated(csinode, pv.in_tree.plugin):
+                return "", ""
+            return CSI_DRIVER_OF_IN_TREE[pv.in_tree.plugin], pv.in_tree.volume_id
+    # getCSIDriverInfoFromSC: a volume not bound (or not found) counts as one more of its class's provisioner.
+    if not claim.storage_class:
+        return "", ""
+    storage_class = view.storage_class(claim.storage_class)
+    if storage_class is None:
+        return "", ""
+    handle = f"{UNBOUND_HANDLE_PREFIX}-{claim.namespace}/{claim.name}"
+    provisioner = storage_class.provisioner
+    if provisioner in CSI_DRIVER_OF_IN_TREE:
+        if not _migrated(csinode, provisioner):
+            return "", ""
+        return CSI_DRIVER_OF_IN_TREE[provisioner], handle
+    return provisioner, handle
+
+
+def attachable_volumes(view: ClusterView, pod: Pod, csinode: CSINode | None, new_pod: bool,
+                       into: dict[str, str]) -> Status | None:
+    """``filterAttachableVolumes``: the pod's volumes (unique name → driver) into ``into``; for the pod to place, the
+    status of a claim that cannot be read (for a pod already placed such a volume is skipped)."""
+    volumes = pod.volumes
+    if volumes is None:
+        return None
+    for volume in volumes.claims:
+        lookup = view.pod_claim(pod, volume) if new_pod else None
+        claim = lookup.claim if lookup is not None else view.pvc(pod.namespace, volume.claim_name_for(pod.name))
+        if claim is None:
+            if new_pod:
+                name = volume.claim_name_for(pod.name)
+                return Status(UNSCHEDULABLE_AND_UNRESOLVABLE, (
+                    f'looking up PVC {pod.namespace}/{name}: persistentvolumeclaim "{name}" not found',))
+            continue
+        driver, handle = _driver_of_claim(view, csinode, claim)
+        if driver and handle:
+            into[f"{driver}/{handle}"] = driver
+    for in_tree in volumes.in_tree:
+        if _migrated(csinode, in_tree.plugin):
+            driver = CSI_DRIVER_OF_IN_TREE[in_tree.plugin]
+            into[f"{driver}/{in_tree.volume_id}"] = driver
+    return None
+
+
+def _attachments(view: ClusterView, node: str) -> dict[str, str]:
+    """``getNodeVolumeAttachmentInfo``: the CSI volumes attached to the node (unique name → attacher)."""
+    found = {}
+    for attachment in view.attachments_on(node):
+        if not attachment.attacher or not attachment.persistent_volume_name:
+            continue
+        pv = view.pv(attachment.persistent_volume_name)
+        if pv is None or not pv.csi_driver:
+            continue
+        found[f"{attachment.attacher}/{pv.csi_volume_handle}"] = attachment.attacher
+    return found
+
+
+# A placed pod's attachable volumes on its node, remembered per (node, pod key) with the pod object itself: the
+# dry run asks the Filter again for every reprieved victim, over the same pods (a pod that changes is a new object).
+PlacedVolumes = dict[tuple[str, str], tuple[Pod, dict[str, str]]]
+
+
+def _placed_volumes(view: ClusterView, other: Pod, csinode: CSINode | None, node: str,
+                    cache: PlacedVolumes | None) -> dict[str, str]:
+    if cache is None:
+        found: dict[str, str] = {}
+        attachable_volumes(view, other, csinode, False, found)
+        return found
+    key = (node, other.key)
+    hit = cache.get(key)
+    if hit is not None and hit[0] is other:
+        return hit[1]
+    found = {}
+    attachable_volumes(view, other, csinode, False, found)
+    cache[key] = (other, found)
+    return found
+
+
+def node_volume_limits_status(view: ClusterView, pod: Pod, node: str, pods: Iterable[Pod],
+                              cache: PlacedVolumes | None = None) -> Status:
+    """The Filter on one node whose pods are ``pods`` (``cache``: what the pods already placed there attach)."""
+    csinode = view.csinode(node)
+    new_volumes: dict[str, str] = {}
+    failed = attachable_volumes(view, pod, csinode, True, new_volumes)
+    if failed is not None:
+        return failed
+    if not new_volumes:
+        return OK
+    # VolumeLimitScaling (on in v1.37) refuses a node without the driver only when its CSIDriver asks for that
+    # (preventPodSchedulingIfMissing); a snapshot holds no CSIDrivers, so the driver counts as installed.
+    limits = limits_of(csinode)
+    if not limits:
+        return OK
+    attached: dict[str, str] = {}
+    for other in pods:
+        if other.volumes is not None:
+            attached.update(_placed_volumes(view, other, csinode, node, cache))
+    counts: dict[str, int] = {}
+    for unique, driver in attached.items():
+        new_volumes.pop(unique, None)
+        counts[driver] = counts.get(driver, 0) + 1
+    for unique, driver in _attachments(view, node).items():
+        if unique not in attached:
+            counts[driver] = counts.get(driver, 0) + 1
+    wanted: dict[str, int] = {}
+    for driver in new_volumes.values():
+        wanted[driver] = wanted.get(driver, 0) + 1
+    for driver, count in wanted.items():
+        limit = limits.get(driver)
+        if limit is not None and counts.get(driver, 0) + count > limit:
+            return MAX_VOLUME_COUNT_EXCEEDED
+    return OK
+
+
+class LimitsState:
+    """The view the Filter reads claims through (the plugin keeps no per-pod state of its own)."""
+
+    __slots__ = ("placed", "view")
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self.placed: PlacedVolumes = {}
+
+    def copy(self) -> LimitsState:
+        return self
+
+
+class NodeVolumeLimits:
+    name = NAME
+
+    def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView, deadline: Deadline) -> Status:
+        volumes = pod.volumes
+        if volumes is None or not (volumes.claims or volumes.in_tree):
+            return SKIPPED
+        if volumes.claims and not view.knows("PersistentVolumeClaim") and not volumes.in_tree:
+            return SKIPPED  # VolumeRestrictions notes it
+        cycle.write(LimitsState(view))
+        return OK
+
+    def filter(self, cycle: CycleState, pod: Pod, info: NodeInfo) -> Status:
+        state = cycle.read(LimitsState)
+        if state is None:
+            return OK
+        return node_volume_limits_status(state.view, pod, info.node.name, info.pods.values(), state.placed)

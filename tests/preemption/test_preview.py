@@ -124,11 +124,17 @@ def test_priority_class_override_and_never_policy() -> None:
     assert result.message.endswith("preemption: not eligible due to preemptionPolicy=Never.")
 
 
+def test_a_gated_pod_is_gated_not_an_unmodelled_feature() -> None:
+    """Scheduling gates were a "Not modelled" note; since #26 they are the outcome itself (nothing is preempted
+    for the pod until every gate is gone)."""
+    pod = _pod(schedulingGates=[{"name": "example.com/wait"}])
+    (result,) = preview_objects(_state(), [pod])["results"]
+    assert result["outcome"] == Outcome.GATED and "example.com/wait" in result["message"]
+    assert "Not modelled" not in result["message"] and not result["victims"]
+
+
 def test_unmodeled_feature_is_named_in_the_message() -> None:
-    """Scheduling gates are modelled since #26 (``Gated``, no 'Not modelled' note); a feature the reader marks as
-    not modelled is still named in the message."""
-    (gated,) = preview_objects(_state(), [_pod(schedulingGates=[{"name": "example.com/wait"}])])["results"]
-    assert gated["outcome"] == Outcome.GATED and "Not modelled" not in gated["message"]
+    """A feature the reader marks as not modelled is still named in the result's message."""
     (pod,) = expand_object(_pod())
     (result,) = predict_pods(_state(), [replace_fields(pod, unmodeled=("spec.example (a future feature)",))])
     assert "Not modelled" in result.message and "spec.example" in result.message

@@ -36,7 +36,8 @@ sys.path[:0] = [str(ROOT)]
 
 from bench.scenariogen import FAMILIES, features, generate_scenario, scenario_name, write_scenarios  # noqa: E402
 from webhook.config import DEFAULT_CONFIG, load_config  # noqa: E402
-from webhook.observe.compare import ERROR  # noqa: E402
+from webhook.observe.compare import ERROR, fits_node_compared  # noqa: E402
+from webhook.preemption.results import Outcome  # noqa: E402
 from webhook.verify.controlplane import kube_bin_dir, kubernetes_version  # noqa: E402
 from webhook.verify.engine import scheduler_for_release  # noqa: E402
 from webhook.verify.report import is_tied, result_json  # noqa: E402
@@ -71,14 +72,14 @@ def keep(scenario_dir: Path, results: Sequence[VerifyResult], keep_dir: Path) ->
 
 
 def print_coverage(seed: int, start: int, n: int, by_scenario: dict[str, list[VerifyResult]],
-                   families: frozenset[str] = frozenset()) -> None:
+                   families: frozenset[str] = frozenset(), scoring: bool = False) -> None:
     """Per feature: the scenarios that used it, how many of them preempted, how many agreed."""
     used: Counter[str] = Counter()
     preempting: Counter[str] = Counter()
     agreeing: Counter[str] = Counter()
     for index in range(start, start + n):
         results = by_scenario.get(scenario_name(seed, index), [])
-        for feature in features(*generate_scenario(seed, index, families)):
+        for feature in features(*generate_scenario(seed, index, families, scoring)):
             used[feature] += 1
             preempting[feature] += any(r.observed.outcome == "Preempts" for r in results)
             agreeing[feature] += all(r.comparison.agree for r in results)
@@ -103,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=30.0, help="longest wait for one decision (default 30)")
     parser.add_argument("--keep", metavar="DIR", help="where disagreements go (default bench/disagreements/seed-S)")
     parser.add_argument("--coverage", action="store_true", help="print how many scenarios used each feature")
+    parser.add_argument("--scoring", action="store_true",
+                        help="draw what the Score plugins read on top (images, PreferNoSchedule taints, preferred"
+                             " affinity, soft spread): the node of every Fits is compared")
     parser.add_argument("--quiet", action="store_true", help="no progress line per scenario on stderr")
     args = parser.parse_args(argv)
     families = frozenset(f for f in args.features.split(",") if f)
@@ -124,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="preemptguard-bench-") as work:
         scenarios_dir = Path(work) / "scenarios"
-        write_scenarios(scenarios_dir, args.n, args.seed, args.start, families)
+        write_scenarios(scenarios_dir, args.n, args.seed, args.start, families, args.scoring)
         scenarios = discover(scenarios_dir)
         by_scenario: dict[str, list[VerifyResult]] = {}
         disagreements: list[str] = []
@@ -148,13 +152,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     tied = sum(any(is_tied(r) for r in rs) for rs in by_scenario.values())
     outcomes = Counter(r.observed.outcome for r in results)
     print(f"real-scheduler agreement: {agreeing}/{len(by_scenario)} ({tied} tied)")
+    fits = [r for r in results if r.observed.outcome == Outcome.FITS]
+    node_compared = [r for r in fits if fits_node_compared(r.comparison)]
+    print(f"Fits node: {sum(r.comparison.agree for r in node_compared)}/{len(node_compared)} agree"
+          f" ({sum(is_tied(r) for r in node_compared)} tied, {len(fits) - len(node_compared)} not compared)")
     drawn = f"; features {','.join(sorted(families))}" if families else ""
     print(f"kube-scheduler {version} (predicted as {scheduler.kubernetes_version}); seed {args.seed}{drawn};"
           f" {len(results)} pods observed: "
           + ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
           + f"; {elapsed:.0f}s")
     if args.coverage:
-        print_coverage(args.seed, args.start, args.n, by_scenario, families)
+        print_coverage(args.seed, args.start, args.n, by_scenario, families, args.scoring)
     if disagreements:
         print(f"{len(disagreements)} disagreement(s) kept for replay in {keep_dir}: {' '.join(disagreements)}")
         print(f"replay: preempt-guard verify --scenarios {keep_dir}")

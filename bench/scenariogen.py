@@ -505,6 +505,64 @@ def _lived_in_incoming(rng: random.Random, pod: dict[str, Any], offer: dict[str,
         pod["metadata"]["namespace"] = MISSING
 
 
+# ImageLocality: below 23 MB an image scores nothing, 1,000 MB per container is the top (image_locality.go).
+SCORING_IMAGES = {"example.com/app:1": 60 * 1024 * 1024, "example.com/model:2": 700 * 1024 * 1024,
+                  "example.com/tool:3": 10 * 1024 * 1024}
+
+
+def _scoring(rng: random.Random, objects: list[dict[str, Any]], incoming: dict[str, Any]) -> None:
+    """What the Score plugins read, on top of a scenario (``--scoring``; its own random stream): images on the
+    nodes (``status.images``) and in the incoming containers (ImageLocality); PreferNoSchedule taints
+    (TaintToleration); preferred node affinity (NodeAffinity); preferred pod affinity and anti-affinity, also on
+    existing pods (InterPodAffinity); ScheduleAnyway spread (PodTopologySpread). The nodes' sizes and pods
+    already make the utilisation uneven (NodeResourcesFit, NodeResourcesBalancedAllocation)."""
+    nodes = [o for o in objects if o["kind"] == "Node"]
+    for node in nodes:
+        held = rng.sample(sorted(SCORING_IMAGES), rng.randint(0, 3))
+        if held:
+            node["status"]["images"] = [{"names": [image], "sizeBytes": SCORING_IMAGES[image]} for image in held]
+        if rng.random() < 0.2:
+            node["spec"].setdefault("taints", []).append(
+                {"key": "spot", "value": "true", "effect": "PreferNoSchedule"})
+    for pod in (o for o in objects if o["kind"] == "Pod"):
+        if rng.random() < 0.15:
+            app = rng.choice(APPS)
+            pod["spec"].setdefault("affinity", {})["podAntiAffinity" if rng.random() < 0.5 else "podAffinity"] = {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": rng.choice([10, 50, 100]),
+                 "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": app}},
+                                     "topologyKey": "kubernetes.io/hostname"}}]}
+    spec = _spec_of(incoming)
+    app = (incoming["metadata"].get("labels") or incoming["spec"].get("template", {}).get("metadata", {})
+           .get("labels") or {}).get("app", APPS[0])
+    if rng.random() < 0.6:
+        for container in spec["containers"]:
+            container["image"] = rng.choice(sorted(SCORING_IMAGES))
+    if rng.random() < 0.3:
+        spec.setdefault("tolerations", []).append({"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"})
+    affinity = spec.setdefault("affinity", {})
+    if rng.random() < 0.35:
+        node_affinity = affinity.setdefault("nodeAffinity", {})
+        node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": rng.choice([1, 20, 100]), "preference": {"matchExpressions": [
+                {"key": key, "operator": "In", "values": [value]}]}}
+            for key, value in rng.sample([("pool", "batch"), ("pool", "general"),
+                                          ("topology.kubernetes.io/zone", rng.choice(ZONES))], rng.randint(1, 2))]
+    if rng.random() < 0.3:
+        kind = rng.choice(["podAffinity", "podAntiAffinity"])
+        affinity.setdefault(kind, {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": rng.choice([5, 50, 100]), "podAffinityTerm": _pod_term(
+                rng, rng.choice([app, *APPS]), rng.choice(["kubernetes.io/hostname", "topology.kubernetes.io/zone"]))}]
+    if not affinity:
+        del spec["affinity"]
+    if rng.random() < 0.3 and "topologySpreadConstraints" not in spec:
+        spec["topologySpreadConstraints"] = [{
+            "maxSkew": rng.choice([1, 2]), "whenUnsatisfiable": "ScheduleAnyway",
+            "topologyKey": rng.choice(["topology.kubernetes.io/zone", "kubernetes.io/hostname"]),
+            "labelSelector": {"matchLabels": {"app": app}}}]
+
+
+
+
 # Feature families drawn on top, each from its own random stream (``--features``): without them a seed gives
 # the scenarios it always gave.
 FAMILIES = ("admission-chain", "resize")
@@ -577,10 +635,10 @@ def _resized(rng: random.Random, objects: list[dict[str, Any]]) -> None:
                                      "message": "Node didn't have enough capacity"}]
 
 
-def generate_scenario(seed: int, index: int, families: frozenset[str] = frozenset(),
+def generate_scenario(seed: int, index: int, families: frozenset[str] = frozenset(), scoring: bool = False,
                       ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The snapshot's objects and the incoming Pod or Deployment of scenario ``index`` of ``seed``, with the
-    feature ``families`` (``FAMILIES``) drawn on top."""
+    feature ``families`` (``FAMILIES``) drawn on top (``scoring``: also what the Score plugins read, ``_scoring``)."""
     rng = random.Random(f"{seed}-{index}")
     default = rng.choice([None, None, "mid", "low"])  # a pod without a class gets the global default's value
     classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
@@ -600,6 +658,8 @@ def generate_scenario(seed: int, index: int, families: frozenset[str] = frozense
     lived = random.Random(f"{seed}-{index}-lived")
     offer = _lived_in(lived, objects, starts)
     _lived_in_incoming(lived, incoming, offer)
+    if scoring:
+        _scoring(random.Random(f"{seed}-{index}-scoring"), objects, incoming)
     if "admission-chain" in families:
         _admission_chain(random.Random(f"{seed}-{index}-chain"), objects, incoming)
     if "resize" in families:
@@ -638,6 +698,14 @@ def features(objects: list[dict[str, Any]], pod: dict[str, Any]) -> set[str]:
         "existing pods' anti-affinity": any("podAntiAffinity" in json.dumps(p["spec"]) for p in existing),
         "matchLabelKeys/mismatchLabelKeys": "LabelKeys" in text,
         "topology spread": "topologySpreadConstraints" in spec,
+        "node images (ImageLocality)": any(n["status"].get("images") for n in nodes),
+        "PreferNoSchedule taints": any(t.get("effect") == "PreferNoSchedule" for n in nodes
+                                       for t in n["spec"].get("taints", [])),
+        "preferred node affinity": '"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": ' in text
+                                   and '"preference"' in text,
+        "preferred pod (anti-)affinity": '"podAffinityTerm"' in text or any(
+            '"podAffinityTerm"' in json.dumps(p["spec"]) for p in existing),
+        "soft topology spread (ScheduleAnyway)": "ScheduleAnyway" in text,
         "host ports": "hostPort" in text,
         "nominated pods": any(p.get("status", {}).get("nominatedNodeName") for p in existing),
         "terminating pods": any(p["metadata"].get("deletionTimestamp") for p in existing),
@@ -690,11 +758,11 @@ def write_scenario(directory: Path, objects: list[dict[str, Any]], pod: dict[str
 
 
 def write_scenarios(directory: Path, n: int, seed: int, start: int = 0,
-                    families: frozenset[str] = frozenset()) -> list[Path]:
-    """Scenarios ``start`` .. ``start + n - 1`` of ``seed`` (with ``families``) under ``directory``."""
+                    families: frozenset[str] = frozenset(), scoring: bool = False) -> list[Path]:
+    """Scenarios ``start`` .. ``start + n - 1`` of ``seed`` (with ``families``, ``scoring``) under ``directory``."""
     written = []
     for index in range(start, start + n):
-        objects, pod = generate_scenario(seed, index, families)
+        objects, pod = generate_scenario(seed, index, families, scoring)
         target = directory / scenario_name(seed, index)
         write_scenario(target, objects, pod)
         written.append(target)

@@ -141,6 +141,19 @@ def result_rows(results: Sequence[Mapping[str, Any]], *, wide: bool) -> tuple[li
     return header, rows
 
 
+def score_rows(results: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[Cell]]]:
+    """``-o wide``: why each ``Fits`` pod lands where it does: its best-scored nodes (``topNodes``) with the
+    total and each Score plugin's weighted share, as kube-scheduler-simulator shows them."""
+    header = ["POD", "NODE", "SCORE", "PLUGIN SCORES"]
+    rows: list[list[Cell]] = []
+    for r in results:
+        for top in r.get("topNodes") or []:
+            shares = ",".join(f"{name}={score}" for name, score in (top.get("scores") or {}).items())
+            rows.append([(str(r.get("pod") or ""), ""), (str(top.get("node") or ""), ""),
+                         (str(top.get("score") or 0), ""), (shares or NONE, "")])
+    return header, rows
+
+
 def other_tenant_victims(result: Mapping[str, Any]) -> tuple[int, int]:
     """(victims, PDB violations) of other tenants the webhook counted without naming (docs/interfaces.md §7)."""
     hidden = result.get("otherTenantVictims") or {}
@@ -221,6 +234,9 @@ def format_tables(preview: Mapping[str, Any], *, wide: bool, colour: bool = Fals
         return NOTHING
     lines = table(*result_rows(results, wide=wide), colour=colour)
     header, rows = victim_rows(results, wide=wide)
+    if rows:
+        lines += ["", *table(header, rows, colour=colour)]
+    header, rows = score_rows(results) if wide else ([], [])
     if rows:
         lines += ["", *table(header, rows, colour=colour)]
     messages = notes(preview, wide=wide)

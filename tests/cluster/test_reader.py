@@ -359,7 +359,10 @@ def test_cluster_state_pods_carry_no_quota_facts() -> None:
     raw = pod(status={"qosClass": "Burstable"})
     assert state_pod_from_dict(raw).quota == NO_QUOTA_FACTS
     assert object_from_dict(raw) == state_pod_from_dict(raw)  # snapshot files read as the informer reads
-    assert state_pod_from_dict(raw) == replace(pod_from_dict(raw), quota=NO_QUOTA_FACTS)
+    # Nor what only the pod under prediction needs (#28): its images (ImageLocality) and its controller's
+    # selector (PodTopologySpread's default constraints).
+    assert state_pod_from_dict(raw) == replace(pod_from_dict(raw), quota=NO_QUOTA_FACTS, images=(),
+                                               controller_selector=None)
 
 
 @pytest.mark.parametrize(("raw", "message"), [

@@ -32,10 +32,12 @@ from webhook.cluster.reader_constraints import (
     checked_labels,
     checked_tolerations,
     node_selector_terms,
+    preferred_node_terms,
     spread_constraints,
+    weighted_affinity_terms,
 )
 from webhook.cluster.reader_resources import pod_resource_spec, pod_resource_status, quota_extras, quota_facts
-from webhook.cluster.resources import pod_requests, requests_as_resources
+from webhook.cluster.resources import pod_non_zero_requests, pod_requests, requests_as_resources
 from webhook.cluster.sharing import interned
 from webhook.errors import InvalidInput
 from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
@@ -131,7 +133,7 @@ def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
         name=_str(meta.get("name"), "metadata.name") or _str(meta.get("generateName"), "metadata.generateName"),
         namespace=_interned(_str(meta.get("namespace"), "metadata.namespace") or "default"),
         uid=_str(meta.get("uid"), "metadata.uid"),
-        labels=_labels(meta.get("labels"), "metadata.labels"),
+        labels=(labels := _labels(meta.get("labels"), "metadata.labels")),
         node_name=_interned(_str(spec.get("nodeName"), "spec.nodeName")),
         priority=_int(spec.get("priority"), "spec.priority"),
         priority_class_name=_interned(_str(spec.get("priorityClassName"), "spec.priorityClassName")),
@@ -143,8 +145,8 @@ def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
         preempted_by_scheduler=_disruption_target_by_preemption(status),
         nominated_node_name=_interned(_str(status.get("nominatedNodeName"), "status.nominatedNodeName")),
         # The cluster's pods count their status too (in-place resize); an empty status changes nothing.
-        requests=requests_as_resources(pod_requests(resources := pod_resource_spec(spec),
-                                                     None if quota else pod_resource_status(status))),
+        requests=(requests := requests_as_resources(pod_requests(
+            resources := pod_resource_spec(spec), resource_status := None if quota else pod_resource_status(status)))),
         host_ports=_host_ports(spec),
         node_selector=_labels(spec.get("nodeSelector"), "spec.nodeSelector"),
         required_node_affinity=_node_selector_terms(node_affinity.get(_REQUIRED),
@@ -166,6 +168,18 @@ def reference_pod_from_dict(raw: Mapping[str, Any], quota: bool = True) -> Pod:
         claims=pod_claims(spec, status),
         quota=quota_facts(resources, quota_extras(meta, spec, status)) if quota else NO_QUOTA_FACTS,
         trace=_prediction_trace(meta, spec, status),
+        # What the Score plugins read (#28), by the reader's checked readers: this reference holds the fast
+        # path's shortcuts and caches to them, not their own reading (tests/preemption/test_score_plugins.py).
+        preferred_node_affinity=preferred_node_terms(node_affinity.get(_PREFERRED),
+                                                     f"spec.affinity.nodeAffinity.{_PREFERRED}"),
+        preferred_pod_affinity=weighted_affinity_terms(pod_affinity.get(_PREFERRED),
+                                                       f"spec.affinity.podAffinity.{_PREFERRED}", labels),
+        preferred_pod_anti_affinity=weighted_affinity_terms(anti_affinity.get(_PREFERRED),
+                                                            f"spec.affinity.podAntiAffinity.{_PREFERRED}", labels),
+        non_zero_requests=None if (non_zero := pod_non_zero_requests(resources, resource_status)) == (
+            requests.milli_cpu, requests.memory) else non_zero,
+        images=reader_pod._images(spec) if quota else (),
+        controller_selector=reader_pod.controller_selector(meta, labels) if quota else None,
     )
 
 

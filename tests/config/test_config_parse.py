@@ -13,6 +13,7 @@ from webhook.config import (
     ClassMatch,
     Config,
     LimitedResource,
+    ScoringStrategyConfig,
     load_config,
     load_config_or_defaults,
     parse_config,
@@ -192,6 +193,25 @@ def test_wrong_types_are_named(data: Any, message: str) -> None:
      "scheduler.kubernetesVersion: Kubernetes v1.32 is not a release PreemptGuard predicts for (supported: v1.33"),
     ({"scheduler": {"kubernetesVersion": "newest"}}, "scheduler.kubernetesVersion: 'newest' is not a Kubernetes"),
     ({"scheduler": {"kubernetesVersion": 1.34}}, "scheduler.kubernetesVersion"),
+    ({"scheduler": {"percentageOfNodesToScore": 101}}, "scheduler.percentageOfNodesToScore: must be between 0 and 100"),
+    ({"scheduler": {"interPodAffinity": {"hardPodAffinityWeight": 101}}},
+     "scheduler.interPodAffinity.hardPodAffinityWeight: must be between 0 and 100"),
+    ({"scheduler": {"interPodAffinity": {"ignorePreferredTermsOfExistingPods": "yes"}}},
+     "scheduler.interPodAffinity.ignorePreferredTermsOfExistingPods: expected a boolean"),
+    ({"scheduler": {"scoreWeights": {"NodeResourcesFitt": 1}}},
+     "scheduler.scoreWeights.NodeResourcesFitt: not a Score plugin of the default profile; known: TaintToleration"),
+    ({"scheduler": {"scoreWeights": {"ImageLocality": 101}}}, "scheduler.scoreWeights.ImageLocality: must be between"),
+    ({"scheduler": {"scoringStrategy": {"type": "Spread"}}}, "scheduler.scoringStrategy.type: must be one of"),
+    ({"scheduler": {"scoringStrategy": {"type": "RequestedToCapacityRatio"}}},
+     "scheduler.scoringStrategy.requestedToCapacityRatio: Required value"),
+    ({"scheduler": {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 0}]}}},
+     "scheduler.scoringStrategy.resources[0].weight: must be between 1 and 100"),
+    ({"scheduler": {"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": [
+        {"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]}}}},
+     "scheduler.scoringStrategy.requestedToCapacityRatio.shape[1].utilization: Invalid value"),
+    ({"scheduler": {"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": [
+        {"utilization": 50, "score": 11}]}}}},
+     "scheduler.scoringStrategy.requestedToCapacityRatio.shape[0].score: must be between 0 and 10"),
 ])
 def test_invalid_values_are_named(data: Any, message: str) -> None:
     assert message in _error(data)
@@ -270,3 +290,23 @@ def test_the_release_the_prediction_follows(written: str, release: str) -> None:
     config = parse_config({"scheduler": {"kubernetesVersion": written}}, "x")
     assert config.scheduler.kubernetes_version == release
     assert DEFAULT_CONFIG.scheduler.kubernetes_version == ""  # none written: the newest PreemptGuard knows
+
+
+def test_the_scoring_of_the_scheduler_profile_is_read() -> None:
+    config = parse_config({"scheduler": {
+        "percentageOfNodesToScore": 100, "scoreWeights": {"ImageLocality": 0, "TaintToleration": 5},
+        "scoringStrategy": {"type": "RequestedToCapacityRatio", "resources": [{"name": "cpu", "weight": 2}],
+                            "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
+                                                                   {"utilization": 100, "score": 10}]}}}}, "t")
+    scheduler = config.scheduler
+    assert scheduler.percentage_of_nodes_to_score == 100
+    assert scheduler.score_weights == (("ImageLocality", 0), ("TaintToleration", 5))
+    assert scheduler.scoring_strategy == ScoringStrategyConfig("RequestedToCapacityRatio", (("cpu", 2),),
+                                                               ((0, 0), (100, 10)))
+    affinity = parse_config({"scheduler": {"interPodAffinity": {
+        "hardPodAffinityWeight": 10, "ignorePreferredTermsOfExistingPods": True}}}, "t").scheduler
+    assert (affinity.hard_pod_affinity_weight, affinity.ignore_preferred_terms_of_existing_pods) == (10, True)
+    default = parse_config({}, "t").scheduler
+    assert (default.hard_pod_affinity_weight, default.ignore_preferred_terms_of_existing_pods) == (1, False)
+    assert (default.percentage_of_nodes_to_score, default.score_weights) == (0, ())
+    assert default.scoring_strategy == ScoringStrategyConfig("LeastAllocated", (("cpu", 1), ("memory", 1)), ())

@@ -12,7 +12,15 @@ TIED = Predicted(Out.PREEMPTS, "n1", ("b/a",), ("n1", "n2", "n3"))
 
 CASES = [
     # id, predicted, observed, agree, verdict
-    ("fits-fits-any-node", Predicted(Out.FITS, "n1"), Observed(Out.FITS, "n7"), True, Verdict.AGREE),
+    ("fits-fits-any-node-when-no-node-claimed", Predicted(Out.FITS, "n1"), Observed(Out.FITS, "n7"), True,
+     Verdict.AGREE),
+    ("fits-scored-node", Predicted(Out.FITS, "n1", tied_nodes=("n1",)), Observed(Out.FITS, "n1"), True, Verdict.AGREE),
+    ("fits-other-node", Predicted(Out.FITS, "n1", tied_nodes=("n1",)), Observed(Out.FITS, "n7"), False,
+     Verdict.NODE_DIFFERS),
+    ("fits-tied-node", Predicted(Out.FITS, "n1", tied_nodes=("n1", "n4")), Observed(Out.FITS, "n4"), True,
+     Verdict.AGREE),
+    ("fits-untied-node", Predicted(Out.FITS, "n1", tied_nodes=("n1", "n4")), Observed(Out.FITS, "n2"), False,
+     Verdict.NODE_DIFFERS),
     ("unschedulable-both", Predicted(Out.UNSCHEDULABLE), Observed(Out.UNSCHEDULABLE), True, Verdict.AGREE),
     ("rejected-both", Predicted(Out.REJECTED), Observed(Out.REJECTED, message="forbidden"), True, Verdict.AGREE),
     ("preempts-same-node-same-victims", P, Observed(Out.PREEMPTS, "n1", ("b/b", "b/a")), True, Verdict.AGREE),
@@ -40,7 +48,7 @@ def test_compare(predicted: Predicted, observed: Observed, agree: bool, verdict:
     assert result.explained_by is None
     # A disagreement always says why; an agreement on the predicted node says nothing.
     assert bool(result.why) == (not agree or (observed.node not in (None, predicted.node)
-                                              and observed.outcome == Out.PREEMPTS))
+                                              and (observed.outcome == Out.PREEMPTS or bool(predicted.tied_nodes))))
 
 
 def test_verdict_labels_are_the_contract_names() -> None:
@@ -101,3 +109,14 @@ def test_what_was_compared_is_said() -> None:
     # Without per-node victims (the live observer keeps none), a tied node is compared by the number of victims.
     assert compare(TIED, Observed(Out.PREEMPTS, "n3", ("b/z",))).compared == ("outcome", "node", "victim count")
     assert compare(P, Observed(ERROR, message="x")).compared == ()
+
+
+def test_a_fit_compares_the_node_only_where_the_prediction_claims_one() -> None:
+    """tiedNodes set (scored every feasible node): the node is held; empty (sampled, unscored): the outcome only."""
+    tied = compare(Predicted(Out.FITS, "n1", tied_nodes=("n1", "n4")), Observed(Out.FITS, "n4"))
+    assert tied.compared == ("outcome", "node")
+    assert tied.why == ("the scheduler bound it to n4 among 2 nodes of the highest score (upstream picks one at"
+                        " random; PreemptGuard shows n1).")
+    other = compare(Predicted(Out.FITS, "n1", tied_nodes=("n1", "n4")), Observed(Out.FITS, "n2"))
+    assert other.why == "the scheduler bound it to n2; predicted n1 or one of n1, n4."
+    assert compare(Predicted(Out.FITS, "n1"), Observed(Out.FITS, "n2")).compared == ("outcome",)

@@ -427,3 +427,20 @@ def test_table_counts_victims_of_other_tenants_without_naming_them() -> None:
     assert any("own-batch" in line for line in lines)
     assert any(line.split()[:6] == ["<none>", "3", "pods", "of", "other", "tenants"] for line in lines), text
     assert lines[-1].endswith("4 victims in 1 namespace (team-a), 3 of them of other tenants, 1 PDB violation")
+
+
+def test_wide_output_explains_where_a_fitting_pod_lands() -> None:
+    """``-o wide`` lists each Fits pod's best-scored nodes with every Score plugin's weighted share (topNodes),
+    as the JSON carries them; the default table does not."""
+    result = {"pod": "a/web", "priorityClassName": None, "outcome": "Fits", "node": "n2", "victims": [],
+              "pdbViolations": 0, "candidateNodes": 0, "tiedNodes": ["n2"], "expectedDelaySeconds": 0,
+              "message": "fits on node n2", "placement": "scored", "scoredNodes": 2,
+              "topNodes": [{"node": "n2", "score": 412, "scores": {"TaintToleration": 300, "NodeResourcesFit": 112}},
+                           {"node": "n1", "score": 400, "scores": {"TaintToleration": 300, "NodeResourcesFit": 100}}]}
+    preview = {"results": [result], "summary": {"pods": 1, "fits": 1}}
+    wide = format_tables(preview, wide=True).splitlines()
+    start = wide.index(next(line for line in wide if line.startswith("POD") and "PLUGIN SCORES" in line))
+    assert [line.split() for line in wide[start + 1:start + 3]] == [
+        ["a/web", "n2", "412", "TaintToleration=300,NodeResourcesFit=112"],
+        ["a/web", "n1", "400", "TaintToleration=300,NodeResourcesFit=100"]]
+    assert "PLUGIN SCORES" not in format_tables(preview, wide=False)

@@ -12,7 +12,7 @@ import pytest
 
 from webhook.cluster.reader import object_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
-from webhook.config import SchedulerConfig
+from webhook.config import SchedulerConfig, parse_config
 from webhook.errors import PredictionTimeout
 from webhook.prediction import service as prediction
 from webhook.prediction.service import PredictionService, predict_object, run_consistently
@@ -168,3 +168,97 @@ async def test_admission_prediction_needing_an_index_rebuild_runs_in_the_pool(
         assert threads[-1].startswith("preemptguard-predict")
     finally:
         service.executor.shutdown(wait=True)
+
+
+def roomy_cluster(used_on_node_1: str = "0") -> ClusterState:
+    """Three 4-CPU nodes; node-1 runs a pod of ``used_on_node_1`` CPUs."""
+    state = ClusterState()
+    for name in ("node-1", "node-2", "node-3"):
+        state.upsert(object_from_dict({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                                       "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}}))
+    state.upsert(object_from_dict({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "old", "namespace": "b"},
+                                   "spec": {"nodeName": "node-1", "priority": 0, "containers": [
+                                       {"name": "c", "resources": {"requests": {"cpu": used_on_node_1,
+                                                                                "memory": "1Gi"}}}]},
+                                   "status": {"phase": "Running"}}))
+    return state
+
+
+def small_pod() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "new", "namespace": "a"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+
+
+def test_replicas_spread_over_the_scored_nodes_and_ties_are_named() -> None:
+    """Three empty identical nodes: LeastAllocated and BalancedAllocation tie the first replica on all three
+    (selectHost picks any), the second on the two still empty, the third lands on the last one."""
+    state = ClusterState()
+    for name in ("node-1", "node-2", "node-3"):
+        state.upsert(object_from_dict({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                                       "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}}))
+    preview = compute_preview(state, small_pod(), namespace=None, replicas=3, scheduler=SchedulerConfig())
+    assert [(r["outcome"], r["node"], r["tiedNodes"]) for r in preview["results"]] == [
+        ("Fits", "node-1", ["node-1", "node-2", "node-3"]), ("Fits", "node-2", ["node-2", "node-3"]),
+        ("Fits", "node-3", ["node-3"])]
+    first = preview["results"][0]
+    assert (first["placement"], first["scoredNodes"]) == ("scored", 3)
+    best = first["topNodes"][0]["score"]
+    assert [(t["node"], t["score"]) for t in first["topNodes"]] == [(n, best) for n in ("node-1", "node-2", "node-3")]
+    assert all(sum(t["scores"].values()) == t["score"] for t in first["topNodes"])
+    assert set(first["topNodes"][0]["scores"]) >= {"NodeResourcesFit", "NodeResourcesBalancedAllocation",
+                                                   "TaintToleration"}
+
+
+def test_the_scoring_strategy_of_the_profile_picks_the_node() -> None:
+    """node-1 half used (2 of 4 CPUs): LeastAllocated (the default) prefers the empty nodes, MostAllocated node-1."""
+    least = compute_preview(roomy_cluster("2"), small_pod(), namespace=None, replicas=None,
+                            scheduler=SchedulerConfig())
+    assert (least["results"][0]["node"], least["results"][0]["tiedNodes"]) == ("node-2", ["node-2", "node-3"])
+    most = compute_preview(roomy_cluster("2"), small_pod(), namespace=None, replicas=None,
+                           scheduler=parse_config({"scheduler": {"scoringStrategy": {"type": "MostAllocated"}}},
+                                                  "t").scheduler)
+    assert (most["results"][0]["node"], most["results"][0]["tiedNodes"]) == ("node-1", ["node-1"])
+    no_fit_score = compute_preview(roomy_cluster("2"), small_pod(), namespace=None, replicas=None,
+                                   scheduler=parse_config({"scheduler": {"scoreWeights": {
+                                       "NodeResourcesFit": 0, "NodeResourcesBalancedAllocation": 0}}},
+                                       "t").scheduler)
+    assert no_fit_score["results"][0]["tiedNodes"] == ["node-1", "node-2", "node-3"]
+
+
+def many_nodes(count: int) -> ClusterState:
+    state = ClusterState()
+    for i in range(count):
+        state.upsert(object_from_dict({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i:03}"},
+                                       "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}}))
+    return state
+
+
+def test_over_100_feasible_nodes_the_sampled_choice_claims_no_node() -> None:
+    """150 nodes fit and the adaptive percentageOfNodesToScore scores 100 of them (numFeasibleNodesToFind:
+    max(150 x 49 %, 100)), from where the scheduler's previous search stopped: no node is claimed (no tiedNodes),
+    the message says why and how to make it exact, and the next replica says it depends on that guess."""
+    preview = compute_preview(many_nodes(150), small_pod(), namespace=None, replicas=2, scheduler=SchedulerConfig())
+    first, second = preview["results"]
+    assert (first["outcome"], first["placement"], first["tiedNodes"], first["scoredNodes"]) == (
+        "Fits", "sampled", [], 100)
+    assert "percentageOfNodesToScore" in first["message"] and "scheduler.percentageOfNodesToScore: 100" in (
+        first["message"])
+    assert second["dependsOn"] == ["a/new-0"] and "a/new-0" in second["message"]
+    exact = compute_preview(many_nodes(150), small_pod(), namespace=None, replicas=None,
+                            scheduler=SchedulerConfig(percentage_of_nodes_to_score=100))["results"][0]
+    assert (exact["placement"], exact["scoredNodes"], len(exact["tiedNodes"])) == ("scored", 150, 150)
+
+
+def test_the_profile_of_the_config_becomes_the_predictors_scoring() -> None:
+    scheduler = parse_config({"scheduler": {
+        "percentageOfNodesToScore": 50, "scoreWeights": {"ImageLocality": 0, "InterPodAffinity": 4},
+        "scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 3}]},
+        "interPodAffinity": {"hardPodAffinityWeight": 10, "ignorePreferredTermsOfExistingPods": True}}},
+        "t").scheduler
+    scoring = prediction.preemption_args(scheduler).scoring
+    assert scoring.percentage_of_nodes_to_score == 50
+    assert scoring.weight_of("ImageLocality") == 0 and scoring.weight_of("InterPodAffinity") == 4
+    assert scoring.weight_of("TaintToleration") == 3  # the default profile's weight, untouched
+    assert (scoring.fit_strategy.type, [(r.name, r.weight) for r in scoring.fit_strategy.resources]) == (
+        "MostAllocated", [("cpu", 3)])
+    assert (scoring.hard_pod_affinity_weight, scoring.ignore_preferred_terms_of_existing_pods) == (10, True)

@@ -15,6 +15,9 @@ from typing import Any
 
 from webhook.cluster.model import LabelSelector, LabelSelectorRequirement, Node, Pod, PodAffinityTerm
 from webhook.cluster.snapshot import ClusterState
+from webhook.preemption.results import ScoringArgs
+
+from .reference_scoring import ReferenceScoring, num_to_find, pre_filter_names
 
 NOW = 2**63
 OFFSET = 2**31
@@ -100,7 +103,7 @@ def importance(p: Pod) -> tuple[int, int, str, str, str]:
 class Reference:
     def __init__(self, state: ClusterState, *, empty_selector_matches_all: bool = False,
                  stop_at_first: bool = True, gated_reserve: bool = True, percentage: int = 10,
-                 absolute: int = 100) -> None:
+                 absolute: int = 100, scoring: ScoringArgs | None = None) -> None:
         self.nodes = dict(state.nodes)
         self.ns_labels = {n: ns.labels for n, ns in state.namespaces.items()}
         self.world: World = {p.key: (p, p.node_name) for p in state.pods.values()
@@ -114,6 +117,7 @@ class Reference:
         self.stop_at_first = stop_at_first
         self.percentage = percentage
         self.absolute = absolute
+        self.scoring = ReferenceScoring(self, scoring or ScoringArgs())
 
     def nsl(self, ns: str) -> Mapping[str, str]:
         return self.ns_labels.get(ns, {})
@@ -334,13 +338,24 @@ class Reference:
             self.world[pod.key] = (pod, pod.node_name)
             return {**out, "outcome": "Fits", "node": pod.node_name}
         statuses: dict[str, tuple[str, tuple[str, ...]]] = {}
-        order = ([pod.nominated_node_name] if pod.nominated_node_name in self.nodes else []) + names
-        for name in order:
+        nominated = pod.nominated_node_name
+        if nominated in self.nodes:
+            failed = self.filter(pod, nominated, self.world, self.world)
+            if failed is None:
+                self.world[pod.key] = (dataclasses.replace(pod, node_name=nominated), nominated)
+                return {**out, "outcome": "Fits", "node": nominated, "tied_nodes": [nominated]}
+            statuses[nominated] = failed
+        feasible = []
+        for name in names:
+            if name == nominated:
+                continue
             failed = self.filter(pod, name, self.world, self.world)
             if failed is None:
-                self.world[pod.key] = (dataclasses.replace(pod, node_name=name), name)
-                return {**out, "outcome": "Fits", "node": name}
-            statuses[name] = failed
+                feasible.append(name)
+            else:
+                statuses[name] = failed
+        if feasible:
+            return self.fits(pod, feasible, out)
 
         def msg(reasons: list[tuple[str, ...]]) -> str:
             c = Counter(r for rs in reasons for r in rs)
@@ -389,6 +404,25 @@ class Reference:
                 "tied_victims": {n: [(v.namespace, v.name, prio(v)) for v in candidates[n][0]] for n in tied},
                 "expected_delay_seconds": max(30 if v.termination_grace_period_seconds is None
                                               else v.termination_grace_period_seconds for v in victims)}
+
+
+    def fits(self, pod: Pod, feasible: list[str], out: dict[str, Any]) -> dict[str, Any]:
+        """schedulePod once nodes fit: the only one, or the best score of the first numFeasibleNodesToFind (by
+        name); when more fit than that, the node is not claimed (no tiedNodes)."""
+        narrowed = pre_filter_names(pod)
+        total = len(self.nodes) if narrowed is None else len(narrowed & set(self.nodes))
+        limit = num_to_find(self.scoring.args.percentage_of_nodes_to_score, total) if self.scoring.has_plugins() else 1
+        sampled = len(feasible) > limit
+        scored = feasible[:limit]
+        if len(scored) == 1:
+            chosen, tied = scored[0], [scored[0]]
+        else:
+            totals = self.scoring.totals(self.world, pod, scored)
+            top = max(totals.values())
+            tied = sorted(n for n in scored if totals[n] == top)
+            chosen = tied[0]
+        self.world[pod.key] = (dataclasses.replace(pod, node_name=chosen), chosen)
+        return {**out, "outcome": "Fits", "node": chosen, "tied_nodes": [] if sampled else tied}
 
 
 def reference_predict(state: ClusterState, pods: list[Pod], **options: Any) -> list[dict[str, Any]]:

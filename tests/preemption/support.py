@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 from webhook.cluster.model import EMPTY_LABELS, FrozenMap, Namespace, Node, Pod, PodDisruptionBudget, Resources
 from webhook.cluster.reader import label_selector, node_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
-from webhook.preemption.results import PreemptionArgs, PreemptionResult
+from webhook.preemption.results import (
+    DEFAULT_SCORE_WEIGHTS,
+    PreemptionArgs,
+    PreemptionResult,
+    ResourceSpec,
+    ScoringArgs,
+    ScoringStrategy,
+)
 
 NAMESPACES = ("default", "other")
 APPS = ("a", "b")
@@ -59,6 +66,24 @@ def pod_extras(draw: st.DrawFn, spec: dict[str, Any]) -> None:
 
 terms = st.builds(_term, st.sampled_from(APPS), st.sampled_from(["hostname", "zone"]),
                   st.one_of(st.none(), st.just(["default", "other"])))
+IMAGES = ("img/a:1", "img/b:1", "img/c")
+# Around ImageLocality's thresholds: under 23 MB scores nothing, 1,000 MB per image is the top.
+IMAGE_SIZES = {"img/a:1": 300 * 1024 * 1024, "img/b:1": 900 * 1024 * 1024, "img/c:latest": 20 * 1024 * 1024}
+
+
+@st.composite
+def preferred_pod_terms(draw: st.DrawFn, affinity: dict[str, Any]) -> None:
+    """Preferred pod affinity and anti-affinity terms (InterPodAffinity's Score), sometimes with a namespaceSelector."""
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if draw(st.integers(0, 3)) == 0:
+            weighted = []
+            for _ in range(draw(st.integers(1, 2))):
+                term = draw(terms)
+                if draw(st.integers(0, 4)) == 0:
+                    term.pop("namespaces", None)
+                    term["namespaceSelector"] = draw(st.sampled_from([{}, {"matchLabels": {"team": "b"}}]))
+                weighted.append({"weight": draw(st.sampled_from([1, 5, 50, 100])), "podAffinityTerm": term})
+            affinity.setdefault(kind, {})["preferredDuringSchedulingIgnoredDuringExecution"] = weighted
 
 
 @st.composite
@@ -72,8 +97,14 @@ def pod_dicts(draw: st.DrawFn, name: str, nodes: list[str], *, bound: bool) -> d
     if draw(st.integers(0, 9)) == 0:
         spec["containers"][0]["ports"] = HOST_PORT
     draw(pod_extras(spec))
+    affinity: dict[str, Any] = {}
     if draw(st.integers(0, 5)) == 0:
-        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [draw(terms)]}}
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [draw(terms)]}
+    draw(preferred_pod_terms(affinity))
+    if draw(st.integers(0, 7)) == 0:  # required affinity of an existing pod: hardPodAffinityWeight scores it
+        affinity.setdefault("podAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [draw(terms)]
+    if affinity:
+        spec["affinity"] = affinity
     if draw(st.booleans()):
         spec["terminationGracePeriodSeconds"] = draw(st.sampled_from([0, 10, 60]))
     status: dict[str, Any] = {"phase": "Running" if bound else "Pending"}
@@ -97,11 +128,12 @@ def pod_dicts(draw: st.DrawFn, name: str, nodes: list[str], *, bound: bool) -> d
 
 
 @st.composite
-def preemptors(draw: st.DrawFn, nodes: list[str]) -> dict[str, Any]:
+def preemptors(draw: st.DrawFn, nodes: list[str], roomy: bool = False) -> dict[str, Any]:
     app = draw(st.sampled_from([None, *APPS]))
     spec: dict[str, Any] = {
-        "containers": [_container(draw(st.sampled_from([0, 300, 700, 1500, 700, 300, 5000])),
-                                  draw(st.sampled_from([0, 300, 700, 1500])))],
+        "containers": [_container(draw(st.sampled_from([0, 300, 700, 1500, 700, 300, 5000] if not roomy
+                                                       else [0, 100, 300, 700])),
+                                  draw(st.sampled_from([0, 300, 700, 1500] if not roomy else [0, 100, 300, 700])))],
         "priority": draw(st.sampled_from([0, 100, 500, 1000, 2000])),
     }
     if draw(st.integers(0, 9)) == 0:
@@ -131,55 +163,137 @@ def preemptors(draw: st.DrawFn, nodes: list[str]) -> dict[str, Any]:
         affinity["podAntiAffinity"] = {required: [draw(terms)]}
     if draw(st.integers(0, 5)) == 0:
         affinity["podAffinity"] = {required: [draw(terms)]}
+    if draw(st.integers(0, 2)) == 0:
+        preferred = []
+        for _ in range(draw(st.integers(1, 3))):
+            key, values = draw(st.sampled_from([("zone", ["z1"]), ("zone", ["z2"]), ("gpu", ["yes"]),
+                                                ("hostname", ["n0", "n1"])]))
+            preferred.append({"weight": draw(st.sampled_from([1, 10, 100])), "preference": {"matchExpressions": [
+                {"key": key, "operator": draw(st.sampled_from(["In", "NotIn"])), "values": values}]}})
+        affinity.setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+    draw(preferred_pod_terms(affinity))
     if affinity:
         spec["affinity"] = affinity
+    spec["containers"][0]["image"] = draw(st.sampled_from(IMAGES))
+    if draw(st.integers(0, 3)) == 0:
+        spec["initContainers"] = [*spec.get("initContainers", ()), {"name": "init-image",
+                                                                   "image": draw(st.sampled_from(IMAGES))}]
     if draw(st.integers(0, 3)) == 0:
         spec["topologySpreadConstraints"] = [{
             "maxSkew": draw(st.integers(1, 2)), "topologyKey": draw(st.sampled_from(["zone", "hostname"])),
-            "whenUnsatisfiable": "DoNotSchedule",
+            "whenUnsatisfiable": draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway", "ScheduleAnyway"])),
             "labelSelector": draw(st.sampled_from([{"matchLabels": {"app": "a"}}, {}])),
         }]
+        if draw(st.booleans()):
+            spec["topologySpreadConstraints"].append({
+                "maxSkew": 1, "topologyKey": draw(st.sampled_from(["zone", "kubernetes.io/hostname"])),
+                "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "b"}}})
     status: dict[str, Any] = {"phase": "Pending"}
     if draw(st.integers(0, 4)) == 0:
         status["nominatedNodeName"] = draw(st.sampled_from(nodes))
-    meta = {"name": "new", "namespace": "default", "labels": {"app": app} if app else {}}
+    meta: dict[str, Any] = {"name": "new", "namespace": "default", "labels": {"app": app} if app else {}}
+    if app and draw(st.booleans()):  # a ReplicaSet's pod: the system default spreading applies
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs",
+                                    "controller": True}]
     return {"kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[ClusterState, list[Pod], dict[str, Any]]:
+def scenarios(draw: st.DrawFn, roomy: bool = False, twins: bool = False,
+              ) -> tuple[ClusterState, list[Pod], dict[str, Any]]:
+    """A small cluster and a pod (or 2-3 replicas) to predict. ``roomy``: nodes with room to spare, so the pod
+    mostly fits on several nodes and the Score step decides (else mostly tight clusters, for preemption).
+    ``twins``: every node has a twin (``n0`` and ``n0t``: same labels but the hostname, taints, size, images, and a
+    copy of each pod bound or nominated there), so a pod that fits on both ties on every Score plugin: the draw
+    of ties that upstream's selectHost resolves at random."""
     state = ClusterState()
     state.upsert(Namespace("default", {"team": "a"}))
     state.upsert(Namespace("other", {"team": "b"}))
-    node_names = [f"n{i}" for i in range(draw(st.sampled_from([1, 2, 3, 4, 4, 8, 12])))]
+    node_names = [f"n{i}" for i in range(draw(st.sampled_from([1, 2, 3, 4, 4, 8, 12] if not roomy
+                                                               else [2, 3, 4, 6, 8])))]
     for name in node_names:
         taints = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}] if draw(st.integers(0, 7)) == 0 else []
-        labels = {"hostname": name, "zone": draw(st.sampled_from(["z1", "z2"]))}
+        if draw(st.integers(0, 4)) == 0:
+            taints.append({"key": draw(st.sampled_from(["dedicated", "spot"])), "value": "x",
+                           "effect": "PreferNoSchedule"})
+        labels = {"hostname": name, "kubernetes.io/hostname": name}
+        if draw(st.integers(0, 7)):  # some nodes miss the zone: spreading and affinity by zone skip them
+            labels["zone"] = labels["topology.kubernetes.io/zone"] = draw(st.sampled_from(["z1", "z2"]))
         allocatable = {"cpu": f"{draw(st.sampled_from([1000, 2000]))}m",
                        "memory": str(draw(st.sampled_from([1000, 2000]))), "pods": str(draw(st.integers(2, 6)))}
+        if roomy:  # uneven sizes, so the resource scores differ between nodes
+            allocatable = {"cpu": f"{draw(st.sampled_from([3000, 4000, 6000]))}m",
+                           "memory": str(draw(st.sampled_from([3000, 4000, 8000]))), "pods": "20"}
         if draw(st.integers(0, 2)) == 0:
             labels["gpu"] = "yes"
             allocatable[GPU] = str(draw(st.integers(1, 4)))
-        state.upsert(node_from_dict({"kind": "Node", "metadata": {"name": name, "labels": labels},
-                                     "spec": {"taints": taints, "unschedulable": draw(st.integers(0, 9)) == 0},
-                                     "status": {"allocatable": allocatable}}))
-    for i in range(draw(st.integers(2, 5 * len(node_names)))):
-        state.upsert(pod_from_dict(draw(pod_dicts(f"p{i}", node_names, bound=True))))
-    for i in range(draw(st.integers(0, 2))):
-        state.upsert(pod_from_dict(draw(pod_dicts(f"nom{i}", node_names, bound=False))))
+        images = [{"names": [image], "sizeBytes": IMAGE_SIZES[image]}
+                  for image in draw(st.lists(st.sampled_from(sorted(IMAGE_SIZES)), max_size=3, unique=True))]
+        node = {"kind": "Node", "metadata": {"name": name, "labels": labels},
+                "spec": {"taints": taints, "unschedulable": draw(st.integers(0, 9)) == 0},
+                "status": {"allocatable": allocatable, "images": images}}
+        state.upsert(node_from_dict(node))
+        if twins:
+            twin = f"{name}t"
+            state.upsert(node_from_dict({**node, "metadata": {
+                "name": twin, "labels": {**labels, "hostname": twin, "kubernetes.io/hostname": twin}}}))
+    pod_dicts_drawn = [draw(pod_dicts(f"p{i}", node_names, bound=True))
+                       for i in range(draw(st.integers(2, (3 if roomy else 5) * len(node_names))))]
+    pod_dicts_drawn += [draw(pod_dicts(f"nom{i}", node_names, bound=False)) for i in range(draw(st.integers(0, 2)))]
+    for pod_dict in pod_dicts_drawn:
+        state.upsert(pod_from_dict(pod_dict))
+        if twins:
+            state.upsert(pod_from_dict(_twin_pod(pod_dict)))
+    if twins:
+        node_names = sorted(state.nodes)
     for i in range(draw(st.integers(0, 3))):
         selector = draw(st.sampled_from([None, {}, {"matchLabels": {"app": "a"}}, {"matchLabels": {"app": "b"}}]))
         state.upsert(PodDisruptionBudget(
             f"pdb{i}", draw(st.sampled_from(NAMESPACES)), label_selector(selector, "selector"),
             disruptions_allowed=draw(st.sampled_from([0, 0, 1, 2])),
             disrupted_pods=frozenset(draw(st.lists(st.sampled_from(["p0", "p1", "p2"]), max_size=1)))))
-    pod = pod_from_dict(draw(preemptors(node_names)))
+    pod = pod_from_dict(draw(preemptors(node_names, roomy)))
     replicas = draw(st.integers(1, 3))
     pods = [pod] if replicas == 1 else [
         Pod(**{**{f: getattr(pod, f) for f in pod.__dataclass_fields__}, "name": f"new-{i}"}) for i in range(replicas)]
     options = {"empty_selector_matches_all": draw(st.booleans()), "stop_at_first": draw(st.booleans()),
-               "gated_reserve": draw(st.booleans())}
+               "gated_reserve": draw(st.booleans()),
+               "scoring": draw(scoring_args())}
     return state, pods, options
+
+
+def _twin_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """The copy of a drawn pod on its node's twin (``scenarios(twins=True)``)."""
+    name = f"{pod['metadata']['name']}t"
+    spec, status = dict(pod["spec"]), dict(pod["status"])
+    if "nodeName" in spec:
+        spec["nodeName"] = f"{spec['nodeName']}t"
+    if "nominatedNodeName" in status:
+        status["nominatedNodeName"] = f"{status['nominatedNodeName']}t"
+    return {**pod, "metadata": {**pod["metadata"], "name": name, "uid": f"uid-{name}"}, "spec": spec,
+            "status": status}
+
+
+@st.composite
+def scoring_args(draw: st.DrawFn) -> ScoringArgs:
+    """The profile's scoring: mostly the default, else another strategy, weights, a plugin disabled."""
+    if draw(st.booleans()):
+        return ScoringArgs()
+    kind = draw(st.sampled_from(["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]))
+    resources = draw(st.sampled_from([(ResourceSpec("cpu", 1), ResourceSpec("memory", 1)),
+                                      (ResourceSpec("cpu", 3), ResourceSpec("memory", 1)),
+                                      (ResourceSpec("cpu", 1), ResourceSpec("memory", 1), ResourceSpec(GPU, 2))]))
+    shape = ((0, 0), (100, 10)) if draw(st.booleans()) else ((0, 10), (50, 3), (100, 0))
+    weights = dict(DEFAULT_SCORE_WEIGHTS)
+    if draw(st.booleans()):
+        weights.pop(draw(st.sampled_from(sorted(weights))))
+    if draw(st.booleans()):
+        weights[draw(st.sampled_from(sorted(weights)))] = draw(st.integers(1, 5))
+    return ScoringArgs(weights=tuple(weights.items()),
+                       fit_strategy=ScoringStrategy(kind, resources,
+                                                    shape if kind == "RequestedToCapacityRatio" else ()),
+                       hard_pod_affinity_weight=draw(st.sampled_from([0, 1, 10])),
+                       ignore_preferred_terms_of_existing_pods=draw(st.integers(0, 4)) == 0)
 
 
 def as_dict(result: PreemptionResult) -> dict[str, Any]:
@@ -256,4 +370,4 @@ def args_of(options: dict[str, Any]) -> PreemptionArgs:
     """The predictor's arguments for a scenario's drawn options (the reference takes them as keywords)."""
     return PreemptionArgs(pdb_empty_selector_matches_all=options["empty_selector_matches_all"],
                           pdb_stop_at_first_violation=options["stop_at_first"],
-                          gated_nominations_reserve=options["gated_reserve"])
+                          gated_nominations_reserve=options["gated_reserve"], scoring=options["scoring"])

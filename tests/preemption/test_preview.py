@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from webhook.cluster.copying import replace_fields
 from webhook.cluster.snapshot import ClusterState
 from webhook.errors import PredictionTimeout
 from webhook.preemption.preview import build_preview, preview_exit_code, preview_objects, result_json, summarize
@@ -130,6 +131,13 @@ def test_a_gated_pod_is_gated_not_an_unmodelled_feature() -> None:
     (result,) = preview_objects(_state(), [pod])["results"]
     assert result["outcome"] == Outcome.GATED and "example.com/wait" in result["message"]
     assert "Not modelled" not in result["message"] and not result["victims"]
+
+
+def test_unmodeled_feature_is_named_in_the_message() -> None:
+    """A feature the reader marks as not modelled is still named in the result's message."""
+    (pod,) = expand_object(_pod())
+    (result,) = predict_pods(_state(), [replace_fields(pod, unmodeled=("spec.example (a future feature)",))])
+    assert "Not modelled" in result.message and "spec.example" in result.message
 
 
 def test_claims_a_snapshot_does_not_hold_are_named_as_not_known() -> None:

@@ -26,6 +26,26 @@ from .support import args_of, as_dict, ladder_cluster, scenarios
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(roomy=True))
+def test_placement_equals_reference_on_roomy_clusters(scenario: tuple[ClusterState, list[Pod], dict[str, Any]]) -> None:
+    """Where the pod fits on several nodes, the Score plugins pick its node (and the tied ones) as the reference's
+    per-node transcription of upstream's plugins does, under drawn profiles (strategies, weights, a plugin off)."""
+    state, pods, options = scenario
+    fast = [as_dict(r) for r in simulate_pods(state, pods, args_of(options))]
+    assert fast == reference_predict(state, pods, **options)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(roomy=True, twins=True))
+def test_ties_equal_reference_on_twin_clusters(scenario: tuple[ClusterState, list[Pod], dict[str, Any]]) -> None:
+    """Twin nodes tie on every Score plugin (about two in three drawn Fits tie): the node and every tied node
+    (``tiedNodes``, upstream's selectHost picks among them at random) are the reference's, replica after replica."""
+    state, pods, options = scenario
+    fast = [as_dict(r) for r in simulate_pods(state, pods, args_of(options))]
+    assert fast == reference_predict(state, pods, **options)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_fast_predictor_equals_reference(scenario: tuple[ClusterState, list[Pod], dict[str, Any]]) -> None:
     state, pods, options = scenario

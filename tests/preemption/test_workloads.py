@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from webhook.cluster.model import FrozenMap, LabelSelector
 from webhook.errors import InvalidInput
-from webhook.preemption.workloads import expand_object, replica_name
+from webhook.preemption.workloads import controller_owner, expand_object, expand_objects, replica_name
 
 
 @pytest.mark.parametrize(("obj", "names"), [
@@ -45,3 +46,19 @@ def test_replica_names_are_statefulset_style_unless_alone() -> None:
     pod = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {}}
     assert [p.name for p in expand_object(pod, replicas=2)] == ["p-0", "p-1"]
     assert [p.name for p in expand_object(pod)] == ["p"]
+
+
+def test_replicas_of_a_replicated_workload_carry_their_controller() -> None:
+    """A Deployment's, ReplicaSet's or StatefulSet's replicas belong to a ReplicaSet or StatefulSet, whose
+    selector upstream's DefaultSelector reads for PodTopologySpread's default constraints; a Pod's or a Job's do
+    not."""
+    template = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    for kind, owner in (("Deployment", "ReplicaSet"), ("ReplicaSet", "ReplicaSet"), ("StatefulSet", "StatefulSet")):
+        pods = expand_objects([{"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "web"},
+                                "spec": {"replicas": 2, "template": template}}])
+        assert [p.controller_selector for p in pods] == [LabelSelector(FrozenMap({"app": "web"}))] * 2, kind
+        assert controller_owner({"kind": kind, "metadata": {"name": "web"}}) == {
+            "apiVersion": "apps/v1", "kind": owner, "name": "web", "uid": "", "controller": True}
+    job = expand_objects([{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                           "spec": {"template": template}}])
+    assert job[0].controller_selector is None

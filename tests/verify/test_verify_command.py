@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from webhook.cli import main
+from webhook.config import SchedulerConfig, parse_config
 from webhook.verify.controlplane import (
     BINARIES,
     KUBE_BIN_ENV,
@@ -18,6 +19,7 @@ from webhook.verify.controlplane import (
     kube_bin_dir,
     scheduler_configuration,
 )
+from webhook.verify.runner import scheduler_config_of
 
 SNAPSHOT = REPO / "examples" / "cluster.yaml"
 POD = REPO / "examples" / "pods" / "09-preempts-batch.yaml"
@@ -105,6 +107,29 @@ def test_scheduler_configuration_carries_default_preemption_args(tmp_path: Path)
     assert profile["pluginConfig"] == [{"name": "DefaultPreemption", "args": {
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "DefaultPreemptionArgs",
         "minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 1000}}]
+
+
+def test_the_scoring_of_the_profile_reaches_the_real_scheduler(tmp_path: Path) -> None:
+    """percentageOfNodesToScore, Score plugin weights (0: disabled) and NodeResourcesFitArgs.scoringStrategy as
+    upstream's KubeSchedulerConfiguration v1 spells them, from ``scheduler.*`` of --config."""
+    scheduler = parse_config({"scheduler": {
+        "percentageOfNodesToScore": 100, "scoreWeights": {"ImageLocality": 0, "TaintToleration": 5},
+        "scoringStrategy": {"type": "MostAllocated"}, "interPodAffinity": {"hardPodAffinityWeight": 7}}},
+        "t").scheduler
+    [profile] = scheduler_configuration(tmp_path / "k", **scheduler_config_of(scheduler))["profiles"]
+    assert profile["percentageOfNodesToScore"] == 100
+    assert profile["plugins"] == {"score": {"enabled": [{"name": "TaintToleration", "weight": 5}],
+                                            "disabled": [{"name": "ImageLocality"}]}}
+    assert profile["pluginConfig"][1] == {"name": "NodeResourcesFit", "args": {
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeResourcesFitArgs",
+        "scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 1},
+                                                                   {"name": "memory", "weight": 1}]}}}
+    assert profile["pluginConfig"][2] == {"name": "InterPodAffinity", "args": {
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "InterPodAffinityArgs", "hardPodAffinityWeight": 7,
+        "ignorePreferredTermsOfExistingPods": False}}
+    [default] = scheduler_configuration(tmp_path / "k", **scheduler_config_of(SchedulerConfig()))["profiles"]
+    assert "percentageOfNodesToScore" not in default and "plugins" not in default
+    assert len(default["pluginConfig"]) == 1
 
 
 def test_preemption_disabled_turns_the_post_filter_off(tmp_path: Path) -> None:

@@ -34,6 +34,8 @@ TIED = result("s2", "team-a/web-1", (Out.PREEMPTS, "n1", ("batch/b",), ("n1", "n
               tied_victims=(("n1", ("batch/b",)), ("n2", ("batch/c",))))
 FITS = result("s5", "team-a/small", (Out.FITS, "n1", (), ()), Observation(Out.FITS, "n3", pod_name="small"),
               fidelity=("RuntimeClass gvisor is not in the snapshot",))
+SCORED_TIE = result("s6", "team-a/web-2", (Out.FITS, "n1", (), ("n1", "n2")), Observation(Out.FITS, "n2",
+                    pod_name="web-2"))
 DIFFER = result("s3", "team-a/api", (Out.FITS, "n1", (), ()), Observation(Out.UNSCHEDULABLE, message="0/3 nodes"))
 UNOBSERVED = result("s4", "team-a/slow", (Out.FITS, "n1", (), ()), Observation(ERROR, message="no decision within 5s"))
 
@@ -113,3 +115,10 @@ def test_the_report_names_the_release_the_prediction_followed_when_it_is_not_the
     assert format_table([AGREE], "v1.34.4", "v1.34").splitlines()[-1].startswith("kube-scheduler v1.34.4: 1/1")
     assert format_table([AGREE], "v1.37.2", "v1.34").splitlines()[-1].startswith(
         "kube-scheduler v1.37.2 (predicted as v1.34): 1/1")
+
+
+def test_a_fit_with_a_claimed_node_compares_it_and_counts_its_tie() -> None:
+    report = report_json([SCORED_TIE, FITS], "v1.37.2")
+    entry = report["results"][0]
+    assert entry["agree"] and entry["compared"] == ["outcome", "node"] and "notCompared" not in entry
+    assert report["summary"]["tied"] == 1 and report["summary"]["nodeNotCompared"] == 1

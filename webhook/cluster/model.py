@@ -92,6 +92,22 @@ class PodAffinityTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class PreferredSchedulingTerm:
+    """A preferred node-affinity term: ``weight`` counts toward NodeAffinity's score where ``preference`` matches."""
+
+    weight: int
+    preference: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    """A preferred pod (anti-)affinity term: ``weight`` counts toward InterPodAffinity's score."""
+
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
 class TopologySpreadConstraint:
     max_skew: int
     topology_key: str
@@ -148,12 +164,25 @@ def labels_of_namespace(namespaces: Mapping[str, Namespace], name: str) -> Mappi
 
 
 @dataclass(frozen=True, slots=True)
+class NodeImage:
+    """One entry of a node's ``status.images``: the image's names and its size (ImageLocality scores them).
+
+    The reader shares equal entries (``webhook.cluster.sharing``), so nodes that pulled the same image hold one
+    instance: 5,000 nodes of 50 images each keep a tuple of pointers apiece, not 250,000 objects.
+    """
+
+    names: tuple[str, ...]
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     labels: Mapping[str, str] = EMPTY_LABELS
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     allocatable: Resources = NO_RESOURCES
+    images: tuple[NodeImage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +310,21 @@ class Pod:
     unmodeled: tuple[str, ...] = ()
     quota: QuotaFacts = NO_QUOTA_FACTS
     trace: PredictionTrace | None = None
+    # What the Score plugins read (issue #28). Preferred terms as the API server stores them (matchLabelKeys
+    # merged); equal terms are kept once with their weights summed (a sum of weights is all a score reads).
+    preferred_node_affinity: tuple[PreferredSchedulingTerm, ...] = ()
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    # The scheduler's non-zero requests (milli cpu, memory bytes): a container without a cpu or memory request
+    # counts 100m / 200 MiB (pkg/scheduler/framework/types.go, PodInfo.CalculateResource); None when they equal
+    # ``requests`` (every container requests both), so the cluster's pods mostly keep None.
+    non_zero_requests: tuple[int, int] | None = None
+    # Only the pod under prediction: its containers' images, normalised as ImageLocality reads them (init
+    # containers, containers, then image volumes; repeats kept, each counts), and the selector of the
+    # ReplicaSet, StatefulSet or ReplicationController that owns it (PodTopologySpread's system default
+    # constraints spread a pod only when such a selector, upstream's DefaultSelector, exists).
+    images: tuple[str, ...] = ()
+    controller_selector: LabelSelector | None = None
     # What the pod asks of storage and devices (None for most pods): its claims' volumes, inline disks, and its
     # ResourceClaims and extended resources DRA may back (webhook.cluster.volumes, webhook.cluster.devices).
     volumes: PodVolumes | None = None
@@ -298,6 +342,18 @@ class Pod:
     @property
     def is_terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def non_zero(self) -> tuple[int, int]:
+        """(milli cpu, memory) as the scheduler's scoring sums them (``non_zero_requests``)."""
+        found = self.non_zero_requests
+        return (self.requests.milli_cpu, self.requests.memory) if found is None else found
+
+    @property
+    def has_pod_affinity(self) -> bool:
+        """Any required or preferred pod affinity or anti-affinity term (upstream ``PodsWithAffinity``)."""
+        return bool(self.pod_affinity or self.pod_anti_affinity or self.preferred_pod_affinity
+                    or self.preferred_pod_anti_affinity)
 
     @property
     def scheduling_gated(self) -> bool:

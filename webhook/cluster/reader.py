@@ -7,6 +7,7 @@ take the API defaults. Pods are read by ``webhook.cluster.reader_pod``, their sc
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from webhook.cluster.jsonfields import JsonObject, json_bool, json_int, json_list, json_object, json_str, parse_time_ns
@@ -20,6 +21,7 @@ from webhook.cluster.model import (
     LimitRangeItem,
     Namespace,
     Node,
+    NodeImage,
     PodDisruptionBudget,
     PriorityClass,
     ResourceQuota,
@@ -44,6 +46,7 @@ from webhook.cluster.reader_volumes import (
     storage_class_from_dict,
     volume_attachment_from_dict,
 )
+from webhook.cluster.sharing import shared
 
 __all__ = [
     "SUPPORTED_KINDS",
@@ -64,6 +67,18 @@ __all__ = [
 ]
 
 
+def _node_images(value: object) -> tuple[NodeImage, ...]:
+    """``status.images``: each entry's names (interned) and size, equal entries shared across nodes."""
+    images = []
+    for i, entry in enumerate(json_list(value, "status.images")):
+        path = f"status.images[{i}]"
+        entry = json_object(entry, path)
+        names = tuple(sys.intern(json_str(n, f"{path}.names")) for n in json_list(entry.get("names"), f"{path}.names"))
+        if names:
+            images.append(shared(NodeImage(names, json_int(entry.get("sizeBytes"), f"{path}.sizeBytes") or 0)))
+    return tuple(images)
+
+
 def node_from_dict(raw: JsonObject) -> Node:
     meta = json_object(raw.get("metadata"), "metadata")
     spec = json_object(raw.get("spec"), "spec")
@@ -82,6 +97,7 @@ def node_from_dict(raw: JsonObject) -> Node:
         taints=tuple(taints),
         unschedulable=json_bool(spec.get("unschedulable"), "spec.unschedulable"),
         allocatable=resources_from_quantities(allocatable, "status.allocatable"),
+        images=_node_images(status.get("images")),
     )
 
 

@@ -24,8 +24,10 @@ from webhook.cluster.model import (
     LabelSelectorRequirement,
     NodeSelectorTerm,
     PodAffinityTerm,
+    PreferredSchedulingTerm,
     Toleration,
     TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
 )
 from webhook.cluster.sharing import BoundedCache, shared
 from webhook.errors import InvalidInput
@@ -95,15 +97,55 @@ def node_selector_terms(value: object, path: str) -> tuple[NodeSelectorTerm, ...
     raw = json_object(value, path)
     terms = []
     for i, term in enumerate(json_list(raw.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")):
-        tpath = f"{path}.nodeSelectorTerms[{i}]"
-        term = json_object(term, tpath)
-        terms.append(NodeSelectorTerm(
-            distinct(_requirement(json_object(e, tpath), tpath)
-                     for e in json_list(term.get("matchExpressions"), f"{tpath}.matchExpressions")),
-            distinct(_requirement(json_object(e, tpath), tpath)
-                     for e in json_list(term.get("matchFields"), f"{tpath}.matchFields")),
-        ))
+        terms.append(_node_selector_term(term, f"{path}.nodeSelectorTerms[{i}]"))
     return distinct(terms)
+
+
+def _node_selector_term(value: object, tpath: str) -> NodeSelectorTerm:
+    term = json_object(value, tpath)
+    return NodeSelectorTerm(
+        distinct(_requirement(json_object(e, tpath), tpath)
+                 for e in json_list(term.get("matchExpressions"), f"{tpath}.matchExpressions")),
+        distinct(_requirement(json_object(e, tpath), tpath)
+                 for e in json_list(term.get("matchFields"), f"{tpath}.matchFields")),
+    )
+
+
+def _weight(raw: JsonObject, path: str) -> int:
+    return json_int(raw.get("weight"), f"{path}.weight") or 0
+
+
+def preferred_node_terms(value: object, path: str) -> tuple[PreferredSchedulingTerm, ...]:
+    """Preferred node-affinity terms. A term of weight 0 or without requirements is dropped, as
+    ``nodeaffinity.NewPreferredSchedulingTerms`` drops it; equal terms are kept once, their weights summed."""
+    if value is None:
+        return ()
+    weights: dict[NodeSelectorTerm, int] = {}
+    for i, raw in enumerate(json_list(value, path)):
+        tpath = f"{path}[{i}]"
+        raw = json_object(raw, tpath)
+        weight = _weight(raw, tpath)
+        term = _node_selector_term(raw.get("preference"), f"{tpath}.preference")
+        if weight and (term.match_expressions or term.match_fields):
+            weights[term] = weights.get(term, 0) + weight
+    return tuple(PreferredSchedulingTerm(weight, term) for term, weight in weights.items())
+
+
+def weighted_affinity_terms(value: object, path: str, labels: Mapping[str, str] = EMPTY_LABELS,
+                            ) -> tuple[WeightedPodAffinityTerm, ...]:
+    """Preferred pod (anti-)affinity terms (``matchLabelKeys`` merged as for required ones); a term of weight 0
+    adds nothing to a score and is dropped; equal terms are kept once, their weights summed."""
+    if value is None:
+        return ()
+    weights: dict[PodAffinityTerm, int] = {}
+    for i, raw in enumerate(json_list(value, path)):
+        tpath = f"{path}[{i}]"
+        raw = json_object(raw, tpath)
+        weight = _weight(raw, tpath)
+        term = _affinity_term(raw.get("podAffinityTerm"), f"{tpath}.podAffinityTerm", labels)
+        if weight:
+            weights[term] = weights.get(term, 0) + weight
+    return tuple(WeightedPodAffinityTerm(weight, term) for term, weight in weights.items())
 
 
 def affinity_terms(value: object, path: str, labels: Mapping[str, str] = EMPTY_LABELS) -> tuple[PodAffinityTerm, ...]:
@@ -113,28 +155,28 @@ def affinity_terms(value: object, path: str, labels: Mapping[str, str] = EMPTY_L
     before that merge; a stored pod has it already, and merging again adds an identical requirement."""
     if value is None:
         return ()
-    terms = []
-    for i, term in enumerate(json_list(value, path)):
-        tpath = f"{path}[{i}]"
-        term = json_object(term, tpath)
-        namespace_selector = term.get("namespaceSelector")
-        selector = label_selector(term.get("labelSelector"), f"{tpath}.labelSelector")
-        match_keys = [json_str(k, f"{tpath}.matchLabelKeys") for k in json_list(term.get("matchLabelKeys"), tpath)]
-        mismatch_keys = [json_str(k, f"{tpath}.mismatchLabelKeys")
-                         for k in json_list(term.get("mismatchLabelKeys"), tpath)]
-        if selector is not None and (match_keys or mismatch_keys):
-            merged = tuple(LabelSelectorRequirement(key, operator, (labels[key],))
-                           for keys, operator in ((match_keys, "In"), (mismatch_keys, "NotIn"))
-                           for key in keys if key in labels)
-            if merged:
-                selector = LabelSelector(selector.match_labels, distinct(selector.match_expressions + merged))
-        terms.append(PodAffinityTerm(
-            label_selector=selector,
-            topology_key=json_str(term.get("topologyKey"), f"{tpath}.topologyKey"),
-            namespaces=distinct(json_str(n, f"{tpath}.namespaces") for n in json_list(term.get("namespaces"), tpath)),
-            namespace_selector=label_selector(namespace_selector, f"{tpath}.namespaceSelector"),
-        ))
-    return distinct(terms)
+    return distinct(_affinity_term(term, f"{path}[{i}]", labels) for i, term in enumerate(json_list(value, path)))
+
+
+def _affinity_term(value: object, tpath: str, labels: Mapping[str, str]) -> PodAffinityTerm:
+    term = json_object(value, tpath)
+    namespace_selector = term.get("namespaceSelector")
+    selector = label_selector(term.get("labelSelector"), f"{tpath}.labelSelector")
+    match_keys = [json_str(k, f"{tpath}.matchLabelKeys") for k in json_list(term.get("matchLabelKeys"), tpath)]
+    mismatch_keys = [json_str(k, f"{tpath}.mismatchLabelKeys")
+                     for k in json_list(term.get("mismatchLabelKeys"), tpath)]
+    if selector is not None and (match_keys or mismatch_keys):
+        merged = tuple(LabelSelectorRequirement(key, operator, (labels[key],))
+                       for keys, operator in ((match_keys, "In"), (mismatch_keys, "NotIn"))
+                       for key in keys if key in labels)
+        if merged:
+            selector = LabelSelector(selector.match_labels, distinct(selector.match_expressions + merged))
+    return PodAffinityTerm(
+        label_selector=selector,
+        topology_key=json_str(term.get("topologyKey"), f"{tpath}.topologyKey"),
+        namespaces=distinct(json_str(n, f"{tpath}.namespaces") for n in json_list(term.get("namespaces"), tpath)),
+        namespace_selector=label_selector(namespace_selector, f"{tpath}.namespaceSelector"),
+    )
 
 
 def spread_constraints(value: object, path: str) -> tuple[TopologySpreadConstraint, ...]:

@@ -13,19 +13,23 @@ from collections.abc import Mapping
 import orjson
 
 from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_object, json_str, parse_time_ns
-from webhook.cluster.model import NO_QUOTA_FACTS, HostPort, Pod, PredictionTrace
+from webhook.cluster.model import NO_QUOTA_FACTS, HostPort, LabelSelector, Pod, PredictionTrace
 from webhook.cluster.reader_constraints import (
     affinity_terms,
     distinct,
     node_selector_terms,
+    preferred_node_terms,
     read_labels,
     read_tolerations,
     spread_constraints,
+    weighted_affinity_terms,
 )
 from webhook.cluster.reader_devices import pod_claims
 from webhook.cluster.reader_resources import (
     NO_EXTRAS,
     QuotaExtras,
+    pod_non_zero_requests_of,
+    pod_non_zero_requests_with_status,
     pod_requests_resources,
     pod_requests_with_status,
     pod_resources,
@@ -33,7 +37,7 @@ from webhook.cluster.reader_resources import (
     says_more_than_spec,
 )
 from webhook.cluster.reader_volumes import pod_volumes
-from webhook.cluster.sharing import interned
+from webhook.cluster.sharing import interned, shared
 from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 
 # A compact prediction annotation is a few hundred bytes; anything much longer was not written by PreemptGuard.
@@ -135,21 +139,75 @@ def _prediction_trace(annotations: object, conditions: object) -> PredictionTrac
 
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 _NODE_AFFINITY_REQUIRED_PATH = f"spec.affinity.nodeAffinity.{_REQUIRED}"
 _POD_AFFINITY_REQUIRED_PATH = f"spec.affinity.podAffinity.{_REQUIRED}"
 _POD_ANTI_AFFINITY_REQUIRED_PATH = f"spec.affinity.podAntiAffinity.{_REQUIRED}"
-_NO_AFFINITY: tuple[object, object, object] = (None, None, None)
+_NODE_AFFINITY_PREFERRED_PATH = f"spec.affinity.nodeAffinity.{_PREFERRED}"
+_POD_AFFINITY_PREFERRED_PATH = f"spec.affinity.podAffinity.{_PREFERRED}"
+_POD_ANTI_AFFINITY_PREFERRED_PATH = f"spec.affinity.podAntiAffinity.{_PREFERRED}"
+_NO_TERMS: tuple[object, object, object] = (None, None, None)
+_NO_AFFINITY: tuple[tuple[object, object, object], tuple[object, object, object]] = (_NO_TERMS, _NO_TERMS)
 
 
-def _required_affinity(value: object) -> tuple[object, object, object]:
-    """The raw required node affinity, pod affinity and pod anti-affinity (None when absent)."""
+def _raw_affinity(value: object) -> tuple[tuple[object, object, object], tuple[object, object, object]]:
+    """The raw required, then preferred, node affinity, pod affinity and pod anti-affinity (None when absent)."""
     if value is None:
         return _NO_AFFINITY
     affinity = json_object(value, "spec.affinity")
     node_affinity = json_object(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
     pod_affinity = json_object(affinity.get("podAffinity"), "spec.affinity.podAffinity")
     anti_affinity = json_object(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity")
-    return node_affinity.get(_REQUIRED), pod_affinity.get(_REQUIRED), anti_affinity.get(_REQUIRED)
+    return ((node_affinity.get(_REQUIRED), pod_affinity.get(_REQUIRED), anti_affinity.get(_REQUIRED)),
+            (node_affinity.get(_PREFERRED), pod_affinity.get(_PREFERRED), anti_affinity.get(_PREFERRED)))
+
+
+def normalized_image_name(name: str) -> str:
+    """ImageLocality's ``normalizedImageName``: a name without a tag gets ``:latest`` (a digest counts as a tag
+    only when its ``:`` follows the last ``/``)."""
+    return name if name.rfind(":") > name.rfind("/") else name + ":latest"
+
+
+def _images(spec: JsonObject) -> tuple[str, ...]:
+    """The images ImageLocality reads (pkg/scheduler/framework/plugins/imagelocality, ``sumImageScores``): init
+    containers, containers, then image volumes, each normalised; a repeat counts again, so it is kept."""
+    names = []
+    for key in ("initContainers", "containers"):
+        for i, ctr in enumerate(json_list(spec.get(key), f"spec.{key}")):
+            ctr = ctr if type(ctr) is dict else json_object(ctr, f"spec.{key}[{i}]")
+            names.append(normalized_image_name(json_str(ctr.get("image"), f"spec.{key}[{i}].image")))
+    for i, volume in enumerate(json_list(spec.get("volumes"), "spec.volumes")):
+        image = json_object(volume, f"spec.volumes[{i}]").get("image")
+        if image is not None:
+            reference = json_object(image, f"spec.volumes[{i}].image").get("reference")
+            names.append(normalized_image_name(json_str(reference, f"spec.volumes[{i}].image.reference")))
+    return shared(tuple(sys.intern(n) for n in names)) if names else ()
+
+
+# The owners whose selector upstream's DefaultSelector reads (with Services, which a snapshot does not hold).
+_SELECTING_CONTROLLERS = ("ReplicaSet", "ReplicationController", "StatefulSet")
+# Labels a StatefulSet's controller sets per pod or per revision: its selector never names them.
+_STATEFULSET_POD_LABELS = ("statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index",
+                           "controller-revision-hash")
+
+
+def controller_selector(meta: JsonObject, labels: Mapping[str, str]) -> LabelSelector | None:
+    """The selector of the ReplicaSet, ReplicationController or StatefulSet that controls the pod, as far as the
+    pod shows it: its labels (a ReplicaSet's pods carry its template's labels, ``pod-template-hash`` included,
+    which its selector names), without a StatefulSet's per-pod labels. None without such an owner: the snapshot
+    holds no ReplicaSets or Services, so a bare pod gets no default spreading (nor does it upstream without a
+    Service selecting it)."""
+    owners = meta.get("ownerReferences")
+    if not owners or not labels:
+        return None
+    for i, owner in enumerate(json_list(owners, "metadata.ownerReferences")):
+        owner = json_object(owner, f"metadata.ownerReferences[{i}]")
+        kind = owner.get("kind")
+        if owner.get("controller") is True and kind in _SELECTING_CONTROLLERS:
+            if kind == "StatefulSet":
+                labels = {k: v for k, v in labels.items() if k not in _STATEFULSET_POD_LABELS}
+            return LabelSelector(read_labels(dict(labels), "metadata.labels")) if labels else None
+    return None
 
 
 def _interned_str(value: object, path: str) -> str:
@@ -179,7 +237,8 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
     status = raw.get("status")
     if type(status) is not dict:
         status = json_object(status, "status")
-    node_affinity, pod_affinity, pod_anti_affinity = _required_affinity(spec.get("affinity"))
+    required, preferred = _raw_affinity(spec.get("affinity"))
+    node_affinity, pod_affinity, pod_anti_affinity = required
 
     name = meta.get("name")
     if type(name) is not str or not name:
@@ -210,6 +269,7 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
     nominated_node_name = _interned_str(status.get("nominatedNodeName"), "status.nominatedNodeName")
     annotations = meta.get("annotations")
     resources = pod_resources(spec) if quota else None
+    with_status = False  # the status says more than the spec (in-place resize): the non-zero requests read it too
     if resources is not None:
         requests = resources.requests
     else:
@@ -218,6 +278,7 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         # resize). Only the cluster's pods: the API server drops the status of a pod it creates.
         if says_more_than_spec(status):
             requests = pod_requests_with_status(spec, status, requests)
+            with_status = True
     host_ports = _host_ports(spec)
     node_selector = read_labels(spec.get("nodeSelector"), "spec.nodeSelector")
     required_node_affinity = node_selector_terms(node_affinity, _NODE_AFFINITY_REQUIRED_PATH)
@@ -231,6 +292,7 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
     scheduler_name = spec.get("schedulerName")
     if type(scheduler_name) is not str or not scheduler_name:
         scheduler_name = json_str(scheduler_name, "spec.schedulerName", "default-scheduler") or "default-scheduler"
+    preferred_node, preferred_pod, preferred_anti = preferred
     return Pod(
         name=name,
         namespace=namespace,
@@ -263,6 +325,13 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         quota=NO_QUOTA_FACTS if resources is None else resources.quota_facts(_quota_extras(meta, spec, status)),
         # A bound pod keeps none: the observer sees its binding as the change from the pending pod it holds.
         trace=None if annotations is None or node_name else _prediction_trace(annotations, conditions),
+        preferred_node_affinity=preferred_node_terms(preferred_node, _NODE_AFFINITY_PREFERRED_PATH),
+        preferred_pod_affinity=weighted_affinity_terms(preferred_pod, _POD_AFFINITY_PREFERRED_PATH, labels),
+        preferred_pod_anti_affinity=weighted_affinity_terms(preferred_anti, _POD_ANTI_AFFINITY_PREFERRED_PATH, labels),
+        non_zero_requests=pod_non_zero_requests_with_status(spec, status, requests) if with_status
+        else pod_non_zero_requests_of(spec),
+        images=_images(spec) if resources is not None else (),
+        controller_selector=controller_selector(meta, labels) if resources is not None else None,
     )
 
 

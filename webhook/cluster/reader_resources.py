@@ -28,6 +28,7 @@ from webhook.cluster.model import (
 from webhook.cluster.quantity import Quantity, parse_quantity
 from webhook.cluster.resources import (
     allocatable_as_resources,
+    pod_non_zero_requests,
     pod_requests,
     requests_as_resources,
     requests_from_units,
@@ -384,6 +385,51 @@ def without_pod_level_resources(pod: Pod) -> Pod:
                           quota=replace(pod.quota, resources=stripped))
 
 
+# ---- the scheduler's non-zero requests (scoring) -------------------------------------------------------
+
+def _requests_cpu_and_memory(ctr: object) -> bool:
+    """Whether a container requests cpu and memory (a limit alone defaults the request), read without checks;
+    False also for anything not plainly shaped, which then takes the checked reading."""
+    if type(ctr) is not dict:
+        return False
+    resources = ctr.get("resources")
+    if type(resources) is not dict:
+        return False
+    requests = resources.get("requests")
+    limits = resources.get("limits")
+    requests = requests if type(requests) is dict else {}
+    limits = limits if type(limits) is dict else {}
+    return ("cpu" in requests or "cpu" in limits) and ("memory" in requests or "memory" in limits)
+
+
+def _non_zero_or_none(spec: JsonObject) -> tuple[int, int] | None:
+    resources = pod_resource_spec(spec)
+    requests = requests_as_resources(pod_requests(resources))
+    found = pod_non_zero_requests(resources)
+    return None if found == (requests.milli_cpu, requests.memory) else found
+
+
+# Remembered as a 1-tuple: None is a value here.
+_non_zero_by_containers: BoundedCache[_ResourcesKey, tuple[tuple[int, int] | None]] = BoundedCache(FAST_PATH_LIMIT)
+
+
+def _non_zero_remembered(spec: JsonObject) -> tuple[tuple[int, int] | None]:
+    return (_non_zero_or_none(spec),)
+
+
+def pod_non_zero_requests_of(spec: JsonObject) -> tuple[int, int] | None:
+    """``Pod.non_zero_requests``: None when every container requests both cpu and memory and the pod sets no
+    pod-level requests (then they equal the requests), else ``pod_non_zero_requests`` of the checked spec."""
+    if spec.get("resources") is None:
+        containers = spec.get("containers")
+        init_containers = spec.get("initContainers")
+        if (type(containers) is list and (init_containers is None or type(init_containers) is list)
+                and all(_requests_cpu_and_memory(c) for c in containers)
+                and all(_requests_cpu_and_memory(c) for c in init_containers or ())):
+            return None
+    return _remembered(_non_zero_by_containers, spec, _non_zero_remembered)[0]
+
+
 # ---- a running pod's requests with its status: in-place resize (issue #26) ---------------------------------
 
 # The status fields component-helpers ``PodRequests`` reads with ``UseStatusResources``.
@@ -575,3 +621,11 @@ def _status_requests_in_whole_units(spec: JsonObject, status: JsonObject, spec_r
             if name not in largest or value > largest[name]:
                 largest[name] = value
     return requests_from_units(largest)
+
+
+def pod_non_zero_requests_with_status(spec: JsonObject, status: JsonObject, requests: Resources,
+                                      ) -> tuple[int, int] | None:
+    """``Pod.non_zero_requests`` of a running pod whose status says more than its spec (in-place resize): the
+    scheduler's non-zero requests read with its status, None when they equal ``requests`` (its requests)."""
+    found = pod_non_zero_requests(pod_resource_spec(spec), pod_resource_status(status))
+    return None if found == (requests.milli_cpu, requests.memory) else found

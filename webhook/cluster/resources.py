@@ -10,6 +10,7 @@ sums converted afterwards, as pkg/scheduler/framework/plugins/noderesources/fit.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 
 from webhook.cluster.model import (
     EMPTY_QUANTITIES,
@@ -105,7 +106,23 @@ def aggregate_container_limits(spec: PodResourceSpec) -> ResourceList:
     return _aggregate_containers(spec, _limits)
 
 
-def pod_requests(spec: PodResourceSpec, status: PodResourceStatus | None = None) -> ResourceList:
+def _with_non_missing(of: Callable[[ContainerResources], Mapping[str, Quantity]],
+                      non_missing: Mapping[str, Quantity] | None,
+                      ) -> Callable[[ContainerResources], Mapping[str, Quantity]]:
+    """``of`` with ``NonMissingContainerRequests``: a resource a container's requests lack counts as this much."""
+    if not non_missing:
+        return of
+
+    def with_defaults(ctr: ContainerResources) -> Mapping[str, Quantity]:
+        found = of(ctr)
+        missing = {name: qty for name, qty in non_missing.items() if name not in found}
+        return {**found, **missing} if missing else found
+
+    return with_defaults
+
+
+def pod_requests(spec: PodResourceSpec, status: PodResourceStatus | None = None,
+                 non_missing: Mapping[str, Quantity] | None = None) -> ResourceList:
     """``PodRequests``: the containers' aggregate, replaced by pod-level requests where set, plus overhead.
 
     With ``status`` (a running pod's), as the scheduler computes it in v1.37 (``PodInfo.CalculateResource``:
@@ -113,11 +130,14 @@ def pod_requests(spec: PodResourceSpec, status: PodResourceStatus | None = None)
     on by default since v1.36): each aggregate is the larger of the spec's, the allocated and the actuated
     resources, the spec left out while the resize is ``Infeasible`` (``AggregateContainerRequests``,
     ``effectivePodLevelResources``).
+
+    ``non_missing`` (``PodResourcesOptions.NonMissingContainerRequests``): a container that does not request one of
+    these resources counts as requesting this much of it (an explicit zero stays zero).
     """
     if status is None:
-        requests = _aggregate_containers(spec, _requests)
+        requests = _aggregate_containers(spec, _with_non_missing(_requests, non_missing))
     else:
-        requests = _container_requests_with_status(spec, status)
+        requests = _container_requests_with_status(spec, status, non_missing)
     if _supported(spec.pod_requests):  # IsPodLevelRequestsSet
         effective = spec.pod_requests
         if status is not None and status.has_resources:
@@ -127,6 +147,35 @@ def pod_requests(spec: PodResourceSpec, status: PodResourceStatus | None = None)
     if spec.overhead:
         _add_into(requests, spec.overhead)
     return requests
+
+
+# What the scheduler's scoring counts for a container without a cpu or memory request
+# (pkg/scheduler/util/pod_resources.go: DefaultMilliCPURequest, DefaultMemoryRequest).
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+_DEFAULT_NON_ZERO = {"cpu": Quantity(Fraction(DEFAULT_MILLI_CPU_REQUEST, 1000), "DecimalSI"),
+                     "memory": Quantity(Fraction(DEFAULT_MEMORY_REQUEST), "DecimalSI")}
+
+
+def is_pod_level_requests_set(spec: PodResourceSpec) -> bool:
+    """``IsPodLevelRequestsSet``: spec.resources.requests names a supported resource."""
+    return bool(_supported(spec.pod_requests))
+
+
+def pod_non_zero_requests(spec: PodResourceSpec, status: PodResourceStatus | None = None) -> tuple[int, int]:
+    """(milli cpu, memory) as the scheduler's NodeInfo sums them for scoring (pkg/scheduler/framework/types.go,
+    ``PodInfo.CalculateResource`` with ``getNonMissingContainerRequests``): a container missing a cpu or memory
+    request counts 100m / 200 MiB; with pod-level requests, only a resource the pod's requests lack altogether
+    (``status``: a running pod's, as ``pod_requests`` reads it)."""
+    requests = pod_requests(spec, status)
+    if is_pod_level_requests_set(spec):
+        non_missing = {name: qty for name, qty in _DEFAULT_NON_ZERO.items() if name not in requests}
+    else:
+        non_missing = _DEFAULT_NON_ZERO
+    if non_missing:
+        requests = pod_requests(spec, status, non_missing)
+    cpu, memory = requests.get("cpu"), requests.get("memory")
+    return (milli_value(cpu) if cpu is not None else 0, int_value(memory) if memory is not None else 0)
 
 
 # ---- in-place resize: the status half of PodRequests (issue #26) ----------------------------------------
@@ -148,8 +197,9 @@ def _status_of(status: PodResourceStatus, name: str) -> ContainerStatusResources
     return None
 
 
-def _container_requests_with_status(spec: PodResourceSpec, status: PodResourceStatus) -> ResourceList:
-    """``AggregateContainerRequests`` with ``UseStatusResources``."""
+def _container_requests_with_status(spec: PodResourceSpec, status: PodResourceStatus,
+                                    non_missing: Mapping[str, Quantity] | None = None) -> ResourceList:
+    """``AggregateContainerRequests`` with ``UseStatusResources`` (and ``NonMissingContainerRequests``)."""
     infeasible = status.resize_infeasible
 
     def allocated(ctr: ContainerResources) -> Mapping[str, Quantity]:  # containerAllocatedRequests
@@ -166,15 +216,15 @@ def _container_requests_with_status(spec: PodResourceSpec, status: PodResourceSt
             return found.allocated
         return EMPTY_QUANTITIES if infeasible else ctr.requests
 
-    spec_requests = _aggregate_containers(spec, _requests)
+    spec_requests = _aggregate_containers(spec, _with_non_missing(_requests, non_missing))
     allocated_requests: Mapping[str, Quantity]
     actuated_requests: Mapping[str, Quantity]
     if status.allocated is not None and status.has_resources and status.actuated_requests is not None:
         # The pod-level status maps already hold the aggregate over every container.
         allocated_requests, actuated_requests = status.allocated, status.actuated_requests
     else:
-        allocated_requests = _aggregate_containers(spec, allocated)
-        actuated_requests = _aggregate_containers(spec, actuated)
+        allocated_requests = _aggregate_containers(spec, _with_non_missing(allocated, non_missing))
+        actuated_requests = _aggregate_containers(spec, _with_non_missing(actuated, non_missing))
     if infeasible:
         return _max_of(actuated_requests, allocated_requests)
     return _max_of(spec_requests, actuated_requests, allocated_requests)

@@ -27,6 +27,8 @@ __all__ = [
     "SCOPE_PRIORITY_CLASS",
     "SCOPE_TERMINATING",
     "SCOPE_VOLUME_ATTRIBUTES_CLASS",
+    "SCORE_PLUGINS",
+    "SCORING_STRATEGY_TYPES",
     "SELECTOR_OPERATORS",
     "UNVERIFIED_DISCLOSURES",
     "AuditDetail",
@@ -43,6 +45,7 @@ __all__ = [
     "PreemptionSetting",
     "QuotaConfig",
     "SchedulerConfig",
+    "ScoringStrategyConfig",
     "UnverifiedDisclosure",
 ]
 
@@ -92,9 +95,26 @@ class PredictionConfig:
     previews_per_minute: int = DEFAULT_PREVIEWS_PER_MINUTE
 
 
+# The default profile's Score plugins (pkg/scheduler/apis/config/v1/default_plugins.go), whose weights
+# ``scheduler.scoreWeights`` may change (0 disables one); the predictor holds their default weights.
+SCORE_PLUGINS = ("TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
+                 "InterPodAffinity", "NodeResourcesBalancedAllocation", "ImageLocality")
+SCORING_STRATEGY_TYPES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringStrategyConfig:
+    """``scheduler.scoringStrategy``: NodeResourcesFitArgs.scoringStrategy (type, resources with weights and, for
+    RequestedToCapacityRatio, the shape as (utilization, score) points)."""
+
+    type: str = "LeastAllocated"
+    resources: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))
+    shape: tuple[tuple[int, int], ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
-    """Mirror of the cluster's kube-scheduler profile (DefaultPreemptionArgs)."""
+    """Mirror of the cluster's kube-scheduler profile (DefaultPreemptionArgs and the scoring that picks the node)."""
 
     preemption: PreemptionSetting = "enabled"
     min_candidate_nodes_percentage: int = 10
@@ -102,6 +122,15 @@ class SchedulerConfig:
     # The release whose preemption the prediction follows (``KubernetesRelease.name``, e.g. "v1.34"); "" for the
     # default (the newest PreemptGuard knows, or the binaries' for ``verify``).
     kubernetes_version: str = ""
+    # percentageOfNodesToScore: 0 is upstream's adaptive default; 100 scores every feasible node.
+    percentage_of_nodes_to_score: int = 0
+    # Score plugin weights that differ from the default profile's (0: the plugin is disabled).
+    score_weights: tuple[tuple[str, int], ...] = ()
+    scoring_strategy: ScoringStrategyConfig = ScoringStrategyConfig()
+    # InterPodAffinityArgs: the weight of existing pods' required affinity terms in Score, and whether Score
+    # ignores existing pods' preferred terms.
+    hard_pod_affinity_weight: int = 1
+    ignore_preferred_terms_of_existing_pods: bool = False
     # ``profiles[].schedulerName`` of the cluster's kube-scheduler: a pod naming another is never seen by it.
     scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
 

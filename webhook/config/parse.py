@@ -32,6 +32,8 @@ from webhook.config.model import (
     GUARDRAIL_MODES,
     ON_UNPREDICTABLE,
     QUOTA_SCOPES,
+    SCORE_PLUGINS,
+    SCORING_STRATEGY_TYPES,
     SELECTOR_OPERATORS,
     UNVERIFIED_DISCLOSURES,
     AuditDetail,
@@ -48,6 +50,7 @@ from webhook.config.model import (
     PreemptionSetting,
     QuotaConfig,
     SchedulerConfig,
+    ScoringStrategyConfig,
     UnverifiedDisclosure,
 )
 from webhook.errors import ConfigError
@@ -154,8 +157,59 @@ def _prediction(reader: _Reader) -> PredictionConfig:
                             reader.int_in_range("previewsPerMinute", DEFAULT_PREVIEWS_PER_MINUTE, 0))
 
 
+def _score_weights(reader: _Reader) -> tuple[tuple[str, int], ...]:
+    """``scheduler.scoreWeights``: {plugin: weight}; upstream refuses a Score plugin weight outside 1..100
+    (ValidateKubeSchedulerConfiguration); 0 here disables the plugin (the profile's ``score.disabled``)."""
+    for name in reader.data:
+        if name not in SCORE_PLUGINS:
+            raise reader.error(reader.key(str(name)),
+                               f"not a Score plugin of the default profile; known: {', '.join(SCORE_PLUGINS)}")
+    return tuple((name, reader.int_in_range(name, 0, 0, 100)) for name in reader.data)
+
+
+def _scoring_strategy(reader: _Reader) -> ScoringStrategyConfig:
+    """``scheduler.scoringStrategy``: NodeResourcesFitArgs.scoringStrategy, validated as upstream's
+    ValidateNodeResourcesFitArgs does (resource weights 1..100, shape utilization 0..100 ascending, score 0..10)."""
+    if not reader.data:
+        return ScoringStrategyConfig()
+    reader.check_keys(["type", "resources", "requestedToCapacityRatio"])
+    kind = reader.choice("type", SCORING_STRATEGY_TYPES, "LeastAllocated")
+    resources = []
+    for path, item in reader.items("resources"):
+        entry = _Reader(item, path, reader.source)
+        entry.check_keys(["name", "weight"])
+        name = entry.typed("name", str, "")
+        if not name:
+            raise entry.error(entry.key("name"), "Required value")
+        resources.append((name, entry.int_in_range("weight", 1, 1, 100)))
+    shape: list[tuple[int, int]] = []
+    ratio = reader.child("requestedToCapacityRatio")
+    if ratio.data:
+        ratio.check_keys(["shape"])
+        for path, item in ratio.items("shape"):
+            point = _Reader(item, path, reader.source)
+            point.check_keys(["utilization", "score"])
+            utilization = point.int_in_range("utilization", 0, 0, 100)
+            if shape and utilization <= shape[-1][0]:
+                raise point.error(point.key("utilization"), "Invalid value: utilization values must be sorted"
+                                  " in increasing order")
+            shape.append((utilization, point.int_in_range("score", 0, 0, 10)))
+    if kind == "RequestedToCapacityRatio" and not shape:
+        raise reader.error(reader.key("requestedToCapacityRatio"), "Required value: shape for RequestedToCapacityRatio")
+    return ScoringStrategyConfig(kind, tuple(resources) or ScoringStrategyConfig().resources, tuple(shape))
+
+
+def _inter_pod_affinity(reader: _Reader) -> tuple[int, bool]:
+    """``scheduler.interPodAffinity``: InterPodAffinityArgs (hardPodAffinityWeight 0..100, upstream's
+    ValidateInterPodAffinityArgs; ignorePreferredTermsOfExistingPods)."""
+    reader.check_keys(["hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"])
+    return (reader.int_in_range("hardPodAffinityWeight", 1, 0, 100),
+            reader.typed("ignorePreferredTermsOfExistingPods", bool, False))
+
+
 def _scheduler(reader: _Reader) -> SchedulerConfig:
     reader.check_keys(["preemption", "minCandidateNodesPercentage", "minCandidateNodesAbsolute", "kubernetesVersion",
+                       "percentageOfNodesToScore", "scoreWeights", "scoringStrategy", "interPodAffinity",
                        "schedulerNames"])
     preemption = cast(PreemptionSetting, reader.choice("preemption", ("enabled", "disabled"), "enabled"))
     percentage = reader.int_in_range("minCandidateNodesPercentage", 10, 0, 100)
@@ -179,7 +233,11 @@ def _scheduler(reader: _Reader) -> SchedulerConfig:
             raise reader.error(f"{reader.key('schedulerNames')}[{i}]", f"Duplicate value: {name!r}")
     if not names:
         raise reader.error(reader.key("schedulerNames"), "Required value: at least one profile")
-    return SchedulerConfig(preemption, percentage, absolute, version, names)
+    return SchedulerConfig(preemption, percentage, absolute, version,
+                           reader.int_in_range("percentageOfNodesToScore", 0, 0, 100),
+                           _score_weights(reader.child("scoreWeights")),
+                           _scoring_strategy(reader.child("scoringStrategy")), *_inter_pod_affinity(
+                               reader.child("interPodAffinity")), scheduler_names=names)
 
 
 def _scope_requirement(reader: _Reader) -> ScopedResourceSelectorRequirement:

@@ -57,8 +57,9 @@ class Comparison:
     verdict: Verdict
     explained_by: str | None = None  # SAMPLING when upstream's candidate sampling explains a disagreement
     # What was held against the observation: "outcome", "node", "victims" (or "victim count" on a tied node
-    # whose victims were not predicted one by one). A ``Fits`` compares the outcome only: PreemptGuard names a
-    # node where the pod fits, not the one kube-scheduler's scoring picks.
+    # whose victims were not predicted one by one). A ``Fits`` compares the node too when the prediction claims
+    # one (``tiedNodes`` set: the scored choice of every feasible node, or the nominated or only node); not when
+    # the scheduler scores a sample of the feasible nodes (placement ``sampled``) or scores nothing.
     compared: tuple[str, ...] = ()
 
 
@@ -81,7 +82,9 @@ def compare(predicted: Predicted, observed: Observed) -> Comparison:
     """``agree`` (docs/interfaces.md §8): the same outcome; for ``Preempts`` the observed node is the predicted one
     or among ``tiedNodes`` (upstream picks among full ties at random), and the victims the scheduler evicted there
     are exactly those PreemptGuard predicts for that node (by number only where the prediction does not list a
-    tied node's victims). A ``Fits`` compares the outcome: "node not compared"."""
+    tied node's victims). A ``Fits`` compares the node when the prediction claims one (``tiedNodes`` set): the
+    observed node is the predicted one or among ``tiedNodes`` (selectHost picks among equal scores at random);
+    else the outcome only: "node not compared"."""
     if observed.outcome == ERROR:
         return Comparison(False, f"not observed: {observed.message}".rstrip(": "), Verdict.UNOBSERVED)
     if predicted.outcome != observed.outcome:
@@ -93,6 +96,8 @@ def compare(predicted: Predicted, observed: Observed) -> Comparison:
         if Outcome.PREEMPTS in (predicted.outcome, observed.outcome) and predicted.sampled:
             return Comparison(False, why + _sampling_note(predicted), Verdict.OUTCOME_DIFFERS, SAMPLING, (OUTCOME,))
         return Comparison(False, why, Verdict.OUTCOME_DIFFERS, compared=(OUTCOME,))
+    if predicted.outcome == Outcome.FITS and predicted.tied_nodes and observed.node:
+        return _fits_node(predicted, observed)
     if predicted.outcome != Outcome.PREEMPTS:
         return Comparison(True, "", Verdict.AGREE, compared=(OUTCOME,))
     if observed.node == predicted.node:
@@ -128,3 +133,23 @@ def _same_victims(expected: Collection[str], observed: Observed, tied: str) -> C
     why = (f"on {observed.node} the scheduler evicted {_names(observed.victims)};"
            f" predicted {_names(expected)} (not evicted: {_names(missing)}; unexpected: {_names(extra)}).")
     return Comparison(False, f"{tied}: {why}" if tied else why, Verdict.VICTIMS_DIFFER, compared=compared)
+
+
+def fits_node_compared(comparison: Comparison) -> bool:
+    """Whether a ``Fits`` comparison held the node (else the report says "node not compared")."""
+    return NODE in comparison.compared
+
+
+def _fits_node(predicted: Predicted, observed: Observed) -> Comparison:
+    """The node the scheduler bound a ``Fits`` pod to against the scored one (schedulePod's selectHost takes one
+    of the nodes of the highest score at random: any of ``tiedNodes`` agrees)."""
+    compared = (OUTCOME, NODE)
+    if observed.node == predicted.node:
+        return Comparison(True, "", Verdict.AGREE, compared=compared)
+    if observed.node in predicted.tied_nodes:
+        return Comparison(True, f"the scheduler bound it to {observed.node} among {len(predicted.tied_nodes)} nodes"
+                          f" of the highest score (upstream picks one at random; PreemptGuard shows {predicted.node}).",
+                          Verdict.AGREE, compared=compared)
+    why = (f"the scheduler bound it to {observed.node}; predicted {predicted.node}"
+           f"{' or one of ' + _names(predicted.tied_nodes) if len(predicted.tied_nodes) > 1 else ''}.")
+    return Comparison(False, why, Verdict.NODE_DIFFERS, compared=compared)

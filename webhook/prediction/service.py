@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from webhook.cluster.model import Pod
@@ -37,7 +38,14 @@ from webhook.config import SchedulerConfig
 from webhook.errors import PredictionCancelled, PredictionTimeout
 from webhook.preemption.deadline import Deadline
 from webhook.preemption.framework.index import index_sync_is_cheap, preview_index
-from webhook.preemption.results import PreemptionArgs, PreemptionResult
+from webhook.preemption.results import (
+    DEFAULT_SCORE_WEIGHTS,
+    PreemptionArgs,
+    PreemptionResult,
+    ResourceSpec,
+    ScoringArgs,
+    ScoringStrategy,
+)
 from webhook.preemption.simulate import PodQuotaCheck, predict_objects, resource_quota_only, simulate_pods
 
 log = logging.getLogger(__name__)
@@ -66,16 +74,31 @@ def never_inline() -> Iterator[None]:
 
 
 @functools.lru_cache(maxsize=16)  # one per scheduler profile seen (configurations are immutable)
+def scoring_args(scheduler: SchedulerConfig) -> ScoringArgs:
+    """The profile's Score plugins and arguments: the default profile's weights with ``scheduler.scoreWeights``
+    applied (0 removes a plugin), ``scheduler.scoringStrategy`` and ``percentageOfNodesToScore``."""
+    changed = dict(scheduler.score_weights)
+    weights = tuple((name, changed.get(name, weight)) for name, weight in DEFAULT_SCORE_WEIGHTS
+                    if changed.get(name, weight) > 0)
+    strategy = scheduler.scoring_strategy
+    return ScoringArgs(percentage_of_nodes_to_score=scheduler.percentage_of_nodes_to_score, weights=weights,
+                       fit_strategy=ScoringStrategy(strategy.type, tuple(ResourceSpec(n, w) for n, w in
+                                                                         strategy.resources), strategy.shape),
+                       hard_pod_affinity_weight=scheduler.hard_pod_affinity_weight,
+                       ignore_preferred_terms_of_existing_pods=scheduler.ignore_preferred_terms_of_existing_pods)
+
+
 def preemption_args(scheduler: SchedulerConfig) -> PreemptionArgs:
-    """The scheduler profile's DefaultPreemptionArgs with the semantics of ``scheduler.kubernetesVersion``."""
+    """The scheduler profile's DefaultPreemptionArgs with the semantics of ``scheduler.kubernetesVersion``, and
+    its scoring."""
     release = parse_release(scheduler.kubernetes_version) if scheduler.kubernetes_version else DEFAULT_RELEASE
-    return PreemptionArgs.for_release(
+    return replace(PreemptionArgs.for_release(
         release,
         min_candidate_nodes_percentage=scheduler.min_candidate_nodes_percentage,
         min_candidate_nodes_absolute=scheduler.min_candidate_nodes_absolute,
         preemption_enabled=scheduler.preemption_enabled,
         scheduler_names=scheduler.scheduler_names,
-    )
+    ), scoring=scoring_args(scheduler))
 
 
 def predict_admitted_pod(state: ClusterState, pod: Pod, scheduler: SchedulerConfig,

@@ -15,6 +15,24 @@ KIND = "PreemptionPreview"
 
 
 def result_json(result: PreemptionResult) -> dict[str, Any]:
+    entry = _result_fields(result)
+    if result.placement:
+        entry.update(placement_json(result))
+    if result.depends_on:
+        entry["dependsOn"] = list(result.depends_on)
+    return entry
+
+
+def placement_json(result: PreemptionResult) -> dict[str, Any]:
+    """How a ``Fits`` pod's node was chosen (docs/interfaces.md §4): ``placement`` (``nominated``, ``only``,
+    ``scored``, ``sampled``, ``unscored``), how many feasible nodes were scored, and the best of them with each
+    Score plugin's weighted share, as kube-scheduler-simulator annotates a pod. Node names and scores only: no
+    pod of anyone is named."""
+    return {"placement": result.placement, "scoredNodes": result.scored_nodes,
+            "topNodes": [{"node": t.node, "score": t.total, "scores": dict(t.scores)} for t in result.top_nodes]}
+
+
+def _result_fields(result: PreemptionResult) -> dict[str, Any]:
     return {
         "pod": result.pod,
         "priority": result.priority,

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
-from webhook.cluster.model import DEFAULT_SCHEDULER_NAME, Pod
+from webhook.cluster.model import DEFAULT_SCHEDULER_NAME, Pod, TopologySpreadConstraint
 from webhook.cluster.release import DEFAULT_RELEASE, KubernetesRelease
 from webhook.errors import ConfigError
 
@@ -28,6 +28,68 @@ PENDING_OUTCOMES = frozenset({Outcome.UNSCHEDULABLE, Outcome.REJECTED, Outcome.G
 
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    """A resource a scoring strategy weighs (upstream ``config.ResourceSpec``)."""
+
+    name: str
+    weight: int = 1
+
+
+DEFAULT_RESOURCES = (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+SCORING_STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringStrategy:
+    """NodeResourcesFitArgs.scoringStrategy: the type, its resources and (RequestedToCapacityRatio) the shape as
+    (utilization, score) points, utilization 0..100 ascending, score 0..10."""
+
+    type: str = LEAST_ALLOCATED
+    resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
+    shape: tuple[tuple[int, int], ...] = ()
+
+
+# The default profile's Score plugins and weights (pkg/scheduler/apis/config/v1/default_plugins.go). VolumeBinding
+# scores only pods whose claims it binds (a VolumeBinding plugin in the profile, issue #27, is weighed here).
+DEFAULT_SCORE_WEIGHTS: tuple[tuple[str, int], ...] = (
+    ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("VolumeBinding", 1),
+    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("NodeResourcesBalancedAllocation", 1),
+    ("ImageLocality", 1),
+)
+SYSTEM_DEFAULTING = "System"
+LIST_DEFAULTING = "List"
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringArgs:
+    """The scoring half of the scheduler profile (``scheduler.*`` of --config, docs/interfaces.md §6).
+
+    ``percentage_of_nodes_to_score``: 0 is upstream's adaptive default (``numFeasibleNodesToFind``), 100 scores
+    every feasible node. ``weights``: the Score plugins that run and their weights. The plugin arguments are
+    upstream's: NodeResourcesFitArgs.scoringStrategy, NodeResourcesBalancedAllocationArgs.resources,
+    InterPodAffinityArgs and PodTopologySpreadArgs (``System`` defaulting: hostname maxSkew 3 and zone maxSkew 5,
+    ScheduleAnyway; ``List``: ``spread_default_constraints``).
+    """
+
+    percentage_of_nodes_to_score: int = 0
+    weights: tuple[tuple[str, int], ...] = DEFAULT_SCORE_WEIGHTS
+    fit_strategy: ScoringStrategy = field(default_factory=ScoringStrategy)
+    balanced_resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
+    hard_pod_affinity_weight: int = 1
+    ignore_preferred_terms_of_existing_pods: bool = False
+    spread_defaulting: str = SYSTEM_DEFAULTING
+    spread_default_constraints: tuple[TopologySpreadConstraint, ...] = ()
+
+    def weight_of(self, plugin: str) -> int:
+        """The plugin's weight, 0 when it does not score."""
+        return dict(self.weights).get(plugin, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +117,8 @@ class PreemptionArgs:
     pdb_empty_selector_matches_all: bool = False
     pdb_stop_at_first_violation: bool = True
     preemption_enabled: bool = True
+    # The profile's Score plugins and their arguments (issue #28).
+    scoring: ScoringArgs = field(default_factory=ScoringArgs)
     gated_nominations_reserve: bool = True
     pod_level_resources: bool = True
     release: str = DEFAULT_RELEASE.name
@@ -88,6 +152,15 @@ class PreemptionArgs:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeScore:
+    """One scored node: its total and each Score plugin's share (the normalised score times the plugin's weight)."""
+
+    node: str
+    total: int
+    scores: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class VictimInfo:
     namespace: str
     name: str
@@ -117,6 +190,14 @@ class PreemptionResult:
     preemption_status: str = ""
     # More candidates than upstream's sample (docs/preemption.md §5): upstream may choose a different node.
     sampled: bool = False
+    # Fits (issue #28): how the node was chosen (``schedule_one.Placement.how``: nominated, only, scored, sampled,
+    # unscored), how many feasible nodes were scored, and the best of them with each Score plugin's share.
+    placement: str = ""
+    scored_nodes: int = 0
+    top_nodes: tuple[NodeScore, ...] = ()
+    # Earlier pods of the same simulation whose node the scheduler may choose otherwise (their placement was
+    # sampled): this result assumes each landed where it was predicted.
+    depends_on: tuple[str, ...] = ()
     # The victims on each tied node (``tied_nodes``, ``node`` included), most important first: upstream picks one
     # of them at random and evicts that node's victims. The dry run's own tuples (no copy on the admission path).
     tied_victims: tuple[tuple[str, tuple[Pod, ...]], ...] = ()

@@ -20,6 +20,7 @@ from webhook.preemption.deadline import DEADLINE_STRIDE, Deadline
 from webhook.preemption.framework.context import PredictionContext
 from webhook.preemption.framework.runtime import Framework
 from webhook.preemption.framework.status import ERROR, UNSCHEDULABLE, Status
+from webhook.preemption.framework.types import NodeScores, ScoringNodes
 from webhook.preemption.framework.view import ClusterView
 from webhook.preemption.plugins import nodeaffinity, nodename, noderesources, nodeunschedulable, tainttoleration
 from webhook.preemption.plugins.nodeaffinity import NODE_AFFINITY_FAILED, matching_nodes, selects_nodes
@@ -31,7 +32,7 @@ from webhook.preemption.plugins.noderesources import (
     wanted_resources,
 )
 from webhook.preemption.plugins.registry import default_framework
-from webhook.preemption.results import PreemptionArgs
+from webhook.preemption.results import NodeScore, PreemptionArgs
 
 # A pod that fits usually fits on one of the first nodes: try them one by one before the bulk path.
 QUICK_SCAN_NODES = 32
@@ -48,7 +49,7 @@ def new_context(view: ClusterView, pod: Pod, args: PreemptionArgs, *, deadline: 
                 framework: Framework | None = None) -> PredictionContext:
     """PreFilter: every plugin's state for the pod (``CycleState``), and the PDB list (read once)."""
     deadline = Deadline.of(deadline)
-    framework = framework or default_framework()
+    framework = framework or default_framework(args.scoring)
     cycle = framework.run_pre_filter_plugins(pod, view, deadline)
     active = framework.active(cycle)
     resource_only = active.filter_names <= RESOURCE_ONLY_FILTERS and not pod.requests.scalar
@@ -79,36 +80,64 @@ def node_fit_status(ctx: PredictionContext, name: str) -> Status:
 
 @dataclass(slots=True)  # built for every review: no frozen-init cost
 class FilterResult:
-    """The first node that fits, else every node's status (upstream's Diagnosis.NodeToStatus).
+    """The nodes that fit (at most what the scheduler looks for), else every node's status (upstream's
+    Diagnosis.NodeToStatus).
 
-    The bulk path for resource-only pods also hands over how many nodes have each status and the
-    nodes whose status is Unschedulable, so nothing downstream walks every node again.
+    ``feasible``: in name order (the nominated node alone when it fits: upstream takes it without scoring);
+    ``more_feasible``: more nodes fit than the scheduler collects (``num_feasible_nodes_to_find``), so it scores
+    a sample whose members depend on where its rotating start left off. The bulk path for resource-only pods also
+    hands over how many nodes have each status and the nodes whose status is Unschedulable, so nothing downstream
+    walks every node again.
     """
 
-    fit_node: str | None
+    feasible: list[str]
     statuses: dict[str, Status]
     counts: Counter[Status] | None = None
     potential: set[str] | None = None
+    more_feasible: bool = False
+    nominated: bool = False
     # A PreFilter plugin failed (every node has its status): its message, which the FitError names instead of the
     # per-node reasons (upstream Diagnosis.PreFilterMsg).
     pre_filter_message: str = ""
     # A plugin answered Error: the scheduling attempt fails with it, and no PostFilter runs.
     error: str = ""
 
+    @property
+    def fit_node(self) -> str | None:
+        return self.feasible[0] if self.feasible else None
+
 
 class SchedulingError(Exception):
     """A Filter plugin answered Error on a node: upstream's findNodesThatPassFilters stops the attempt with it."""
 
 
-def find_nodes_that_fit_pod(ctx: PredictionContext) -> FilterResult:
-    """The scheduling attempt: the pod's nominated node first, then every node in name order."""
+# pkg/scheduler/schedule_one.go: below this many nodes every node is searched; the adaptive percentage's floor.
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def num_feasible_nodes_to_find(percentage_of_nodes_to_score: int, num_all_nodes: int) -> int:
+    """``numFeasibleNodesToFind``: how many feasible nodes the scheduler collects before it scores them (0% is
+    adaptive: 50% minus 1% per 125 nodes, at least 5%; never fewer than 100 nodes)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    percentage = percentage_of_nodes_to_score
+    if percentage == 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def find_nodes_that_fit_pod(ctx: PredictionContext, num_to_find: int = 1) -> FilterResult:
+    """The scheduling attempt's Filter: the pod's nominated node first, then the nodes in name order until
+    ``num_to_find`` fit (and one more, to know whether more do), or every node's status when none does; a failed
+    PreFilter gives every node its status, a plugin's Error stops the attempt."""
     pre = ctx.cycle.pre_filter_status
     if pre is not None:
         return _pre_filter_failed(ctx, pre)
     try:
-        return _find_nodes_that_fit_pod(ctx)
+        return _find_nodes_that_fit_pod(ctx, num_to_find)
     except SchedulingError as exc:
-        return FilterResult(None, {}, error=str(exc))
+        return FilterResult([], {}, error=str(exc))
 
 
 def _pre_filter_failed(ctx: PredictionContext, status: Status) -> FilterResult:
@@ -116,49 +145,87 @@ def _pre_filter_failed(ctx: PredictionContext, status: Status) -> FilterResult:
     UnschedulableAndUnresolvable one leaves preemption nothing to try); an Error stops the attempt."""
     message = ", ".join(status.reasons)
     if status.code == ERROR:
-        return FilterResult(None, {}, error=message)
+        return FilterResult([], {}, error=message)
     names = ctx.view.node_names
     statuses = dict.fromkeys(names, status)
     potential = set(names) if status.code == UNSCHEDULABLE else set()
-    return FilterResult(None, statuses, Counter({status: len(names)}), potential, pre_filter_message=message)
+    return FilterResult([], statuses, Counter({status: len(names)}), potential, pre_filter_message=message)
 
 
-def _find_nodes_that_fit_pod(ctx: PredictionContext) -> FilterResult:
+def _find_nodes_that_fit_pod(ctx: PredictionContext, num_to_find: int) -> FilterResult:
     statuses: dict[str, Status] = {}
     nominated = ctx.pod.nominated_node_name
     if nominated and nominated in ctx.view.state.nodes:
         status = node_fit_status(ctx, nominated)
         if status.ok:
-            return FilterResult(nominated, {})
+            return FilterResult([nominated], {}, nominated=True)
         statuses[nominated] = status
     names = ctx.view.node_names
+    want = num_to_find + 1 if num_to_find < len(names) else num_to_find
     if ctx.resource_only:
-        found = _scan(ctx, names[:QUICK_SCAN_NODES], statuses)
-        if found is None and len(names) > QUICK_SCAN_NODES:
-            return _filter_all_nodes(ctx, statuses)
-        return FilterResult(found, statuses)
+        quick = QUICK_SCAN_NODES if want == 1 else min(len(names), max(QUICK_SCAN_NODES, 4 * want))
+        found = _scan(ctx, names[:quick], statuses, want)
+        if len(found) < want and len(names) > quick:
+            if want == 1 or not found:
+                result = _filter_all_nodes(ctx, statuses)
+                if result.fit_node is None or want == 1:
+                    return result
+            found = _all_fitting(ctx, statuses)
+        return _collected(found, statuses, num_to_find)
+    found = []
     for start in range(0, len(names), DEADLINE_STRIDE):
         if start:  # predict_pod checked the deadline just before the first stride
             ctx.check_deadline()
-        found = _scan(ctx, names[start:start + DEADLINE_STRIDE], statuses)
-        if found is not None:
-            return FilterResult(found, statuses)
-    return FilterResult(None, statuses)
+        found += _scan(ctx, names[start:start + DEADLINE_STRIDE], statuses, want - len(found))
+        if len(found) >= want:
+            break
+    return _collected(found, statuses, num_to_find)
 
 
-def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status]) -> str | None:
-    """The first of ``names`` (not the nominated node, tried already) that fits; the others' statuses recorded."""
+def _collected(found: list[str], statuses: dict[str, Status], num_to_find: int) -> FilterResult:
+    return FilterResult(found[:num_to_find], statuses, more_feasible=len(found) > num_to_find)
+
+
+def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status], want: int = 1) -> list[str]:
+    """The first ``want`` of ``names`` (not the nominated node, tried already) that fit; the statuses of those
+    that do not, up to the last one looked at, recorded."""
     skip = ctx.pod.nominated_node_name
+    found: list[str] = []
     for name in names:
         if name == skip:
             continue
         status = node_fit_status(ctx, name)
         if status.ok:
-            return name
-        if status.code == ERROR:
-            raise SchedulingError(", ".join(status.reasons))
-        statuses[name] = status
-    return None
+            found.append(name)
+            if len(found) >= want:
+                break
+        else:
+            if status.code == ERROR:
+                raise SchedulingError(", ".join(status.reasons))
+            statuses[name] = status
+    return found
+
+
+def _all_fitting(ctx: PredictionContext, statuses: dict[str, Status]) -> list[str]:
+    """Every node a resource-only pod fits on, by name: the bulk Filter pass's set, and the nodes it leaves to
+    the node-by-node check (simulated changes, nominated pods)."""
+    view = ctx.view
+    index = view.index
+    skip = ctx.pod.nominated_node_name
+    slow = {n for n in view.touched | index.nominated_nodes if n in index.summaries}
+    excluded = slow | ({skip} if skip else set())
+    counts: Counter[Status] = Counter()
+    universe = _passing_node_filters(ctx, excluded, statuses, counts)
+    fit = nodes_with_room(index, universe, wanted_resources(ctx.pod), None)
+    for name in slow - {skip}:
+        status = node_fit_status(ctx, name)
+        if status.ok:
+            fit.add(name)
+        else:
+            if status.code == ERROR:
+                raise SchedulingError(", ".join(status.reasons))
+            statuses[name] = status
+    return sorted(fit)
 
 
 def _passing_node_filters(ctx: PredictionContext, excluded: set[str], statuses: dict[str, Status],
@@ -230,10 +297,10 @@ def _filter_all_nodes(ctx: PredictionContext, statuses: dict[str, Status]) -> Fi
             continue
         status = node_fit_status(ctx, name)
         if status.ok:
-            return FilterResult(name, statuses)
+            return FilterResult([name], statuses)
         statuses[name] = status
     if first_fit is not None:
-        return FilterResult(first_fit, statuses)
+        return FilterResult([first_fit], statuses)
     potential: set[str] = set()
     for mask, part in resource_partition(index, universe, wants, None).items():
         status = mask_status(mask)
@@ -247,4 +314,76 @@ def _filter_all_nodes(ctx: PredictionContext, statuses: dict[str, Status]) -> Fi
             counts[found] += 1
             if found.code == UNSCHEDULABLE:
                 potential.add(name)
-    return FilterResult(None, statuses, counts, potential)
+    return FilterResult([], statuses, counts, potential)
+
+
+# ---- Score (pkg/scheduler/schedule_one.go: schedulePod, prioritizeNodes) --------------------------------------
+
+# How many of the best nodes a placement explains (``-o wide``, ``topNodes``).
+TOP_NODES = 5
+
+NOMINATED = "nominated"
+ONLY_NODE = "only"
+SCORED = "scored"
+SAMPLED = "sampled"
+UNSCORED = "unscored"
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The node the scheduler binds a pod that fits, and why.
+
+    ``how``: ``nominated`` (its nominated node fits: taken without scoring), ``only`` (one node fits), ``scored``
+    (the highest total of every feasible node; ``tied`` all nodes of that total, of which upstream takes any),
+    ``sampled`` (more nodes fit than the scheduler scores: its sample starts where its last search stopped, so
+    ``node`` is only the best of the first ``scored`` by name), ``unscored`` (the profile has no Score plugin:
+    the first feasible node from the scheduler's rotating start).
+    """
+
+    node: str
+    tied: tuple[str, ...]
+    how: str
+    feasible: int
+    scored: int
+    top: tuple[NodeScore, ...] = ()
+
+    @property
+    def exact(self) -> bool:
+        return self.how in (NOMINATED, ONLY_NODE, SCORED)
+
+
+def num_nodes_to_find(ctx: PredictionContext) -> int:
+    """How many feasible nodes this pod's search collects (``numFeasibleNodesToFind`` over the nodes its PreFilter
+    leaves; 1 when the profile scores nothing)."""
+    if not ctx.framework.has_score_plugins:
+        return 1
+    narrowed = nodeaffinity.pre_filter_node_names(ctx.pod)
+    names = ctx.view.state.nodes
+    count = len(ctx.view.node_names) if narrowed is None else sum(1 for n in narrowed if n in names)
+    return num_feasible_nodes_to_find(ctx.args.scoring.percentage_of_nodes_to_score, count)
+
+
+def prioritize_nodes(ctx: PredictionContext, names: list[str]) -> NodeScores:
+    """``prioritizeNodes``: PreScore, Score, NormalizeScore and the weights over the feasible ``names``."""
+    nodes = ScoringNodes(names, ctx.view)
+    ctx.framework.run_pre_score_plugins(ctx.cycle, ctx.pod, nodes)
+    return ctx.framework.run_score_plugins(ctx.cycle, ctx.pod, nodes)
+
+
+def select_node(ctx: PredictionContext, filtered: FilterResult) -> Placement:
+    """Where a pod that passed the Filter lands (``schedulePod`` after ``findNodesThatFitPod``)."""
+    feasible = filtered.feasible
+    count = len(feasible)
+    if filtered.nominated:
+        return Placement(feasible[0], (feasible[0],), NOMINATED, 1, 0)
+    if count == 1 and not filtered.more_feasible:
+        return Placement(feasible[0], (feasible[0],), ONLY_NODE, 1, 0)
+    if not ctx.framework.has_score_plugins:
+        return Placement(feasible[0], tuple(feasible), UNSCORED, count, 0)
+    scores = prioritize_nodes(ctx, feasible)
+    tied = scores.best()
+    top = tuple(NodeScore(scores.names[i], scores.totals[i],
+                          tuple(zip(scores.plugins, (per[i] for per in scores.weighted), strict=True)))
+                for i in scores.ranked(TOP_NODES))
+    how = SAMPLED if filtered.more_feasible else SCORED
+    return Placement(tied[0], tuple(tied), how, count, count, top)

@@ -2,10 +2,12 @@
 Priority admission plugin's resolution in front of them (``predict_pods``, ``predict_objects``).
 
 Per replica (docs/preemption.md §2): PreFilter and Filter (schedule_one.py) and, when the pod fits nowhere,
-DefaultPreemption's PostFilter (plugins/defaultpreemption). Fits: the pod's own nominated node if it passes, else
-the first passing node by name (which node the default scoring would pick is out of scope). Each replica that fits
-or preempts is bound to its node in the ``ClusterView`` before the next replica is predicted; a replica that stays
-pending changes nothing.
+DefaultPreemption's PostFilter (plugins/defaultpreemption). Fits: the pod's own nominated node if it passes, else the
+node the profile's Score plugins rank highest (``schedule_one.select_node``; every node of that score in
+``tied_nodes``), unless the scheduler scores only a sample of the feasible nodes (``placement: sampled``: then no
+node is claimed). Each replica that fits or preempts is bound to its node in the ``ClusterView`` before the next
+replica is predicted; a replica that stays pending changes nothing. A result after a sampled placement names it in
+``depends_on``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,18 @@ from webhook.preemption.results import (
     PreemptionResult,
     VictimInfo,
 )
-from webhook.preemption.schedule_one import FilterResult, find_nodes_that_fit_pod, new_context
+from webhook.preemption.schedule_one import (
+    NOMINATED,
+    ONLY_NODE,
+    SAMPLED,
+    SCORED,
+    FilterResult,
+    Placement,
+    find_nodes_that_fit_pod,
+    new_context,
+    num_nodes_to_find,
+    select_node,
+)
 from webhook.preemption.workloads import MAX_PODS_PER_REQUEST, expand_objects, replica_name
 from webhook.priority.chain import Admitted, PodQuotaCheck, admit_pods, resource_quota_only
 from webhook.priority.resolution import (
@@ -160,23 +173,28 @@ def _predict_pod(view: ClusterView, pod: Pod, args: PreemptionArgs, deadline: De
     ctx = new_context(view, pod, args, deadline=deadline)
     ctx.check_deadline()
     gaps += _not_known_note(ctx.cycle.notes)  # what the plugins could not check: the state lacks a kind
-    filtered = find_nodes_that_fit_pod(ctx)
+    filtered = find_nodes_that_fit_pod(ctx, num_nodes_to_find(ctx))
     result, candidate = _post_filter(ctx, filtered, policy, gaps)
     return result, candidate, ctx.cycle
 
 
 def _post_filter(ctx: PredictionContext, filtered: FilterResult, policy: str, gaps: str
                  ) -> tuple[PreemptionResult, Candidate | None]:
-    """The result once the Filter pass is done: the node it found, or what the PostFilter makes of the statuses."""
+    """The result once the Filter pass is done: the node it found (scored among those that fit), or what the
+    PostFilter makes of the statuses."""
     view, pod, args = ctx.view, ctx.pod, ctx.args
     if filtered.error:
         message = f"the scheduler's attempt fails with an error, and it retries after a back-off: {filtered.error}."
         return pending_result(pod, policy, message + gaps), None
     if filtered.fit_node is not None:
+        ctx.check_deadline()
+        placement = select_node(ctx, filtered)
         return PreemptionResult(pod=pod.key, priority=pod.effective_priority,
                                 priority_class_name=pod.priority_class_name, preemption_policy=policy,
-                                outcome=Outcome.FITS, node=filtered.fit_node,
-                                message=f"fits on node {filtered.fit_node} without preemption." + gaps), None
+                                outcome=Outcome.FITS, node=placement.node,
+                                tied_nodes=placement.tied if placement.exact else (),
+                                message=fits_message(placement) + gaps, placement=placement.how,
+                                scored_nodes=placement.scored, top_nodes=placement.top), None
     counts = Counter(filtered.statuses.values()) if filtered.counts is None else filtered.counts
     if filtered.pre_filter_message:  # upstream FitError.Error: the PreFilter's message instead of the histogram
         fit_error = f"0/{len(view.node_names)} nodes are available: {filtered.pre_filter_message}."
@@ -211,6 +229,33 @@ def _post_filter(ctx: PredictionContext, filtered: FilterResult, policy: str, ga
     ), candidate
 
 
+def fits_message(placement: Placement) -> str:
+    """What a ``Fits`` result says about its node."""
+    node = placement.node
+    how = placement.how
+    if how == NOMINATED:
+        return f"fits on its nominated node {node} without preemption (the scheduler tries that node first)."
+    if how == ONLY_NODE:
+        return f"fits on node {node} without preemption (the only node that fits)."
+    if how == SCORED:
+        best = placement.top[0].total if placement.top else 0
+        message = (f"fits on node {node} without preemption: the highest score ({best}) of the"
+                   f" {placement.scored} nodes it fits on.")
+        if len(placement.tied) > 1:
+            message += (f" {len(placement.tied)} nodes tie on that score (tiedNodes); the scheduler takes any of"
+                        " them, PreemptGuard shows the first by name.")
+        return message
+    if how == SAMPLED:
+        return (f"fits without preemption on more than {placement.scored} nodes, and the scheduler scores only"
+                f" {placement.scored} of them (percentageOfNodesToScore), starting where its previous search stopped:"
+                f" which node it picks depends on that sample. Of the first {placement.scored} by name, {node} scores"
+                " highest. Set scheduler.percentageOfNodesToScore: 100 (in the scheduler's profile too) for a"
+                " prediction of the node.")
+    return (f"fits without preemption on {placement.feasible} or more nodes; the scheduler profile runs no Score"
+            " plugin, so the scheduler takes the first node that fits from where its previous search stopped"
+            f" ({node} is the first by name).")
+
+
 def reserve(view: ClusterView, cycle: CycleState, pod: Pod, node: str) -> None:
     """Reserve for a replica placed on ``node``: what the storage and device plugins assume for the next pods (the
     volumes VolumeBinding chose there, the devices DynamicResources allocated there)."""
@@ -239,12 +284,17 @@ def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs
         view = ClusterView(state, index)
         results = []
         last = len(pods) - 1
+        unsure: list[str] = []  # earlier pods whose node the scheduler may choose otherwise
         for i, pod in enumerate(pods):
             deadline.check()
             if not args.pod_level_resources:
                 pod = without_pod_level_resources(pod)
             result, candidate, cycle = _predict_pod(view, pod, args, deadline)
+            if unsure:
+                result = _depending_on(result, unsure)
             results.append(result)
+            if result.placement == SAMPLED:
+                unsure.append(result.pod)
             if i == last:
                 break  # nothing reads the view after the last replica: skip applying its placement
             if candidate is not None:
@@ -257,6 +307,22 @@ def simulate_pods(state: ClusterState, pods: Sequence[Pod], args: PreemptionArgs
         return results
     finally:
         index.lock.release()
+
+
+# How many earlier pods a result names in ``depends_on`` (the message counts the rest).
+MAX_DEPENDS_ON = 10
+
+
+def _depending_on(result: PreemptionResult, unsure: list[str]) -> PreemptionResult:
+    """The result of a pod simulated after pods whose node was not predicted (sampled): it assumes they landed on
+    the nodes shown for them, which the scheduler may not choose."""
+    named = tuple(unsure[:MAX_DEPENDS_ON])
+    more = len(unsure) - len(named)
+    listed = ", ".join(named) + (f" and {more} more" if more else "")
+    note = (f" This assumes {listed} landed where shown; the scheduler scores a sample of nodes for"
+            f" {'it' if len(unsure) == 1 else 'them'}, so it may place {'it' if len(unsure) == 1 else 'them'}"
+            " elsewhere and change this result.")
+    return replace_fields(result, depends_on=named, message=result.message + note)
 
 
 def replica_pods(pod: Pod, replicas: int) -> list[Pod]:

@@ -50,6 +50,23 @@ def pod_template(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], int]:
     raise InvalidInput(f"unsupported kind {kind!r}: expected Pod, List or one of {', '.join(WORKLOAD_KINDS)}")
 
 
+# Workloads whose pods' controller upstream's DefaultSelector reads (pkg/scheduler/framework/plugins/helper/
+# spread.go: ReplicationController, ReplicaSet, StatefulSet; a Deployment's pods belong to its ReplicaSet), so
+# PodTopologySpread's default constraints spread their replicas.
+_SELECTED_BY_CONTROLLER = {"Deployment": "ReplicaSet", "ReplicaSet": "ReplicaSet", "StatefulSet": "StatefulSet"}
+
+
+def controller_owner(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The controller reference a replica of ``obj`` carries in the cluster (its ReplicaSet or StatefulSet, by
+    the workload's name; the uid is the API server's and unknown here), or None for a Pod, Job or DaemonSet."""
+    kind = _SELECTED_BY_CONTROLLER.get(str(obj.get("kind")))
+    if kind is None:
+        return None
+    meta = json_object(obj.get("metadata"), "metadata")
+    name = str(meta.get("name") or meta.get("generateName") or "pod").rstrip("-")
+    return {"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": "", "controller": True}
+
+
 def replica_name(name: str, index: int, count: int) -> str:
     """The name of replica ``index`` of ``count``: ``<name>-<index>`` (StatefulSet style), ``name`` when alone."""
     return name if count == 1 else f"{name}-{index}"
@@ -186,6 +203,9 @@ def _replicas(obj: Mapping[str, Any], template: Mapping[str, Any], count: int, n
     tmeta = json_object(template.get("metadata"), "template.metadata")
     metadata = {**tmeta, "name": replica_name(name, 0, count), "namespace": ns}
     metadata.pop("generateName", None)
+    owner = controller_owner(obj)
+    if owner is not None:
+        metadata["ownerReferences"] = [owner]
     first = pod_from_dict({"apiVersion": "v1", "kind": "Pod", "spec": template.get("spec") or {},
                            "status": obj.get("status") if kind == "Pod" else None, "metadata": metadata})
     check_pod_complexity(first)

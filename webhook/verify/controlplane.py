@@ -110,11 +110,15 @@ def kubernetes_version(bin_dir: Path) -> str:
 
 
 def scheduler_configuration(kubeconfig: Path, *, preemption: bool = True, min_candidate_nodes_percentage: int = 10,
-                            min_candidate_nodes_absolute: int = 100,
+                            min_candidate_nodes_absolute: int = 100, percentage_of_nodes_to_score: int = 0,
+                            score_weights: Sequence[tuple[str, int]] = (),
+                            scoring_strategy: Mapping[str, Any] | None = None,
+                            inter_pod_affinity: Mapping[str, Any] | None = None,
                             scheduler_names: Sequence[str] = ("default-scheduler",)) -> dict[str, Any]:
-    """A KubeSchedulerConfiguration: one profile per scheduler name (``scheduler.schedulerNames``), each with
-    these DefaultPreemptionArgs (or without the DefaultPreemption PostFilter when ``preemption`` is off), no leader
-    election."""
+    """A KubeSchedulerConfiguration: one profile per scheduler name (``scheduler.schedulerNames``), each the
+    default profile with these DefaultPreemptionArgs (or without the DefaultPreemption PostFilter when
+    ``preemption`` is off), its scoring (``percentageOfNodesToScore`` when not the adaptive 0, Score plugin weights
+    re-configured or, at 0, disabled, NodeResourcesFitArgs.scoringStrategy when given), no leader election."""
     profiles: list[dict[str, Any]] = []
     for name in scheduler_names:
         profile: dict[str, Any] = {
@@ -124,8 +128,24 @@ def scheduler_configuration(kubeconfig: Path, *, preemption: bool = True, min_ca
                 "minCandidateNodesPercentage": min_candidate_nodes_percentage,
                 "minCandidateNodesAbsolute": min_candidate_nodes_absolute}}],
         }
+        if percentage_of_nodes_to_score:
+            profile["percentageOfNodesToScore"] = percentage_of_nodes_to_score
+        plugins: dict[str, Any] = {}
         if not preemption:
-            profile["plugins"] = {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}
+            plugins["postFilter"] = {"disabled": [{"name": "DefaultPreemption"}]}
+        enabled = [{"name": plugin, "weight": weight} for plugin, weight in score_weights if weight > 0]
+        disabled = [{"name": plugin} for plugin, weight in score_weights if weight == 0]
+        if enabled or disabled:
+            plugins["score"] = {k: v for k, v in (("enabled", enabled), ("disabled", disabled)) if v}
+        if plugins:
+            profile["plugins"] = plugins
+        if scoring_strategy is not None:
+            profile["pluginConfig"].append({"name": "NodeResourcesFit", "args": {
+                "apiVersion": SCHEDULER_CONFIG_API, "kind": "NodeResourcesFitArgs",
+                "scoringStrategy": scoring_strategy}})
+        if inter_pod_affinity is not None:
+            profile["pluginConfig"].append({"name": "InterPodAffinity", "args": {
+                "apiVersion": SCHEDULER_CONFIG_API, "kind": "InterPodAffinityArgs", **inter_pod_affinity}})
         profiles.append(profile)
     return {"apiVersion": SCHEDULER_CONFIG_API, "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(kubeconfig)}, "leaderElection": {"leaderElect": False},

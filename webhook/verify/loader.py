@@ -66,6 +66,8 @@ STORAGE_AND_DEVICE_KINDS = ("PersistentVolume", "PersistentVolumeClaim", "Storag
                             "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
 KINDS = ("Namespace", "PriorityClass", "RuntimeClass", "Node", "Pod", "PodDisruptionBudget", "ResourceQuota",
          "LimitRange", *STORAGE_AND_DEVICE_KINDS)
+# The controllers verify creates as owners of a workload's replicas (observe.py), never loaded from a snapshot.
+OWNER_KINDS = ("ReplicaSet", "StatefulSet")
 LIST_PATHS = {
     "Namespace": ("v1", "/api/v1/namespaces"),
     "PriorityClass": ("scheduling.k8s.io/v1", "/apis/scheduling.k8s.io/v1/priorityclasses"),
@@ -535,7 +537,7 @@ def empty_cluster(plane: ControlPlane, *, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise LoadError(f"the pods were not removed within {timeout:g}s")
         time.sleep(0.05)
-    doomed = [key for kind in KINDS for key in plane.etcd.keys(prefix_of(kind)) if key not in keep]
+    doomed = [key for kind in (*KINDS, *OWNER_KINDS) for key in plane.etcd.keys(prefix_of(kind)) if key not in keep]
     plane.etcd.delete_all(doomed)
     now = _utc_now()
     plane.etcd.put_all((object_key(ns), ns) for ns in (

@@ -192,6 +192,37 @@ def preempted_events(plane: ControlPlane, preemptor_uid: str) -> set[str]:
     return victims
 
 
+def with_owner(plane: ControlPlane, manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A workload's replica with its controller (``ownerReferences`` without a uid, scenarios.py): the owner is
+    created, with no replicas (no controller manager runs here), the pod's labels as its selector and the pod as
+    its template, so kube-scheduler's DefaultSelector finds it and PodTopologySpread's default constraints apply
+    as they do to a Deployment's pods; the pod then names it by its uid. Without one, the manifest as it is."""
+    meta = manifest.get("metadata") or {}
+    owners = meta.get("ownerReferences") or []
+    if len(owners) != 1 or owners[0].get("uid"):
+        return manifest
+    owner = owners[0]
+    kind, name, namespace = str(owner["kind"]), str(owner["name"]), str(meta.get("namespace") or "default")
+    labels = dict(meta.get("labels") or {})
+    resource = "replicasets" if kind == "ReplicaSet" else "statefulsets"
+    path = f"/apis/apps/v1/namespaces/{namespace}/{resource}"
+    code, body = plane.request("GET", f"{path}/{name}")
+    if code != 200 or body.get("spec", {}).get("selector", {}).get("matchLabels") != labels:
+        if code == 200:
+            plane.request("DELETE", f"{path}/{name}")
+        spec: dict[str, Any] = {"replicas": 0, "selector": {"matchLabels": labels},
+                                "template": {"metadata": {"labels": labels}, "spec": manifest.get("spec") or {}}}
+        if kind == "StatefulSet":
+            spec["serviceName"] = name
+        code, body = plane.request("POST", path, {"apiVersion": "apps/v1", "kind": kind,
+                                                  "metadata": {"name": name, "namespace": namespace},
+                                                  "spec": spec})
+        if code not in (200, 201):  # the pod is created without an owner (the prediction assumed one)
+            return {**manifest, "metadata": {k: v for k, v in meta.items() if k != "ownerReferences"}}
+    uid = str(body["metadata"]["uid"])
+    return {**manifest, "metadata": {**meta, "ownerReferences": [{**owner, "uid": uid}]}}
+
+
 def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: float,
                 scheduler_names: Collection[str] | None = None) -> Observation:
     """Create ``manifest`` and report what the scheduler did within ``timeout`` seconds.
@@ -200,6 +231,7 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
     taken for ``NotScheduled`` (a scheduler slowed down by a busy machine is waited for until ``timeout``)."""
     before = pod_marks(plane)
     log = SchedulerLog(plane)
+    manifest = with_owner(plane, manifest)
     code, body = plane.request("POST", collection_path(manifest), manifest)
     if 400 <= code < 500:
         return Observation(Outcome.REJECTED, message=_api_message(body))

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.observe.compare import ERROR, NODE_NOT_COMPARED, SAMPLING
+from webhook.observe.compare import ERROR, NODE_NOT_COMPARED, SAMPLING, fits_node_compared
 from webhook.preemption.results import Outcome
 from webhook.verify.runner import VerifyResult
 
@@ -17,9 +17,18 @@ EXIT_AGREE, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 
 
 def is_tied(result: VerifyResult) -> bool:
-    """A preemption whose node upstream picks at random among several that tie on every criterion."""
+    """A preemption, or a pod that fits, whose node upstream picks at random among several that tie on every
+    criterion (preemption's candidate order; the Score plugins' total)."""
     predicted = result.predicted
-    return predicted is not None and predicted.outcome == Outcome.PREEMPTS and len(predicted.tied_nodes) > 1
+    return (predicted is not None and predicted.outcome in (Outcome.PREEMPTS, Outcome.FITS)
+            and len(predicted.tied_nodes) > 1)
+
+
+def node_not_compared(result: VerifyResult) -> bool:
+    """A ``Fits`` agreeing on the outcome whose node was not held against the scheduler's (no node claimed: the
+    scheduler scores a sample of the feasible nodes, or no Score plugin runs)."""
+    return (result.observed.outcome == Outcome.FITS and result.comparison.agree
+            and not fits_node_compared(result.comparison))
 
 
 def result_json(result: VerifyResult) -> dict[str, Any]:
@@ -41,7 +50,7 @@ def result_json(result: VerifyResult) -> dict[str, Any]:
         entry["observed"]["logOnlyVictims"] = list(observed.log_only_victims)
     entry.update(agree=comparison.agree, why=comparison.why, verdict=str(comparison.verdict),
                  compared=list(comparison.compared))
-    if observed.outcome == Outcome.FITS and comparison.agree:
+    if node_not_compared(result):
         entry["notCompared"] = NODE_NOT_COMPARED
     if result.fidelity:
         entry["fidelity"] = list(result.fidelity)
@@ -59,7 +68,7 @@ def summary(results: Sequence[VerifyResult]) -> dict[str, Any]:
         "tied": sum(is_tied(r) for r in results),
         "explainedBySampling": sum(r.comparison.explained_by == SAMPLING for r in results),
         "scenarios": len(dict.fromkeys(r.scenario for r in results)),
-        "nodeNotCompared": sum(r.observed.outcome == Outcome.FITS and r.comparison.agree for r in results),
+        "nodeNotCompared": sum(node_not_compared(r) for r in results),
         "scenariosWithFidelityNotes": len({r.scenario for r in results if r.fidelity}),
     }
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from webhook.config import ScoringStrategyConfig
 from webhook.errors import PreemptGuardError
 from webhook.observe.compare import ERROR, Comparison, Observed, Predicted, compare
 from webhook.verify.controlplane import ControlPlane
@@ -96,10 +98,33 @@ def start_plane(workdir: Path, bin_dir: Path, scheduler: SchedulerConfig) -> Con
     (``scheduler.*`` of --config). The ServiceAccount admission plugin is off: snapshots carry no
     ServiceAccounts, and no controller here would create them."""
     return ControlPlane(workdir, bin_dir, extra_apiserver_args=["--disable-admission-plugins=ServiceAccount"],
-                        scheduler_config={"preemption": scheduler.preemption_enabled,
-                                          "min_candidate_nodes_percentage": scheduler.min_candidate_nodes_percentage,
-                                          "min_candidate_nodes_absolute": scheduler.min_candidate_nodes_absolute,
-                                          "scheduler_names": scheduler.scheduler_names})
+                        scheduler_config=scheduler_config_of(scheduler))
+
+
+def scheduler_config_of(scheduler: SchedulerConfig) -> dict[str, Any]:
+    """``scheduler_configuration``'s keywords for the profile ``scheduler.*`` of --config describes: the same
+    DefaultPreemptionArgs and scoring the prediction follows."""
+    strategy = scheduler.scoring_strategy
+    fit: dict[str, Any] | None = None
+    if strategy != ScoringStrategyConfig():
+        fit = {"type": strategy.type, "resources": [{"name": n, "weight": w} for n, w in strategy.resources]}
+        if strategy.shape:
+            fit["requestedToCapacityRatio"] = {"shape": [{"utilization": u, "score": sc} for u, sc in strategy.shape]}
+    return {"preemption": scheduler.preemption_enabled,
+            "min_candidate_nodes_percentage": scheduler.min_candidate_nodes_percentage,
+            "min_candidate_nodes_absolute": scheduler.min_candidate_nodes_absolute,
+            "percentage_of_nodes_to_score": scheduler.percentage_of_nodes_to_score,
+            "score_weights": scheduler.score_weights, "scoring_strategy": fit,
+            "inter_pod_affinity": _inter_pod_affinity_args(scheduler),
+            "scheduler_names": scheduler.scheduler_names}
+
+
+def _inter_pod_affinity_args(scheduler: SchedulerConfig) -> dict[str, Any] | None:
+    """InterPodAffinityArgs when they differ from upstream's defaults."""
+    weight, ignore = scheduler.hard_pod_affinity_weight, scheduler.ignore_preferred_terms_of_existing_pods
+    if (weight, ignore) == (1, False):
+        return None
+    return {"hardPodAffinityWeight": weight, "ignorePreferredTermsOfExistingPods": ignore}
 
 
 def run_scenarios(plane: ControlPlane, scenarios: Sequence[Scenario], scheduler: SchedulerConfig, *,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.errors import InvalidInput
+from webhook.preemption.workloads import controller_owner
 from webhook.verify.engine import expand_object
 from webhook.verify.loader import read_objects
 
@@ -70,6 +71,9 @@ def pod_manifests(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     manifests = []
     for pod in expanded:
         metadata: dict[str, Any] = {**tmeta, "name": pod.name, "namespace": pod.namespace}
+        owner = controller_owner(obj)
+        if owner is not None:  # observe_pod creates the owner first (its selector spreads the replicas)
+            metadata["ownerReferences"] = [owner]
         for server_set in ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generateName"):
             metadata.pop(server_set, None)
         if obj.get("kind") == "Pod" and meta.get("generateName") and not meta.get("name"):

@@ -39,6 +39,9 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "ResourceQuota": ("v1", "resourcequotas", True),
     "LimitRange": ("v1", "limitranges", True),
     "Pod": ("v1", "pods", True),
+    # Only the owners verify creates for a workload's replicas (observe.py), removed with the scenario.
+    "ReplicaSet": ("apps/v1", "replicasets", True),
+    "StatefulSet": ("apps/v1", "statefulsets", True),
     # Storage and devices (#27): resource.k8s.io/v1 is served from v1.34; on an older release kube-apiserver cannot
     # read them back and they are dropped with a note (``store``).
     "PersistentVolume": ("v1", "persistentvolumes", False),

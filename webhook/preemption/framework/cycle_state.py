@@ -23,14 +23,15 @@ T = TypeVar("T", bound=StateData)
 
 
 class CycleState:
-    """The plugins' states for one pod, the plugins whose PreFilter said Skip, the PreFilter's failure (None when
-    it passed) and what the plugins could not know (notes for the result's message)."""
+    """The plugins' states for one pod, the plugins whose PreFilter (PreScore) said Skip, the PreFilter's failure
+    (None when it passed) and what the plugins could not know (notes for the result's message)."""
 
-    __slots__ = ("_data", "notes", "pre_filter_status", "skip_filter_plugins")
+    __slots__ = ("_data", "notes", "pre_filter_status", "skip_filter_plugins", "skip_score_plugins")
 
     def __init__(self) -> None:
         self._data: dict[type, StateData] = {}
         self.skip_filter_plugins: frozenset[str] = frozenset()
+        self.skip_score_plugins: frozenset[str] = frozenset()
         self.pre_filter_status: Status | None = None
         self.notes: list[str] = []
 
@@ -45,6 +46,7 @@ class CycleState:
         copied = CycleState()
         copied._data = {kind: data.copy() for kind, data in self._data.items()}
         copied.skip_filter_plugins = self.skip_filter_plugins
+        copied.skip_score_plugins = self.skip_score_plugins
         copied.pre_filter_status = self.pre_filter_status
         copied.notes = self.notes
         return copied

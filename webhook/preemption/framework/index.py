@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from webhook.cluster.model import Node, Pod, Taint
+from webhook.cluster.model import Node, NodeImage, Pod, Taint
 from webhook.cluster.snapshot import ClusterState, holds_node_resources
 from webhook.preemption.framework.nodelabels import NodeLabelIndex
 from webhook.preemption.framework.pdb import PdbIndex
@@ -149,6 +149,12 @@ class StateIndex:
         self._orders: dict[OrderKey, SortedNames] = {}
         self._anti_by_name: dict[str, list[Pod]] = {}
         self._anti_flat: list[Pod] | None = []
+        # Scoring (issue #28): the nodes holding each image of a ``status.images`` entry, and the entries by
+        # image name (ImageLocality); the bound pods with any pod (anti-)affinity term, by node (InterPodAffinity
+        # scores the pod against their terms, upstream ``HavePodsWithAffinityList``).
+        self.image_nodes: dict[NodeImage, set[str]] = {}
+        self.images_by_name: dict[str, list[NodeImage]] = {}
+        self.affinity_pods_by_node: dict[str, list[Pod]] = {}
         self.has_nominated = False
         self.nominated_nodes: frozenset[str] = frozenset()
         self._pdbs_version = -1
@@ -198,6 +204,8 @@ class StateIndex:
         self.summaries = {}
         self.static_groups = {}
         self.node_labels = NodeLabelIndex()
+        self.image_nodes = {}
+        self.images_by_name = {}
         self.level_nodes = Counter()
         for name in list(state.nodes):
             node = state.nodes.get(name)
@@ -205,8 +213,9 @@ class StateIndex:
                 self._add_summary(name, self._build_summary(name, node))
         self.node_names = sorted(self.summaries)
         self._anti_by_name = {}
+        self.affinity_pods_by_node = {}
         for name in set(state.pods_by_node) | set(state.nominated_by_node):
-            self._refresh_anti_affinity(name)
+            self._refresh_affinity_pods(name)
         self._anti_flat = None
 
     def _refresh(self, name: str) -> None:
@@ -221,13 +230,14 @@ class StateIndex:
             bisect.insort(self.node_names, name)
         else:
             self._replace_summary(name, old, self._build_summary(name, node))
-        self._refresh_anti_affinity(name)
+        self._refresh_affinity_pods(name)
 
     def _add_summary(self, name: str, summary: NodeSummary) -> None:
         self.summaries[name] = summary
         node = summary.node
         self.static_groups.setdefault((node.unschedulable, node.taints), set()).add(name)
         self.node_labels.add(name, node.labels)
+        self._add_images(name, node.images)
         self.level_nodes.update(summary.levels)
         for key, order in self._orders.items():
             order.add(order_value(key, summary), name)
@@ -236,6 +246,7 @@ class StateIndex:
         del self.summaries[name]
         self._forget_static_and_levels(name, summary)
         self.node_labels.remove(name, summary.node.labels)
+        self._remove_images(name, summary.node.images)
         for key, order in self._orders.items():
             order.discard(order_value(key, summary), name)
 
@@ -249,6 +260,9 @@ class StateIndex:
         if node.labels is not old.node.labels:
             self.node_labels.remove(name, old.node.labels)
             self.node_labels.add(name, node.labels)
+        if node.images is not old.node.images:
+            self._remove_images(name, old.node.images)
+            self._add_images(name, node.images)
         for key, order in self._orders.items():
             before, after = order_value(key, old), order_value(key, new)
             if before != after:
@@ -269,9 +283,39 @@ class StateIndex:
                 for key in [k for k in self._orders if k.kind in PRIORITY_ORDERS and k.priority == level]:
                     del self._orders[key]
 
-    def _refresh_anti_affinity(self, name: str) -> None:
+    def _add_images(self, name: str, images: tuple[NodeImage, ...]) -> None:
+        for image in images:
+            nodes = self.image_nodes.get(image)
+            if nodes is None:
+                nodes = self.image_nodes[image] = set()
+                for image_name in image.names:
+                    self.images_by_name.setdefault(image_name, []).append(image)
+            nodes.add(name)
+
+    def _remove_images(self, name: str, images: tuple[NodeImage, ...]) -> None:
+        for image in images:
+            nodes = self.image_nodes.get(image)
+            if nodes is None:
+                continue
+            nodes.discard(name)
+            if not nodes:
+                del self.image_nodes[image]
+                for image_name in image.names:
+                    entries = self.images_by_name.get(image_name)
+                    if entries is not None and image in entries:
+                        entries.remove(image)
+                        if not entries:
+                            del self.images_by_name[image_name]
+
+    def _refresh_affinity_pods(self, name: str) -> None:
         state = self.state
-        found = [p for p in state.pods_by_node.get(name, {}).values() if p.pod_anti_affinity]
+        bound = state.pods_by_node.get(name, {}).values()
+        with_affinity = [p for p in bound if p.has_pod_affinity]
+        if with_affinity:
+            self.affinity_pods_by_node[name] = with_affinity
+        else:
+            self.affinity_pods_by_node.pop(name, None)
+        found = [p for p in with_affinity if p.pod_anti_affinity]
         found += [p for p in state.nominated_by_node.get(name, {}).values() if p.pod_anti_affinity]
         if found or name in self._anti_by_name:
             if found:
@@ -321,6 +365,19 @@ class StateIndex:
 
     def summary(self, name: str) -> NodeSummary:
         return self.summaries[name]
+
+    def image_state(self, image_name: str) -> tuple[int, set[str]]:
+        """ImageLocality's ``ImageStateSummary`` of one image name: its size (the first entry's, as the scheduler's
+        cache keeps the size it saw first) and the nodes that hold it (empty when none)."""
+        entries = self.images_by_name.get(image_name)
+        if not entries:
+            return 0, set()
+        if len(entries) == 1:
+            return entries[0].size_bytes, self.image_nodes[entries[0]]
+        nodes: set[str] = set()
+        for entry in entries:
+            nodes |= self.image_nodes[entry]
+        return entries[0].size_bytes, nodes
 
 
 def subset(index: StateIndex, nodes: set[str], members: list[str]) -> set[str]:

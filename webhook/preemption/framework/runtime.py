@@ -1,6 +1,7 @@
 """``Framework``: one scheduler profile's plugins and the runners that call them in the profile's order
 (pkg/scheduler/framework/runtime/framework.go: RunPreFilterPlugins, RunFilterPlugins,
-RunFilterPluginsWithNominatedPods, RunPreFilterExtensionAddPod/RemovePod).
+RunFilterPluginsWithNominatedPods, RunPreFilterExtensionAddPod/RemovePod, RunPreScorePlugins, RunScorePlugins with
+its normalizeScores and the plugins' weights).
 
 The registry (plugins/registry.py) builds the default profile; adding a plugin is adding its module and listing
 it there.
@@ -8,7 +9,7 @@ it there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from webhook.cluster.model import Node, Pod
@@ -20,9 +21,12 @@ from webhook.preemption.framework.interface import (
     Plugin,
     PreFilterExtensions,
     PreFilterPlugin,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
 )
 from webhook.preemption.framework.status import OK, SKIP, SUCCESS, UNSCHEDULABLE, Status
-from webhook.preemption.framework.types import NodeInfo
+from webhook.preemption.framework.types import MAX_NODE_SCORE, NodeInfo, NodeScores, ScoringNodes
 
 if TYPE_CHECKING:
     from webhook.preemption.framework.view import ClusterView
@@ -39,13 +43,26 @@ class Active(NamedTuple):
     filter_names: frozenset[str]
 
 
+class ScoreError(ValueError):
+    """A Score plugin answered outside 0..MAX_NODE_SCORE after NormalizeScore (upstream fails the cycle)."""
+
+
 class Framework:
-    """The plugins of one profile by extension point, each list in the profile's order."""
+    """The plugins of one profile by extension point, each list in the profile's order.
 
-    __slots__ = ("_active", "extensions", "filter_plugins", "node_filter_plugins", "plugins", "pre_filter_plugins")
+    ``score_weights``: the weight of each Score plugin the profile runs (upstream ``scorePluginWeight``); a plugin
+    with a Score method but no weight there does not score (disabled in the profile's score point).
+    """
 
-    def __init__(self, plugins: Sequence[Plugin]) -> None:
+    __slots__ = ("_active", "extensions", "filter_plugins", "node_filter_plugins", "plugins", "pre_filter_plugins",
+                 "pre_score_plugins", "score_plugins", "score_weights")
+
+    def __init__(self, plugins: Sequence[Plugin], score_weights: Mapping[str, int] | None = None) -> None:
         self.plugins = tuple(plugins)
+        weights = dict(score_weights or {})
+        self.score_plugins = tuple(p for p in plugins if isinstance(p, ScorePlugin) and p.name in weights)
+        self.score_weights = {p.name: weights[p.name] for p in self.score_plugins}
+        self.pre_score_plugins = tuple(p for p in plugins if isinstance(p, PreScorePlugin) and p.name in weights)
         self.pre_filter_plugins = tuple(p for p in plugins if isinstance(p, PreFilterPlugin))
         self.extensions = tuple(p for p in plugins if isinstance(p, PreFilterExtensions))
         self.node_filter_plugins = tuple(p for p in plugins if isinstance(p, NodeFilterPlugin))
@@ -136,3 +153,35 @@ class Framework:
     def run_pre_filter_extension_remove_pod(self, cycle: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> None:
         for plugin in self.active(cycle).extensions:
             plugin.remove_pod(cycle, pod, other, info)
+
+    # ---- scoring ---------------------------------------------------------------------------------------
+    @property
+    def has_score_plugins(self) -> bool:
+        return bool(self.score_plugins)
+
+    def run_pre_score_plugins(self, cycle: CycleState, pod: Pod, nodes: ScoringNodes) -> None:
+        """Every PreScore plugin writes its state; those that Skip are left out of Score."""
+        skipped = [p.name for p in self.pre_score_plugins if p.pre_score(cycle, pod, nodes).code == SKIP]
+        cycle.skip_score_plugins = frozenset(skipped)
+
+    def run_score_plugins(self, cycle: CycleState, pod: Pod, nodes: ScoringNodes) -> NodeScores:
+        """Score, NormalizeScore and the weights (``RunScorePlugins``): per plugin that did not Skip, its normalised
+        score of each node times its weight, and each node's total."""
+        skip = cycle.skip_score_plugins
+        plugins = [p for p in self.score_plugins if p.name not in skip]
+        count = len(nodes.names)
+        totals = [0] * count
+        weighted: list[list[int]] = []
+        for plugin in plugins:
+            scores = plugin.score(cycle, pod, nodes)
+            if isinstance(plugin, ScoreExtensions):
+                plugin.normalize_score(cycle, pod, nodes, scores)
+            if scores and (min(scores) < 0 or max(scores) > MAX_NODE_SCORE):
+                raise ScoreError(f"plugin {plugin.name!r} returns an invalid score {min(scores)}..{max(scores)}, it "
+                                 f"should be in the range of [0, {MAX_NODE_SCORE}] after normalizing")
+            weight = self.score_weights[plugin.name]
+            if weight != 1:
+                scores = [score * weight for score in scores]
+            weighted.append(scores)
+            totals = [a + b for a, b in zip(totals, scores, strict=True)]
+        return NodeScores(nodes.names, tuple(p.name for p in plugins), weighted, totals)

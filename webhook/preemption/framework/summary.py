@@ -43,13 +43,16 @@ class NodeSummary:
     # Latest start (unset = now) among the pods of each level.
     level_latest_start: list[int]
     free: Usage = NO_USAGE
+    # What the scheduler's scoring sums (NodeInfo.NonZeroRequested): (milli cpu, memory), a container without a
+    # request counting 100m / 200 MiB (``Pod.non_zero``).
+    non_zero_used: tuple[int, int] = (0, 0)
     _pdb_matches: tuple[PdbIndex, list[tuple[int, ...]]] | None = None
     _largest_first: dict[int, tuple[list[int], list[int], list[int]]] = dataclasses.field(default_factory=dict)
 
     def __reduce__(self) -> tuple[type[NodeSummary], tuple[object, ...]]:
         """Pickled (the snapshot cache, snapshot_cache.py) without the PDB matches of a past prediction."""
         return NodeSummary, (self.node, self.pods, self.used, self.levels, self.cumulative, self.has_scalar,
-                             self.level_latest_start, self.free, None, self._largest_first)
+                             self.level_latest_start, self.free, self.non_zero_used, None, self._largest_first)
 
     @classmethod
     def build(cls, node: Node, pods: list[Pod]) -> NodeSummary:
@@ -57,12 +60,20 @@ class NodeSummary:
         per_level: dict[int, list[int]] = {}
         latest: dict[int, int] = {}
         cpu = mem = eph = 0
+        non_zero_cpu = non_zero_mem = 0
         has_scalar = False
         for pod in ordered:
             req = pod.requests
             cpu += req.milli_cpu
             mem += req.memory
             eph += req.ephemeral_storage
+            non_zero = pod.non_zero_requests
+            if non_zero is None:
+                non_zero_cpu += req.milli_cpu
+                non_zero_mem += req.memory
+            else:
+                non_zero_cpu += non_zero[0]
+                non_zero_mem += non_zero[1]
             has_scalar = has_scalar or bool(req.scalar)
             priority = pod.effective_priority
             acc = per_level.get(priority)
@@ -89,7 +100,7 @@ class NodeSummary:
         count = len(ordered)
         free = (alloc.milli_cpu - cpu, alloc.memory - mem, alloc.ephemeral_storage - eph, alloc.pods - count)
         return cls(node, ordered, (cpu, mem, eph, count), levels, cumulative, has_scalar,
-                   [latest.get(level, 0) for level in levels], free)
+                   [latest.get(level, 0) for level in levels], free, (non_zero_cpu, non_zero_mem))
 
     def used_with(self, nominated: Sequence[Pod]) -> Usage:
         """What the node's pods and ``nominated`` (pods nominated to it, pass 1 of docs/preemption.md §6) request."""

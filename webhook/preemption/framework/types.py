@@ -8,12 +8,21 @@ FitError (pkg/scheduler/framework/types.go (FitError.Error)); ``importance_key``
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from webhook.cluster.model import Node, Pod, Resources
 from webhook.preemption.framework.status import Status
+
+if TYPE_CHECKING:
+    from webhook.preemption.framework.summary import NodeSummary
+    from webhook.preemption.framework.view import ClusterView
+
+# A normalised score is in 0..MAX_NODE_SCORE (staging/src/k8s.io/kube-scheduler/framework/interface.go: MaxNodeScore).
+MAX_NODE_SCORE = 100
 
 # A pod with no status.startTime counts as started "now": later than every started pod.
 START_NOW_NS = 2**63
@@ -87,3 +96,52 @@ def fit_error_message(num_all_nodes: int, node_statuses: Mapping[Status, int]) -
     histogram = ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items() if n))
     head = f"0/{num_all_nodes} nodes are available"
     return f"{head}: {histogram}." if histogram else f"{head}."
+
+
+@dataclass(slots=True)
+class ScoringNodes:
+    """The feasible nodes a cycle scores (upstream's ``nodes []fwk.NodeInfo`` of PreScore and Score), in order,
+    and the cluster they are read from. ``num_all_nodes``: every node of the snapshot (ImageLocality's spread)."""
+
+    names: list[str]
+    view: ClusterView
+    _position: dict[str, int] | None = None
+
+    @property
+    def num_all_nodes(self) -> int:
+        return len(self.view.node_names)
+
+    def position(self) -> dict[str, int]:
+        """Each name's index in ``names`` (built once, for plugins that fill a few nodes' scores)."""
+        if self._position is None:
+            self._position = {name: i for i, name in enumerate(self.names)}
+        return self._position
+
+    def summaries(self) -> list[NodeSummary]:
+        view = self.view
+        return [view.summary(name) for name in self.names]
+
+
+@dataclass(slots=True)
+class NodeScores:
+    """What the Score plugins gave each scored node (upstream ``NodePluginScores``): per plugin, in the profile's
+    order, the normalised score times the plugin's weight; and each node's total."""
+
+    names: list[str]
+    plugins: tuple[str, ...]
+    weighted: list[list[int]]
+    totals: list[int]
+
+    def best(self) -> list[str]:
+        """The nodes with the highest total, by name: the scheduler takes one of them (its heap pops one of equal
+        score in an order the parallel Filter pass left them in, so any may be chosen)."""
+        if not self.totals:
+            return []
+        top = max(self.totals)
+        return sorted(name for name, total in zip(self.names, self.totals, strict=True) if total == top)
+
+    def ranked(self, limit: int) -> list[int]:
+        """The indexes of the ``limit`` nodes of highest total (ties by name)."""
+        names = self.names
+        totals = self.totals
+        return heapq.nsmallest(limit, range(len(names)), key=lambda i: (-totals[i], names[i]))

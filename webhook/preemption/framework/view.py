@@ -85,6 +85,20 @@ class ClusterView(StorageView):
                 if pod.pod_anti_affinity:
                     yield pod
 
+    def affinity_pods(self) -> Iterator[Pod]:
+        """Bound pods with any pod (anti-)affinity term, required or preferred (what InterPodAffinity's PreScore reads
+        of the existing pods when the pod has no preferred term of its own)."""
+        nodes = self.state.nodes
+        for name, pods in self.index.affinity_pods_by_node.items():
+            if name in nodes:
+                for pod in pods:
+                    if pod.key not in self.removed:
+                        yield pod
+        for added in self.added.values():
+            for pod in added.values():
+                if pod.has_pod_affinity:
+                    yield pod
+
     def has_nominated_anti_affinity(self) -> bool:
         return any(not p.node_name for p in self.index.anti_affinity_pods)
 

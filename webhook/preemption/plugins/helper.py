@@ -103,3 +103,35 @@ class TopologyCountsPlugin(Generic[S]):
         state = self._read(cycle)
         if state is not None:
             state.update(other, info.node, -1)
+
+
+def default_normalize_score(max_priority: int, reverse: bool, scores: list[int]) -> None:
+    """``helper.DefaultNormalizeScore`` (pkg/scheduler/framework/plugins/helper/normalize_score.go): scale
+    ``scores`` in place so the highest becomes ``max_priority`` (reversed: the highest becomes 0); all zero stays
+    zero, or becomes ``max_priority`` when reversed."""
+    top = max(scores, default=0)
+    if top <= 0:
+        if reverse:
+            scores[:] = [max_priority] * len(scores)
+        return
+    if reverse:
+        scores[:] = [max_priority - go_div(max_priority * score, top) for score in scores]
+    else:
+        scores[:] = [go_div(max_priority * score, top) for score in scores]
+
+
+def go_div(a: int, b: int) -> int:
+    """Go's integer division, truncating toward zero (Python's ``//`` floors: they differ for a negative quotient)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def go_round(x: float) -> int:
+    """Go's ``math.Round``: half away from zero (Python's ``round`` rounds half to even)."""
+    whole = int(x)
+    frac = x - whole
+    if frac >= 0.5:
+        return whole + 1
+    if frac <= -0.5:
+        return whole - 1
+    return whole

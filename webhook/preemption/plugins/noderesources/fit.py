@@ -1,5 +1,6 @@
 """NodeResourcesFit (pkg/scheduler/framework/plugins/noderesources/fit.go, docs/preemption.md §11): the node must
-have room for the pod's requests and one more pod.
+have room for the pod's requests and one more pod; its Score is the profile's scoring strategy (LeastAllocated by
+default, MostAllocated or RequestedToCapacityRatio: ``resource_allocation``) on the non-zero requests.
 
 ``Fit.filter`` answers on a ``NodeInfo``, as upstream. For a pod whose only check that reads the node's pods is
 this one (a "resource-only" pod), the same answer comes from sums: ``fit_on_summary`` on a node's summary,
@@ -20,7 +21,9 @@ from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.index import StateIndex, free_order, intersect_at_least, order_key
 from webhook.preemption.framework.status import OK, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.framework.summary import CPU, EPHEMERAL, MEMORY, PODS, NodeSummary, Usage
-from webhook.preemption.framework.types import NodeInfo
+from webhook.preemption.framework.types import NodeInfo, ScoringNodes
+from webhook.preemption.plugins.noderesources.resource_allocation import ResourceAllocationScorer, strategy_scorer
+from webhook.preemption.results import ScoringStrategy
 
 if TYPE_CHECKING:
     from webhook.preemption.deadline import Deadline
@@ -70,6 +73,16 @@ def fits(pod: Pod, info: NodeInfo) -> Status:
                                used.ephemeral_storage, used.pod_count, used.scalar)
 
 
+@dataclass(slots=True)
+class FitScoreState:
+    """PreScore: the pod's request of each resource of the scoring strategy."""
+
+    pod_requests: list[int]
+
+    def copy(self) -> FitScoreState:
+        return self
+
+
 @dataclass(frozen=True, slots=True)
 class DelegatedResources:
     """The pod's extended resources a DeviceClass backs (DRAExtendedResource, on in v1.37): on a node that does not
@@ -83,6 +96,11 @@ class DelegatedResources:
 
 class Fit:
     name = NAME
+
+    def __init__(self, strategy: ScoringStrategy | None = None) -> None:
+        strategy = strategy or ScoringStrategy()
+        self.strategy = strategy
+        self.scorer = ResourceAllocationScorer(strategy.resources, False, strategy_scorer(strategy))
 
     def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView, deadline: Deadline) -> Status:
         scalar = pod.requests.scalar
@@ -102,6 +120,14 @@ class Fit:
         used = info.requested
         return resource_fit_status(replace_fields(req, scalar=FrozenMap(kept)), alloc, used.milli_cpu, used.memory,
                                    used.ephemeral_storage, used.pod_count, used.scalar)
+
+    def pre_score(self, cycle: CycleState, pod: Pod, nodes: ScoringNodes) -> Status:
+        cycle.write(FitScoreState(self.scorer.pod_requests(pod)))
+        return OK
+
+    def score(self, cycle: CycleState, pod: Pod, nodes: ScoringNodes) -> list[int]:
+        state = cycle.read(FitScoreState)
+        return self.scorer.score(self.scorer.pod_requests(pod) if state is None else state.pod_requests, nodes)
 
 
 # ---- a resource-only pod: the same answer from sums ------------------------------------------------------

@@ -63,8 +63,8 @@ def is_pod_level_resources_set(spec: PodResourceSpec) -> bool:
     return bool(_supported(spec.pod_requests) or _supported(spec.pod_limits))
 
 
-def _aggregate_containers(spec: PodResourceSpec, of: Callable[[ContainerResources], Mapping[str, Quantity]],
-                          ) -> ResourceList:
+def aggregate_container_resources(spec: PodResourceSpec,
+                                  of: Callable[[ContainerResources], Mapping[str, Quantity]]) -> ResourceList:
     """``aggregateContainerResourcesByFn``: containers + sidecars, max with the init-container peak."""
     result: ResourceList = {}
     for ctr in spec.containers:
@@ -98,12 +98,12 @@ def _limits(ctr: ContainerResources) -> Mapping[str, Quantity]:
 
 def aggregate_container_requests(spec: PodResourceSpec) -> ResourceList:
     """``AggregateContainerRequests`` without options: the containers alone (no pod-level values, no overhead)."""
-    return _aggregate_containers(spec, _requests)
+    return aggregate_container_resources(spec, _requests)
 
 
 def aggregate_container_limits(spec: PodResourceSpec) -> ResourceList:
     """``AggregateContainerLimits`` without options."""
-    return _aggregate_containers(spec, _limits)
+    return aggregate_container_resources(spec, _limits)
 
 
 def _with_non_missing(of: Callable[[ContainerResources], Mapping[str, Quantity]],
@@ -135,7 +135,7 @@ def pod_requests(spec: PodResourceSpec, status: PodResourceStatus | None = None,
     these resources counts as requesting this much of it (an explicit zero stays zero).
     """
     if status is None:
-        requests = _aggregate_containers(spec, _with_non_missing(_requests, non_missing))
+        requests = aggregate_container_resources(spec, _with_non_missing(_requests, non_missing))
     else:
         requests = _container_requests_with_status(spec, status, non_missing)
     if _supported(spec.pod_requests):  # IsPodLevelRequestsSet
@@ -216,15 +216,15 @@ def _container_requests_with_status(spec: PodResourceSpec, status: PodResourceSt
             return found.allocated
         return EMPTY_QUANTITIES if infeasible else ctr.requests
 
-    spec_requests = _aggregate_containers(spec, _with_non_missing(_requests, non_missing))
+    spec_requests = aggregate_container_resources(spec, _with_non_missing(_requests, non_missing))
     allocated_requests: Mapping[str, Quantity]
     actuated_requests: Mapping[str, Quantity]
     if status.allocated is not None and status.has_resources and status.actuated_requests is not None:
         # The pod-level status maps already hold the aggregate over every container.
         allocated_requests, actuated_requests = status.allocated, status.actuated_requests
     else:
-        allocated_requests = _aggregate_containers(spec, _with_non_missing(allocated, non_missing))
-        actuated_requests = _aggregate_containers(spec, _with_non_missing(actuated, non_missing))
+        allocated_requests = aggregate_container_resources(spec, _with_non_missing(allocated, non_missing))
+        actuated_requests = aggregate_container_resources(spec, _with_non_missing(actuated, non_missing))
     if infeasible:
         return _max_of(actuated_requests, allocated_requests)
     return _max_of(spec_requests, actuated_requests, allocated_requests)
@@ -232,7 +232,7 @@ def _container_requests_with_status(spec: PodResourceSpec, status: PodResourceSt
 
 def pod_limits(spec: PodResourceSpec) -> ResourceList:
     """``PodLimits``: like requests, but overhead is added only to the limits that are set."""
-    limits = _aggregate_containers(spec, _limits)
+    limits = aggregate_container_resources(spec, _limits)
     if is_pod_level_resources_set(spec):
         limits.update(_supported(spec.pod_limits))
     for name, qty in spec.overhead.items():

@@ -28,7 +28,7 @@ from webhook.cluster.model import (
     PodResourceSpec,
 )
 from webhook.cluster.quantity import Quantity, int_value, milli_value
-from webhook.cluster.resources import add_quantities
+from webhook.cluster.resources import aggregate_container_resources
 
 ResourceList = dict[str, Quantity]
 
@@ -149,37 +149,11 @@ def _check(limit_type: str, bounds: Iterable[tuple[Constraint, Mapping[str, Quan
                 errors.append(error)
 
 
-def _add_into(target: ResourceList, other: Mapping[str, Quantity]) -> None:
-    for name, qty in other.items():
-        target[name] = add_quantities(target[name], qty) if name in target else qty
-
-
-def _max_into(target: ResourceList, other: Mapping[str, Quantity]) -> None:
-    for name, qty in other.items():
-        if name not in target or qty.value > target[name].value:
-            target[name] = qty
-
-
 def _aggregate(spec: PodResourceSpec, of: Callable[[ContainerResources], Mapping[str, Quantity]],
                pod_level: Mapping[str, Quantity]) -> ResourceList:
     """LimitRanger's ``podRequests``/``podLimits``: the sidecar-aware aggregate, overridden by the pod-level cpu and
     memory (PodLevelResources is on by default since v1.34), without overhead."""
-    result: ResourceList = {}
-    for ctr in spec.containers:
-        _add_into(result, of(ctr))
-    sidecars: ResourceList = {}
-    init_peak: ResourceList = {}
-    for ctr in spec.init_containers:
-        if ctr.sidecar:
-            _add_into(result, of(ctr))
-            _add_into(sidecars, of(ctr))
-            _max_into(init_peak, sidecars)
-        else:
-            running: ResourceList = {}
-            _add_into(running, of(ctr))
-            _add_into(running, sidecars)
-            _max_into(init_peak, running)
-    _max_into(result, init_peak)
+    result = aggregate_container_resources(spec, of)  # aggregateContainerResourcesByFn, shared with the scheduler's
     result.update({name: qty for name, qty in pod_level.items() if name in _POD_LEVEL_RESOURCES})
     return result
 

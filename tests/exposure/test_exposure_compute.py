@@ -5,6 +5,7 @@ and safe bands, restricted classes, shared tenants and PDB-protected pods all co
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -33,7 +34,7 @@ CLASS_NAMES = ("low", "mid", "high", "never", "crit")
 
 
 def cluster(classes: list[PriorityClass], pods: list[Pod], pdbs: list[PodDisruptionBudget],
-            quotas: list[ResourceQuota] = ()) -> ClusterState:  # type: ignore[assignment]
+            quotas: Sequence[ResourceQuota] = ()) -> ClusterState:
     state = ClusterState()
     for ns in NAMESPACES:
         labels = {"tenant": TENANT_OF[ns]} if ns in TENANT_OF else {}

@@ -183,3 +183,18 @@ def test_a_missing_claim_makes_the_pod_unschedulable_everywhere() -> None:
     result = _preview(state, pod)
     assert result["outcome"] == Outcome.UNSCHEDULABLE and not result.get("victims")
     assert "nowhere" in result["message"]
+
+
+def test_an_extended_resource_a_device_class_provides_is_allocated_from_the_nodes_devices() -> None:
+    # DRAExtendedResource (GA in v1.37): no node has example.com/accel in its allocatable, the DeviceClass names it,
+    # so DynamicResources allocates n1's device for it. (The lookup of the class once crashed the prediction: the
+    # device store is unhashable and was a weak dictionary's key.)
+    accel = DRA.replace("metadata: {name: gpu}\n  spec: {selectors:",
+                        "metadata: {name: accel}\n  spec: {extendedResourceName: example.com/accel, selectors:")
+    pod = pod_manifest(cpu="1")
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", "example.com/accel": "1"},
+                                                 "limits": {"example.com/accel": "1"}}
+    assert _preview(cluster(_dra_node() + accel), pod)["outcome"] == Outcome.FITS
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", "example.com/accel": "2"},
+                                                 "limits": {"example.com/accel": "2"}}
+    assert _preview(cluster(_dra_node() + accel), pod)["outcome"] == Outcome.UNSCHEDULABLE

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 from webhook.cluster.copying import replace_fields
 from webhook.cluster.devices import DEVICE_CLASS_RESOURCE_PREFIX, DeviceClass, ResourceClaim, ResourceSlice
 from webhook.cluster.model import Pod
-from webhook.cluster.storage_state import DeviceStore
 from webhook.cluster.volume_helpers import default_storage_class, ephemeral_claim
 from webhook.cluster.volumes import (
     ClaimRef,
@@ -38,9 +37,9 @@ if TYPE_CHECKING:
     from webhook.cluster.snapshot import ClusterState
 
 
-# Per DeviceStore: (its version, extended resource name -> DeviceClass), rebuilt when the store changes.
-_EXTENDED_CACHE: weakref.WeakKeyDictionary[DeviceStore, tuple[int, dict[str, DeviceClass]]] = (
-    weakref.WeakKeyDictionary())
+# Per DeviceStore, by identity (it compares by value, so it is unhashable and cannot key a WeakKeyDictionary):
+# (its version, extended resource name -> DeviceClass), rebuilt when the store changes, dropped with the store.
+_EXTENDED_CACHE: dict[int, tuple[int, dict[str, DeviceClass]]] = {}
 
 
 class ClaimLookup:
@@ -168,7 +167,7 @@ class StorageView:
         on in v1.37): the class naming it in ``spec.extendedResourceName`` (of several, the newest, then the first by
         name: extendedresourcecache), or the class ``<name>`` for ``deviceclass.resource.kubernetes.io/<name>``."""
         devices = self.state.devices
-        cached = _EXTENDED_CACHE.get(devices)
+        cached = _EXTENDED_CACHE.get(id(devices))
         if cached is None or cached[0] != devices.version:
             mapping: dict[str, DeviceClass] = {}
             for device_class in devices.device_classes.values():
@@ -182,8 +181,10 @@ class StorageView:
                 if held is None or (device_class.creation_ns, held.name) > (held.creation_ns, device_class.name):
                     explicit[name] = device_class
             mapping.update(explicit)
+            if id(devices) not in _EXTENDED_CACHE:
+                weakref.finalize(devices, _EXTENDED_CACHE.pop, id(devices), None)
             cached = (devices.version, mapping)
-            _EXTENDED_CACHE[devices] = cached
+            _EXTENDED_CACHE[id(devices)] = cached
         return cached[1].get(resource)
 
     def assume_allocations(self, claims: Iterable[ResourceClaim]) -> None:

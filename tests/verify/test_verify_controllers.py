@@ -161,3 +161,28 @@ def test_a_pod_with_an_ephemeral_volume_is_created_gated_until_its_claim_exists(
     # Still SchedulingGated without gates in the spec: the scheduler has not looked yet, which is no decision.
     assert seen.outcome == "Error" and "no scheduling decision" in seen.message
     assert seen.outcome != Outcome.GATED
+
+
+class EmptyPlane:
+    """An API server that serves every kind and holds one node (``read_back`` lists each)."""
+
+    def request(self, method: str, path: str, body: Any = None, query: Any = None) -> tuple[int, Any]:
+        if path == "/api/v1/nodes":
+            return 200, {"items": [{"metadata": {"name": "n1"},
+                                    "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}}]}
+        return 200, {"items": []}
+
+
+def test_the_control_planes_kinds_are_known_even_when_empty_so_a_missing_claim_is_missing() -> None:
+    """Found by bench/real_scheduler.py --features volumes: a scenario whose only claim is missing read back no
+    PersistentVolumeClaim at all, and the prediction said "not known" and Fits where kube-scheduler said
+    'persistentvolumeclaim "never-created" not found'."""
+    from webhook.verify.engine import DEFAULT_CONFIG, predict
+    from webhook.verify.runner import state_of_plane
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "default", "name": "web"},
+           "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}],
+                    "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "never-created"}}]}}
+    prediction = predict(state_of_plane(EmptyPlane()), pod, DEFAULT_CONFIG.scheduler)  # type: ignore[arg-type]
+    assert prediction.outcome == Outcome.UNSCHEDULABLE
+    assert 'persistentvolumeclaim "never-created" not found' in prediction.message

@@ -186,3 +186,31 @@ def test_the_control_planes_kinds_are_known_even_when_empty_so_a_missing_claim_i
     prediction = predict(state_of_plane(EmptyPlane()), pod, DEFAULT_CONFIG.scheduler)  # type: ignore[arg-type]
     assert prediction.outcome == Outcome.UNSCHEDULABLE
     assert 'persistentvolumeclaim "never-created" not found' in prediction.message
+
+
+def test_a_binding_cycles_nomination_under_the_gated_condition_is_no_preemption(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by bench/real_scheduler.py --features volumes,dra (seed 4: 92, 170, 193): a pod created behind verify's
+    gate keeps the API server's PodScheduled=False/SchedulingGated until it is bound; while VolumeBinding's PreBind
+    waits for its volume, v1.37 sets nominatedNodeName (the binding cycle's), which was taken for a preemption that
+    never evicted anyone (an Error after the timeout) instead of the pod bound to that node."""
+    gated_condition = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]
+    waiting = {"metadata": {"namespace": "team-a", "name": "web", "uid": "uid-web"},
+               "spec": {"volumes": POD["spec"]["volumes"], "containers": []},  # type: ignore[index]
+               "status": {"nominatedNodeName": "node-2", "conditions": gated_condition}}
+    bound = {**waiting, "spec": {**waiting["spec"], "nodeName": "node-2"}}  # type: ignore[dict-item]
+    reads = iter([waiting, waiting, waiting])
+
+    class Plane(RecordingPlane):
+        def request(self, method: str, path: str, body: Any = None, query: Any = None,
+                    content_type: str = "application/json") -> tuple[int, Any]:
+            if path.endswith("/pods") and method == "POST":
+                return 201, waiting
+            if path.endswith("/pods/web") and method == "GET":
+                return 200, next(reads, bound)
+            return super().request(method, path, body, query, content_type)
+
+    seen = verify_observe.observe_pod(Plane({"/api/v1/pods": {"items": []}}, tmp_path), {  # type: ignore[arg-type]
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "team-a", "name": "web"},
+        "spec": {"volumes": POD["spec"]["volumes"], "containers": []}}, timeout=5)  # type: ignore[index]
+    assert (seen.outcome, seen.node) == (Outcome.FITS, "node-2")

@@ -269,7 +269,10 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
             complete_bindings(plane, namespace)
         if node:
             return Observation(Outcome.FITS, node=node, message=f"bound to {node}", pod_name=name, uid=uid)
-        if nominated and scheduled.get("status") == "False":
+        # A nomination with PodScheduled=False is a preemption's, unless the condition is still the API server's
+        # SchedulingGated of a pod whose gate verify removed (controllers.py): then the nomination is the binding
+        # cycle's (NominatedNodeNameForExpectation) while VolumeBinding's PreBind waits for its volumes.
+        if nominated and scheduled.get("status") == "False" and scheduled.get("reason") != "SchedulingGated":
             return _observe_preemption(plane, PreemptorRef(namespace, name, uid, path, str(nominated)), before, log,
                                        deadline, timeout)
         if not scheduled:

@@ -28,6 +28,8 @@ ZONE_KEY = "topology.kubernetes.io/zone"
 CSI_DRIVER = "pd.csi.example.com"
 NOWHERE = "zone-d"  # a zone no node of the generator is in
 GPU_DRIVER = "gpu.example.com"
+TENANTS = ("team-a", "team-b", "batch")  # scenariogen's NAMESPACES: the incoming pod may move to a holder's
+LOW_PRIORITY = 1000  # scenariogen's "mid" class: below every class of most incoming pods
 ACCEL = "example.com/accel"  # an extended resource only a DeviceClass provides (DRAExtendedResource, GA in 1.37)
 
 
@@ -150,8 +152,13 @@ def volumes(rng: random.Random, objects: list[dict[str, Any]], incoming: dict[st
         if storage_class == "local":
             extra += _static_volumes(rng, nodes)
     elif case == "held":
-        if not holders and running:  # make one: the holder is one of the running pods
-            pod = rng.choice(running)
+        # The holder runs in a tenant's namespace at a low priority, so that preemption can free its claim.
+        holders = [(pod, name) for pod, name in holders if pod["metadata"]["namespace"] in TENANTS
+                   and pod["spec"].get("priority", 0) <= LOW_PRIORITY]
+        cheap = [p for p in running if p["metadata"]["namespace"] in TENANTS
+                 and p["spec"].get("priority", 0) <= LOW_PRIORITY and not p["spec"].get("volumes")]
+        if not holders and cheap:  # make one: the holder is one of the running pods
+            pod = rng.choice(cheap)
             node = pod["spec"]["nodeName"]
             name = "exclusive"
             extra += _bound_pair(rng, name, pod["metadata"]["namespace"], zone_of.get(node, "zone-a"),
@@ -277,7 +284,7 @@ def devices(rng: random.Random, objects: list[dict[str, Any]], incoming: dict[st
     shared: list[dict[str, Any]] = []  # claims held by running pods, by name
     for pod in _running(objects):
         node = pod["spec"]["nodeName"]
-        if not free.get(node) or rng.random() >= 0.4:
+        if not free.get(node) or rng.random() >= 0.3:
             continue
         namespace, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         take = free[node][:rng.choice([1, 1, 2])]
@@ -302,8 +309,9 @@ def devices(rng: random.Random, objects: list[dict[str, Any]], incoming: dict[st
         _allocate(claim, node, take, pod)
         extra.append(claim)
     spec, namespace = _spec_of(incoming), incoming["metadata"]["namespace"]
+    # Fewer devices for a pod that already has volumes: together they leave few pods that preemption can help.
     case = _weighted(rng, (("claim", 35), ("template", 25), ("shared", 10), ("extended", 15), ("two", 10),
-                           ("none", 45)))
+                           ("none", 150 if spec.get("volumes") else 45)))
     if case == "extended" and not accel:
         case = "claim"
     if case == "shared":

@@ -234,7 +234,7 @@ def _device_classes(rng: random.Random) -> list[dict[str, Any]]:
 
 def _requests(rng: random.Random) -> list[dict[str, Any]]:
     exactly: dict[str, Any] = {"deviceClassName": rng.choice(["gpu", "gpu", "big-gpu"]),
-                               "allocationMode": "ExactCount", "count": rng.choice([1, 1, 2])}
+                               "allocationMode": "ExactCount", "count": rng.choice([1, 1, 1, 2])}
     if rng.random() < 0.3:
         exactly["selectors"] = [{"cel": {"expression": SELECTORS[0]}}]
     return [{"name": "gpu", "exactly": exactly}]
@@ -268,10 +268,10 @@ def devices(rng: random.Random, objects: list[dict[str, Any]], incoming: dict[st
     accel = any(c["spec"].get("extendedResourceName") for c in extra)
     free: dict[str, list[str]] = {}
     for node in nodes:
-        if rng.random() >= 0.55 and free:
+        if rng.random() >= 0.7 and free:
             continue
         name = node["metadata"]["name"]
-        count = rng.choice([1, 2, 2, 4])
+        count = rng.choice([1, 2, 4, 4])
         model, memory = rng.choice(MODELS), rng.choice(MEMORY)
         extra.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
                       "metadata": {"name": f"{name}-{GPU_DRIVER}"},

@@ -70,7 +70,7 @@ class StorageView:
     # ---- what the state holds -------------------------------------------------------------------
     def knows(self, kind: str) -> bool:
         """Whether the state holds the kind at all (a snapshot taken without it knows nothing of it)."""
-        return kind in self.state.known_kinds
+        return self.state.knows(kind)
 
     # ---- listers (informer view) ------------------------------------------------------------------
     def pvc(self, namespace: str, name: str) -> PersistentVolumeClaim | None:

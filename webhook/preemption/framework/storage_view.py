@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from webhook.cluster.copying import replace_fields
 from webhook.cluster.devices import DEVICE_CLASS_RESOURCE_PREFIX, DeviceClass, ResourceClaim, ResourceSlice
 from webhook.cluster.model import Pod
+from webhook.cluster.storage_state import DeviceStore
 from webhook.cluster.volume_helpers import default_storage_class, ephemeral_claim
 from webhook.cluster.volumes import (
     ClaimRef,
@@ -37,9 +38,10 @@ if TYPE_CHECKING:
     from webhook.cluster.snapshot import ClusterState
 
 
-# Per DeviceStore, by identity (it compares by value, so it is unhashable and cannot key a WeakKeyDictionary):
-# (its version, extended resource name -> DeviceClass), rebuilt when the store changes, dropped with the store.
-_EXTENDED_CACHE: dict[int, tuple[int, dict[str, DeviceClass]]] = {}
+# Per DeviceStore, by identity: (the store, its version, extended resource name -> DeviceClass), rebuilt when the
+# store changes. Keyed by id() with a weak reference to check it, not a WeakKeyDictionary: a DeviceStore compares
+# by value and so has no hash.
+_EXTENDED_CACHE: dict[int, tuple[weakref.ref[DeviceStore], int, dict[str, DeviceClass]]] = {}
 
 
 class ClaimLookup:
@@ -68,7 +70,7 @@ class StorageView:
     # ---- what the state holds -------------------------------------------------------------------
     def knows(self, kind: str) -> bool:
         """Whether the state holds the kind at all (a snapshot taken without it knows nothing of it)."""
-        return kind in self.state.known_kinds
+        return self.state.knows(kind)
 
     # ---- listers (informer view) ------------------------------------------------------------------
     def pvc(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
@@ -168,7 +170,7 @@ class StorageView:
         name: extendedresourcecache), or the class ``<name>`` for ``deviceclass.resource.kubernetes.io/<name>``."""
         devices = self.state.devices
         cached = _EXTENDED_CACHE.get(id(devices))
-        if cached is None or cached[0] != devices.version:
+        if cached is None or cached[0]() is not devices or cached[1] != devices.version:
             mapping: dict[str, DeviceClass] = {}
             for device_class in devices.device_classes.values():
                 mapping[DEVICE_CLASS_RESOURCE_PREFIX + device_class.name] = device_class
@@ -181,11 +183,11 @@ class StorageView:
                 if held is None or (device_class.creation_ns, held.name) > (held.creation_ns, device_class.name):
                     explicit[name] = device_class
             mapping.update(explicit)
-            if id(devices) not in _EXTENDED_CACHE:
-                weakref.finalize(devices, _EXTENDED_CACHE.pop, id(devices), None)
-            cached = (devices.version, mapping)
+            for key in [key for key, entry in _EXTENDED_CACHE.items() if entry[0]() is None]:
+                del _EXTENDED_CACHE[key]  # stores gone (states replaced): the cache stays as small as the live ones
+            cached = (weakref.ref(devices), devices.version, mapping)
             _EXTENDED_CACHE[id(devices)] = cached
-        return cached[1].get(resource)
+        return cached[2].get(resource)
 
     def assume_allocations(self, claims: Iterable[ResourceClaim]) -> None:
         """Claims a bound pod allocated (or reserved): what the next pods see of them."""

@@ -128,6 +128,8 @@ def volumes(rng: random.Random, objects: list[dict[str, Any]], incoming: dict[st
         if mode == "ReadWriteOncePod":
             holders.append((pod, name))
     spec, namespace = _spec_of(incoming), incoming["metadata"]["namespace"]
+    if spec.get("priorityClassName") in (None, "low", "mid", "gold") and rng.random() < 0.6:
+        spec["priorityClassName"] = "top"  # a pod that can preempt nearly every running pod: volumes decide where
     case = _weighted(rng, (("bound", 22), ("provisioned", 14), ("static", 16), ("immediate", 5), ("missing", 4),
                            ("ephemeral", 10), ("held", 15), ("attach-limit", 14), ("none", 25)))
     zone = rng.choice(sorted(set(zone_of.values())))

@@ -9,7 +9,7 @@ prediction, most of the time of an unschedulable pod's preview (bench/snapshot.p
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Iterable, Set
 from typing import TYPE_CHECKING
 
 from webhook.cluster.model import LabelSelectorRequirement, Node, NodeSelectorTerm, Pod
@@ -97,6 +97,14 @@ def matching_nodes(labels: NodeLabelIndex, pod: Pod, nodes: Set[str]) -> set[str
     matched: set[str] = set()
     for term in terms:
         matched |= _term_matching(labels, term, found)
+    return matched
+
+
+def terms_matching(labels: NodeLabelIndex, terms: Iterable[NodeSelectorTerm], nodes: set[str]) -> set[str]:
+    """The ``nodes`` that match any of ``terms`` (``node_selector_terms_match``), from the label index."""
+    matched: set[str] = set()
+    for term in terms:
+        matched |= _term_matching(labels, term, nodes)
     return matched
 
 

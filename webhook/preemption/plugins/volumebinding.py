@@ -34,8 +34,10 @@ from webhook.cluster.volumes import (
     PersistentVolumeClaim,
 )
 from webhook.preemption.framework.cycle_state import CycleState
+from webhook.preemption.framework.nodelabels import NodeLabelIndex
 from webhook.preemption.framework.status import ERROR, OK, SKIPPED, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.framework.types import NodeInfo
+from webhook.preemption.plugins.nodeaffinity import terms_matching
 
 if TYPE_CHECKING:
     from webhook.preemption.deadline import Deadline
@@ -57,6 +59,10 @@ NO_CLASSES_NOTE = ("the snapshot holds no StorageClasses, so the pod's unbound c
 
 def _unresolvable(*reasons: str) -> Status:
     return Status(UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+
+
+NODE_CONFLICT = _unresolvable(ERR_REASON_NODE_CONFLICT)
+PV_NOT_EXIST = _unresolvable(ERR_REASON_PV_NOT_EXIST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +166,32 @@ class BindingState:
             if not match_topology_selector_terms(storage_class.allowed_topologies, node.labels):
                 return False, True, ""
         return True, True, ""
+
+
+def node_restriction(state: BindingState, labels: NodeLabelIndex, nodes: set[str],
+                     ) -> tuple[set[str], list[tuple[set[str], Status]]] | None:
+    """``find_pod_volumes`` over ``nodes`` at once, for a pod whose claims are all bound (else None): the nodes where
+    it passes, and the others by their status (the first claim in order whose volume is missing or whose node
+    affinity the node does not match). The bound volumes' node affinity is read from the label index."""
+    if state.unbound_delay_binding:
+        return None
+    remaining = nodes
+    failed: list[tuple[set[str], Status]] = []
+    if not state.check_bound:
+        return remaining, failed
+    for claim in state.bound_claims:
+        pv = state.view.pv_assumed(claim.volume_name)
+        if pv is None:
+            if remaining:
+                failed.append((remaining, PV_NOT_EXIST))
+            return set(), failed
+        if pv.node_affinity is None:
+            continue
+        matching = terms_matching(labels, pv.node_affinity, remaining)
+        if len(matching) < len(remaining):
+            failed.append((remaining - matching, NODE_CONFLICT))
+        remaining = matching
+    return remaining, failed
 
 
 class VolumeBinding:

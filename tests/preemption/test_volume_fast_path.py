@@ -5,6 +5,7 @@ higher-priority pods, claims shared between pods, nominated pods with volumes, s
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 from unittest import mock
 
@@ -14,8 +15,10 @@ from hypothesis import strategies as st
 from webhook.cluster.model import Namespace, Pod
 from webhook.cluster.reader import object_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
+from webhook.cluster.volumes import CSIDriverLimit, CSINode, StorageClass, VolumeAttachment
 from webhook.preemption import schedule_one
 from webhook.preemption.framework.view import ClusterView
+from webhook.preemption.plugins.nodevolumelimits import AttachIndex
 from webhook.preemption.results import Outcome, PreemptionArgs
 from webhook.preemption.schedule_one import new_context
 from webhook.preemption.simulate import simulate_pods
@@ -225,3 +228,61 @@ def test_a_zonal_volume_pod_preempts_in_its_zone_and_counts_the_other_zones() ->
         "2 node(s) didn't match PersistentVolume's node affinity.")
     assert [as_dict(r) for r in simulate_pods(state, [blocked], PreemptionArgs())] == reference_predict(
         state, [blocked])
+
+
+@st.composite
+def storage_events(draw: st.DrawFn, state: ClusterState) -> list[tuple[str, Any]]:
+    """Informer events that change what a node counts toward its CSI limit: claims rebound or deleted, volumes and
+    CSINodes changed, VolumeAttachments added and removed, pods with claims added and deleted, a StorageClass."""
+    nodes = sorted(state.nodes)
+    claims = sorted(state.volumes.pvcs)
+    events: list[tuple[str, Any]] = []
+    for i in range(draw(st.integers(1, 5))):
+        what = draw(st.sampled_from(["rebind", "delete-claim", "csinode", "attach", "detach", "pod", "delete-pod",
+                                     "delete-pv", "class"]))
+        if what == "rebind" and claims:
+            claim = state.volumes.pvcs[draw(st.sampled_from(claims))]
+            events.append(("upsert", dataclasses.replace(claim, volume_name=f"pv-{draw(st.sampled_from(claims))[8:]}")))
+        elif what == "delete-claim" and claims:
+            events.append(("delete", "PersistentVolumeClaim", draw(st.sampled_from(claims))))
+        elif what == "delete-pv" and state.volumes.pvs:
+            events.append(("delete", "PersistentVolume", draw(st.sampled_from(sorted(state.volumes.pvs)))))
+        elif what == "csinode":
+            node = draw(st.sampled_from(nodes))
+            events.append(("upsert", CSINode(node, (CSIDriverLimit(DRIVER, draw(st.sampled_from([0, 1, 2, 5]))),))))
+        elif what == "attach" and state.volumes.pvs:
+            events.append(("upsert", VolumeAttachment(f"va{i}", draw(st.sampled_from(nodes)), DRIVER,
+                                                      draw(st.sampled_from(sorted(state.volumes.pvs))))))
+        elif what == "detach":
+            events.append(("delete", "VolumeAttachment", f"va{draw(st.integers(0, 4))}"))
+        elif what == "pod" and claims:
+            events.append(("upsert", pod_from_dict(pod_dict(f"e{i}", 0, 100, [draw(st.sampled_from(claims))[8:]],
+                                                            node=draw(st.sampled_from(nodes))))))
+        elif what == "delete-pod" and state.pods:
+            events.append(("delete", "Pod", draw(st.sampled_from(sorted(state.pods)))))
+        elif what == "class":
+            events.append(("upsert", StorageClass("standard", provisioner=DRIVER)))
+    return events
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_attach_index_follows_storage_and_pod_events(data: st.DataObject) -> None:
+    """NodeVolumeLimits' per-node headroom, refreshed per changed object after informer events, equals the one built
+    from scratch on the changed state."""
+    state, _ = data.draw(volume_scenarios())
+    for _ in range(data.draw(st.integers(1, 3))):
+        kept = AttachIndex()
+        kept.sync(ClusterView(state))
+        for event_ in data.draw(storage_events(state)):
+            if event_[0] == "upsert":
+                state.upsert(event_[1])
+            else:
+                state.delete(event_[1], event_[2])
+        view = ClusterView(state)
+        kept.sync(view)
+        fresh = AttachIndex()
+        fresh.sync(view)
+        assert kept.headroom == fresh.headroom
+        assert {d: list(zip(o.values, o.names, strict=True)) for d, o in kept.by_driver.items() if o.names} == {
+            d: list(zip(o.values, o.names, strict=True)) for d, o in fresh.by_driver.items() if o.names}

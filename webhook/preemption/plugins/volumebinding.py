@@ -37,7 +37,7 @@ from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.nodelabels import NodeLabelIndex
 from webhook.preemption.framework.status import ERROR, OK, SKIPPED, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.framework.types import NodeInfo
-from webhook.preemption.plugins.nodeaffinity import terms_matching
+from webhook.preemption.plugins.helper import terms_matching
 
 if TYPE_CHECKING:
     from webhook.preemption.deadline import Deadline

@@ -88,13 +88,46 @@ def placements(draw: st.DrawFn, nodes: list[str], zone: str | None = None) -> tu
     return how, draw(st.sampled_from([*ZONES, "z1__z2"] if how in ("label", "beta") else ZONES))
 
 
+# WaitForFirstConsumer classes: provisioned anywhere, only in z1 or z2 (allowedTopologies), by nobody (no
+# provisioner), and one with a static volume to match.
+CLASSES = {
+    "anywhere": ("pd.csi.example.com", []),
+    "zonal": ("pd.csi.example.com", [{"matchLabelExpressions": [{"key": ZONE, "values": ["z1", "z2"]}]}]),
+    "static": ("kubernetes.io/no-provisioner", []),
+    "with-pvs": ("pd.csi.example.com", []),
+}
+
+
+def class_objects() -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = [
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name}, "provisioner": driver,
+         "volumeBindingMode": "WaitForFirstConsumer", "allowedTopologies": topologies}
+        for name, (driver, topologies) in CLASSES.items()]
+    found.append({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-static"},
+                  "spec": {"capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName":
+                           "with-pvs", "csi": {"driver": DRIVER, "volumeHandle": "vol-static"}},
+                  "status": {"phase": "Available"}})
+    return found
+
+
+def unbound_claim(name: str, storage_class: str, selected_node: str | None) -> dict[str, Any]:
+    """A claim of a WaitForFirstConsumer class not bound yet (``selected_node``: a node already chosen for it)."""
+    meta: dict[str, Any] = {"name": name, "namespace": "default"}
+    if selected_node is not None:
+        meta["annotations"] = {"volume.kubernetes.io/selected-node": selected_node}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class,
+                     "resources": {"requests": {"storage": "1Gi"}}}, "status": {"phase": "Pending"}}
+
+
 @st.composite
-def volume_scenarios(draw: st.DrawFn) -> tuple[ClusterState, list[Pod]]:
+def volume_scenarios(draw: st.DrawFn, unbound: bool = False) -> tuple[ClusterState, list[Pod]]:
     """A small, tight cluster whose pods often mount claims; the pod to predict (or 2 replicas) mounts 0-2 claims,
-    fresh zonal ones or those of bound pods."""
+    fresh zonal ones or those of bound pods; with ``unbound``, also claims of WaitForFirstConsumer classes not bound
+    yet (what the reference does not model)."""
     state = ClusterState()
     state.upsert(Namespace("default", {}))
-    objects: list[dict[str, Any]] = []
+    objects: list[dict[str, Any]] = class_objects() if unbound else []
     nodes = [f"n{i}" for i in range(draw(st.sampled_from([1, 2, 3, 4, 6, 8])))]
     zone_of: dict[str, str | None] = {}
     for name in nodes:
@@ -140,6 +173,11 @@ def volume_scenarios(draw: st.DrawFn) -> tuple[ClusterState, list[Pod]]:
             mounted.append(draw(st.sampled_from(claims)))  # often a ReadWriteOncePod claim a bound pod holds
             continue
         claim = f"new{i}"
+        if unbound and draw(st.booleans()):
+            selected = draw(st.sampled_from(nodes)) if draw(st.integers(0, 3)) == 0 else None
+            objects.append(unbound_claim(claim, draw(st.sampled_from(sorted(CLASSES))), selected))
+            mounted.append(claim)
+            continue
         access = RWOP if draw(st.integers(0, 3)) == 0 else "ReadWriteOnce"
         objects += claim_objects(claim, draw(placements(nodes)), access)
         mounted.append(claim)
@@ -149,7 +187,7 @@ def volume_scenarios(draw: st.DrawFn) -> tuple[ClusterState, list[Pod]]:
         state.upsert(obj)
     pod = pod_from_dict(pod_dict("new", draw(st.sampled_from([100, 500, 1000, 2000])),
                                  draw(st.sampled_from([300, 700, 1500])), sorted(set(mounted))))
-    replicas = draw(st.sampled_from([1, 1, 2]))
+    replicas = draw(st.sampled_from([1, 2, 3] if unbound else [1, 1, 2]))
     pods = [pod] if replicas == 1 else [pod_from_dict(pod_dict(f"new-{i}", pod.priority or 0, pod.requests.milli_cpu,
                                                                sorted(set(mounted)))) for i in range(replicas)]
     return state, pods
@@ -170,12 +208,14 @@ def test_volume_pods_equal_the_reference(scenario: tuple[ClusterState, list[Pod]
     assert fast == reference_predict(state, pods)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(volume_scenarios())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(volume_scenarios(unbound=True))
 def test_volume_pods_equal_the_plugin_by_plugin_path(scenario: tuple[ClusterState, list[Pod]]) -> None:
-    """The whole result (messages, statuses, scores) equals the one of every Filter plugin run node by node."""
+    """The whole result (messages, statuses, scores, what a replica's claims assume for the next) equals the one of
+    every Filter plugin run node by node, unbound WaitForFirstConsumer claims included."""
     state, pods = scenario
     fast = simulate_pods(state, pods, PreemptionArgs())
+    event(f"fast path: {_fast_path_taken(state, pods[0])}, outcome: {fast[0].outcome}")
     with mock.patch.object(schedule_one, "volume_restriction", return_value=None):
         assert not _fast_path_taken(state, pods[0])
         slow = simulate_pods(state, pods, PreemptionArgs())
@@ -185,7 +225,7 @@ def test_volume_pods_equal_the_plugin_by_plugin_path(scenario: tuple[ClusterStat
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(volume_scenarios())
 def test_most_drawn_volume_pods_take_the_fast_path(scenario: tuple[ClusterState, list[Pod]]) -> None:
-    """Only a ReadWriteOncePod claim in use (VolumeRestrictions runs) sends a bound-claim pod node by node."""
+    """Only a ReadWriteOncePod claim in use (VolumeRestrictions runs) sends a pod with bound claims node by node."""
     state, pods = scenario
     pod = pods[0]
     in_use = any(state.pvc_ref_counts.get(f"default/{c.claim_name}") and RWOP in state.volumes.pvcs[

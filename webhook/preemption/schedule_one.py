@@ -78,10 +78,11 @@ def new_context(view: ClusterView, pod: Pod, args: PreemptionArgs, *, deadline: 
 def volume_restriction(view: ClusterView, pod: Pod, cycle: CycleState, filters: frozenset[str],
                        ) -> NodeRestriction | None:
     """What the pod's volume Filters leave to the resource-only paths (#27), when they can be answered for every node
-    at once: VolumeBinding with bound claims only and VolumeZone read the node alone (the nodes they allow come from
-    the label index); NodeVolumeLimits fails only where a driver's headroom is short, and those nodes go plugin by
-    plugin. None: the pod takes the plugin-by-plugin path on every node (unbound claims to bind, a claim that cannot be
-    read, VolumeRestrictions running for a disk or an exclusive claim in use)."""
+    at once: VolumeBinding (bound claims, and unbound WaitForFirstConsumer claims to provision) and VolumeZone read the
+    node alone (the nodes they allow come from the label index); NodeVolumeLimits fails only where a driver's headroom
+    is short, and those nodes go plugin by plugin. None: the pod takes the plugin-by-plugin path on every node (static
+    volumes to match, a class or claim that cannot be read, VolumeRestrictions running for a disk or an exclusive
+    claim in use)."""
     index = view.index
     nodes = set(index.summaries)
     allowed: set[str] = nodes

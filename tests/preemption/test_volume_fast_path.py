@@ -19,7 +19,7 @@ from webhook.cluster.volumes import CSIDriverLimit, CSINode, StorageClass, Volum
 from webhook.preemption import schedule_one
 from webhook.preemption.framework.view import ClusterView
 from webhook.preemption.plugins.nodevolumelimits import AttachIndex
-from webhook.preemption.results import Outcome, PreemptionArgs
+from webhook.preemption.results import Outcome, PreemptionArgs, ScoringArgs
 from webhook.preemption.schedule_one import new_context
 from webhook.preemption.simulate import simulate_pods
 
@@ -193,32 +193,42 @@ def volume_scenarios(draw: st.DrawFn, unbound: bool = False) -> tuple[ClusterSta
     return state, pods
 
 
+# A profile that scores nothing looks for one feasible node: with no quick scan, the Filter pass is the bulk one.
+BULK_ARGS = PreemptionArgs(scoring=ScoringArgs(weights=()))
+
+
 def _fast_path_taken(state: ClusterState, pod: Pod) -> bool:
     return new_context(ClusterView(state), pod, PreemptionArgs()).volumes is not None
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(volume_scenarios())
-def test_volume_pods_equal_the_reference(scenario: tuple[ClusterState, list[Pod]]) -> None:
+@given(volume_scenarios(), st.booleans())
+def test_volume_pods_equal_the_reference(scenario: tuple[ClusterState, list[Pod]], bulk: bool) -> None:
     """Node, victims, candidate count, tied nodes and the PostFilter message ("0/N nodes are available: ...", every
-    ruled-out node counted with its reason) equal the reference's transcription of the storage filters."""
+    ruled-out node counted with its reason) equal the reference's transcription of the storage filters (``bulk``:
+    a profile without Score plugins, whose Filter pass takes its every-node-at-once form, as on large clusters)."""
     state, pods = scenario
-    fast = [as_dict(r) for r in simulate_pods(state, pods, PreemptionArgs())]
+    args = BULK_ARGS if bulk else PreemptionArgs()
+    with mock.patch.object(schedule_one, "QUICK_SCAN_NODES", 0 if bulk else schedule_one.QUICK_SCAN_NODES):
+        fast = [as_dict(r) for r in simulate_pods(state, pods, args)]
     event(f"fast path: {_fast_path_taken(state, pods[0])}, outcome: {fast[0]['outcome']}")
-    assert fast == reference_predict(state, pods)
+    assert fast == reference_predict(state, pods, scoring=args.scoring)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(volume_scenarios(unbound=True))
-def test_volume_pods_equal_the_plugin_by_plugin_path(scenario: tuple[ClusterState, list[Pod]]) -> None:
+@given(volume_scenarios(unbound=True), st.booleans())
+def test_volume_pods_equal_the_plugin_by_plugin_path(scenario: tuple[ClusterState, list[Pod]], bulk: bool) -> None:
     """The whole result (messages, statuses, scores, what a replica's claims assume for the next) equals the one of
-    every Filter plugin run node by node, unbound WaitForFirstConsumer claims included."""
+    every Filter plugin run node by node, unbound WaitForFirstConsumer claims included. ``bulk``: a profile without
+    Score plugins, whose Filter pass takes its every-node-at-once form, as on large clusters."""
     state, pods = scenario
-    fast = simulate_pods(state, pods, PreemptionArgs())
+    args = BULK_ARGS if bulk else PreemptionArgs()
+    with mock.patch.object(schedule_one, "QUICK_SCAN_NODES", 0 if bulk else schedule_one.QUICK_SCAN_NODES):
+        fast = simulate_pods(state, pods, args)
     event(f"fast path: {_fast_path_taken(state, pods[0])}, outcome: {fast[0].outcome}")
     with mock.patch.object(schedule_one, "volume_restriction", return_value=None):
         assert not _fast_path_taken(state, pods[0])
-        slow = simulate_pods(state, pods, PreemptionArgs())
+        slow = simulate_pods(state, pods, args)
     assert fast == slow
 
 

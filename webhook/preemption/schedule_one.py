@@ -222,8 +222,9 @@ def _find_nodes_that_fit_pod(ctx: PredictionContext, num_to_find: int) -> Filter
     want = num_to_find + 1 if num_to_find < len(names) else num_to_find
     if ctx.resource_only:
         quick = QUICK_SCAN_NODES if want == 1 else min(len(names), max(QUICK_SCAN_NODES, 4 * want))
-        found = _scan(ctx, names[:quick], statuses, want)
-        if len(found) < want and len(names) > quick:
+        ruled_out: list[str] = []
+        found = _scan(ctx, names[:quick], statuses, want, ruled_out)
+        if len(found) < want and (len(names) > quick or (ruled_out and not found)):
             if want == 1 or not found:
                 result = _filter_all_nodes(ctx, statuses)
                 if result.fit_node is None or want == 1:
@@ -244,13 +245,20 @@ def _collected(found: list[str], statuses: dict[str, Status], num_to_find: int) 
     return FilterResult(found[:num_to_find], statuses, more_feasible=len(found) > num_to_find)
 
 
-def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status], want: int = 1) -> list[str]:
+def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status], want: int = 1,
+          ruled_out: list[str] | None = None) -> list[str]:
     """The first ``want`` of ``names`` (not the nominated node, tried already) that fit; the statuses of those
-    that do not, up to the last one looked at, recorded."""
+    that do not, up to the last one looked at, recorded. With ``ruled_out``, a volume pod's nodes that its node-only
+    volume Filters rule out are put there instead, unchecked: they never fit, and their statuses are only read when
+    no node fits (a zonal volume rules out most of the nodes a scan walks)."""
     skip = ctx.pod.nominated_node_name
     found: list[str] = []
+    allowed = ctx.volumes.allowed if ctx.volumes is not None else None
     for name in names:
         if name == skip:
+            continue
+        if ruled_out is not None and allowed is not None and name not in allowed and not ctx.takes_general_path(name):
+            ruled_out.append(name)
             continue
         status = node_fit_status(ctx, name)
         if status.ok:
@@ -383,6 +391,8 @@ def _filter_all_nodes(ctx: PredictionContext, statuses: dict[str, Status]) -> Fi
         return FilterResult([first_fit], statuses)
     potential: set[str] = set()
     for mask, part in resource_partition(index, universe, wants, None).items():
+        if not mask:
+            continue  # room, but a volume pod's node-only volume Filter rules them out (their status is written)
         status = mask_status(mask)
         statuses.update(dict.fromkeys(part, status))
         counts[status] += len(part)

@@ -48,7 +48,8 @@ from webhook.preemption.results import NodeScore, PreemptionArgs
 QUICK_SCAN_NODES = 32
 
 # The Filter plugins the resource-only paths answer: the node-only ones by the index's groups and labels, and
-# NodeResourcesFit by arithmetic. A pod for which any other Filter plugin runs takes the plugin-by-plugin path.
+# NodeResourcesFit by arithmetic. A pod for which any other Filter plugin runs takes the plugin-by-plugin path, but for
+# the volume plugins of ``VOLUME_FILTERS`` when ``volume_restriction`` answers them.
 RESOURCE_ONLY_FILTERS = frozenset({nodename.NAME, nodeunschedulable.NAME, tainttoleration.NAME, nodeaffinity.NAME,
                                    noderesources.NAME})
 # The volume Filter plugins a ``NodeRestriction`` answers for the resource-only paths (#27).

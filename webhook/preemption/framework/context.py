@@ -64,7 +64,8 @@ class PredictionContext:
     pdbs: PdbIndex
     cycle: CycleState
     # The only Filter that reads the node's pods is NodeResourcesFit, without scalar resources: fit is arithmetic
-    # on the index's sums, and the resource-only paths (beside each step they speed up) give the answer.
+    # on the index's sums, and the resource-only paths (beside each step they speed up) give the answer. A volume pod
+    # too, when ``volumes`` says where its volume Filters pass.
     resource_only: bool
     # The node-only Filter plugins' status per (unschedulable, taints), when those are all that the active ones
     # read (the index's static groups); None when some active one reads more (a nodeSelector, a nodeName).

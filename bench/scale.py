@@ -7,15 +7,17 @@ For each size, in one run:
 
 1. etcd (``--quota-backend-bytes`` 16 GiB, ``--unsafe-no-fsync``) and kube-apiserver of ``$PREEMPTGUARD_KUBE_BIN`` (else
    conformance/bin) start on loopback (webhook/verify/controlplane.py; no scheduler: nothing binds here).
+   kube-apiserver runs with ``GOMEMLIMIT`` (``--apiserver-memory-limit``, default 9GiB; a Go runtime knob: its
+   garbage collector runs before the heap doubles, nothing else changes) and every other flag at its default
+   (watch cache on, WatchList and pagination as upstream serves them).
 2. The cluster of bench/clustergen.py (N nodes, 30·N bound pods, PDBs), shaped as the API server returns it
    (bench/kubectl_dump.py, plus pod conditions and container statuses), is created through the API by
    conformance/cmd/scaleload (Go, client-go, protobuf, 48 requests in flight), each object's status written through
    the status subresource. Its own throughput is recorded. The API server then holds and serves the objects: the
    lists are paginated by it, from its watch cache, in its JSON.
-3. ``preempt-guard serve --kubeconfig`` starts: seconds to ``/readyz`` (every informer listed) and the bytes the
-   informers listed (``preemptguard_informer_listed_bytes_total``); seconds to the first admission that carries a
-   prediction (the predictor's index is built after ``/readyz``; an admission before that is allowed without one);
-   RSS when ready, peak RSS, RSS per pod.
+3. ``preempt-guard serve --kubeconfig`` starts: seconds to ``/readyz`` (every informer listed and the predictor's
+   index built) and the bytes the informers listed (``preemptguard_informer_listed_bytes_total``); seconds to the
+   first admission that carries a prediction; RSS when ready, peak RSS, RSS per pod.
 4. Latency p50/p99 of ``POST /preview`` (bearer token: a TokenReview and SubjectAccessReviews per call, as in a
    cluster) and ``POST /mutate/pods`` (an AdmissionReview, as the API server sends it) for a pod that fits, one
    that preempts and one that cannot be placed; every answer is checked for that outcome.
@@ -34,9 +36,10 @@ For each size, in one run:
    --snapshot-cache`` cached.
 
 Every process started is stopped by PID and the etcd data directory is removed after each size. Free memory is
-watched: below 4 GiB available the run stops. The load average before and after each size is printed: figures
-taken while other jobs run are noisy. One table follows, with the growth from the smallest to the largest size,
-and the issue's targets checked on the largest size.
+watched: below 4 GiB available the run stops, saying in which phase and the RSS of etcd, kube-apiserver, the loader
+and each replica then; their peaks are rows of the table. The load average before and after each size is
+printed: figures taken while other jobs run are noisy. One table follows, with the growth from the smallest to
+the largest size, and the issue's targets checked on the largest size.
 """
 
 from __future__ import annotations
@@ -74,6 +77,9 @@ from webhook.verify.controlplane import ControlPlane, kube_bin_dir, stop_process
 PREVIEW_PATH = "/preview"
 MIN_AVAILABLE_GIB = 4.0
 ETCD_QUOTA_BYTES = 16 * 2**30
+# kube-apiserver's GOMEMLIMIT: above its live heap at 15,000 nodes, below what 24 GB leave it beside etcd, two
+# replicas and the 4 GiB floor (see ``apiserver_env``).
+APISERVER_MEMORY_LIMIT = "9GiB"
 LAG_POLL_SECONDS = 0.05
 KINDS = ("fit", "preempt", "unschedulable")
 OUTCOME = {"fit": "Fits", "preempt": "Preempts", "unschedulable": "Unschedulable"}
@@ -146,27 +152,60 @@ def load_average() -> str:
 
 
 class MemoryGuard:
-    """Stops the run (by PID, every process registered) when the machine's available memory falls below the floor."""
+    """Stops the run (by PID, every process registered) when the machine's available memory falls below the floor.
+    Every second it also samples the RSS of every process registered under a name (etcd, kube-apiserver, scaleload,
+    each replica): the peak per name is a figure, and where the memory went is printed when the floor trips."""
 
     def __init__(self, floor_gib: float = MIN_AVAILABLE_GIB) -> None:
         self.floor = floor_gib
         self.tripped = ""
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.names: dict[int, str] = {}
+        self.peaks: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+        self.phase = ""
         self.lowest = float("inf")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
+    def _sample(self) -> dict[str, float]:
+        found: dict[str, float] = {}
+        for process in list(self.processes):
+            name = self.names.get(process.pid)
+            if name is None or process.poll() is not None:
+                continue
+            try:
+                found[name] = memory_mib(process.pid)[0]
+            except (OSError, KeyError):
+                continue
+        return found
+
     def _watch(self) -> None:
         while not self._stop.wait(1.0):
             available = available_gib()
             self.lowest = min(self.lowest, available)
+            self.last = self._sample()
+            for name, rss in self.last.items():
+                self.peaks[name] = max(self.peaks.get(name, 0.0), rss)
             if available < self.floor and not self.tripped:
-                self.tripped = f"available memory {available:.1f} GiB < {self.floor:g} GiB: stopping"
+                where = ", ".join(f"{name} {rss:,.0f} MiB" for name, rss in sorted(self.last.items()))
+                self.tripped = (f"available memory {available:.1f} GiB < {self.floor:g} GiB during {self.phase or '-'}"
+                                f" ({where}): stopping")
                 print(f"!! {self.tripped}", file=sys.stderr, flush=True)
                 for process in list(self.processes):
                     if process.poll() is None:
                         process.send_signal(signal.SIGKILL)
+
+    def enter(self, phase: str) -> None:
+        """Name the phase now running (in the message when the floor trips) and print the memory at its start."""
+        self.phase = phase
+        where = ", ".join(f"{name} {rss:,.0f}" for name, rss in sorted(self._sample().items()))
+        print(f"   [{phase}] {available_gib():.1f} GiB available; RSS MiB: {where or '-'}", flush=True)
+
+    def reset_peaks(self) -> None:
+        self.peaks.clear()
+        self.names.clear()
 
     def check(self) -> None:
         if self.tripped:
@@ -179,9 +218,17 @@ class MemoryGuard:
 GUARD: MemoryGuard | None = None
 
 
-def watched(process: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+def phase(name: str) -> None:
+    if GUARD is not None:
+        GUARD.enter(name)
+
+
+def watched(process: subprocess.Popen[bytes], name: str = "") -> subprocess.Popen[bytes]:
+    """Register ``process`` with the memory guard (killed when the floor trips; its RSS sampled under ``name``)."""
     if GUARD is not None:
         GUARD.processes.append(process)
+        if name:
+            GUARD.names[process.pid] = name
     return process
 
 
@@ -261,7 +308,7 @@ def start_replica(kubeconfig: Path, workdir: Path, name: str) -> Replica:
              "--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics_port), "--config", str(config),
              "--log-level", "warning"],
             stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    return Replica(watched(process), port, metrics_port, log, time.monotonic())
+    return Replica(watched(process, name), port, metrics_port, log, time.monotonic())
 
 
 # ---- probes ------------------------------------------------------------------------------------------------------
@@ -314,9 +361,9 @@ class Prober:
                                                       timeout=60)
 
     def warm_up(self, endpoint: str, kind: str, seconds: float = 120.0) -> None:
-        """Calls until the answer carries a prediction: ``/readyz`` answers once the cache is synced, while the
-        predictor's index is still being built in the background (webhook/server/app.py), and an admission
-        meanwhile is allowed without a prediction when it runs out of its budget."""
+        """Calls until the answer carries a prediction (``/readyz`` waits for the informers and the predictor's
+        index, so the first call should carry one; an answer without one would be a readiness bug, shown in
+        the "start to the first admission with a prediction" row)."""
         deadline = time.monotonic() + seconds
         while True:
             try:
@@ -504,7 +551,7 @@ def load_cluster(loader: Path, plane: ControlPlane, nodes: int, pods_per_node: i
     if via == "etcd":
         command += ["-etcd", f"http://127.0.0.1:{plane.etcd_port}"]
     process = watched(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE))
+                                       stderr=subprocess.PIPE), "scaleload")
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     began = time.monotonic()
     try:
@@ -539,19 +586,31 @@ def apiserver_pid(plane: ControlPlane) -> int:
     return next(c.process.pid for c in plane.components if c.name == "kube-apiserver")
 
 
+def apiserver_env(args: argparse.Namespace) -> dict[str, str]:
+    """Go runtime knobs for kube-apiserver (no semantic change): a soft memory limit, so its garbage collector runs
+    before the heap doubles (GOGC=100) instead of after. At 5,000 nodes its live heap was 1.8-2.3 GB (the watch
+    cache's pods, and its own informer's pods for ServiceAccount token checks: two copies, as in every cluster)
+    while its RSS reached 5.3 GB."""
+    return {"GOMEMLIMIT": args.apiserver_memory_limit} if args.apiserver_memory_limit else {}
+
+
 def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: Path) -> Figures:
     figures: Figures = {"nodes": nodes, "pods": nodes * args.pods_per_node, "loadavg before": load_average()}
     print(f"\n== {nodes:,} nodes, {nodes * args.pods_per_node:,} pods (load average {figures['loadavg before']}; "
           f"{available_gib():.1f} GiB available)", flush=True)
     loader = loader_binary(kube_bin, workdir)
     plane = ControlPlane(workdir / f"plane-{nodes}", kube_bin, with_scheduler=False,
-                         extra_etcd_args=["--quota-backend-bytes", str(ETCD_QUOTA_BYTES)])
+                         extra_etcd_args=["--quota-backend-bytes", str(ETCD_QUOTA_BYTES)],
+                         component_env={"kube-apiserver": apiserver_env(args)})
     replicas: list[Replica] = []
     try:
+        if GUARD is not None:
+            GUARD.reset_peaks()
         plane.start()
         for component in plane.components:
-            watched(component.process)
+            watched(component.process, component.name)
         via = args.load_via if args.load_via != "auto" else ("api" if nodes <= 1000 else "etcd")
+        phase(f"load via {via}")
         figures.update(load_cluster(loader, plane, nodes, args.pods_per_node, via))
         print(f"loaded {figures['load objects']:,} objects via {via} in {figures['load seconds']:.0f}s "
               f"({figures['load objects/s']:,.0f} objects/s, {figures['load requests/s']:,.0f} requests/s)", flush=True)
@@ -559,6 +618,7 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         api_pid = apiserver_pid(plane)
         figures["apiserver RSS, loaded"] = memory_mib(api_pid)[0]
 
+        phase("serve lists")
         first = start_replica(kubeconfig, workdir, "replica-0")
         replicas.append(first)
         figures["ready"] = first.wait_ready()
@@ -570,12 +630,14 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
                             "preemptguard_informer_listed_bytes_total")) / 1e6})
         print(f"ready in {figures['ready']:.1f}s, {figures['listed MB']:.0f} MB listed, RSS {rss:.0f} MiB", flush=True)
 
+        phase("idle latencies")
         prober = Prober(first, token)
         prober.warm_up("mutate", "fit")
         figures["predicting"] = time.monotonic() - first.started
         figures.update(latency_figures(prober, args.samples))
         print("idle latencies measured", flush=True)
 
+        phase("churn")
         quiet_cpu = cpu_seconds(api_pid)
         began = time.monotonic()
         churn = churn_phase(loader, kubeconfig, nodes, args.churn_rate, args.churn_seconds, [first], workdir,
@@ -605,14 +667,19 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         figures["highest churn rate kept up with"] = kept
         figures["churn limit"] = limit
 
+        phase("saturation")
         figures.update(saturation(first, args.saturation_seconds))
         prober.close()
         print(f"saturation: {figures['admissions/s at saturation']:.0f} admissions/s", flush=True)
 
         if args.replicas > 1:
+            phase("replicas")
             figures.update(high_availability(args, loader, plane, replicas, workdir, nodes))
         figures["RSS peak"] = first.rss()[1]
         figures["apiserver RSS"] = memory_mib(api_pid)[0]
+        phase("end")
+        if GUARD is not None:
+            figures.update({f"{name} RSS peak": rss for name, rss in GUARD.peaks.items()})
     finally:
         for replica in replicas:
             replica.stop()
@@ -727,6 +794,9 @@ ROWS: tuple[Row, ...] = (
     Row("highest churn rate kept up with", "highest churn rate kept up with", "/s", 0),
     Row("admissions/s at saturation", "admissions/s at saturation (fits)", "/s", 0),
     Row("apiserver RSS", "kube-apiserver RSS", "MiB", 0),
+    Row("kube-apiserver RSS peak", "kube-apiserver RSS peak", "MiB", 0),
+    Row("etcd RSS peak", "etcd RSS peak", "MiB", 0),
+    Row("scaleload RSS peak", "loader RSS peak", "MiB", 0),
     Row("apiserver CPU/s, 1 replica", "kube-apiserver CPU during churn, 1 replica", "cores", 2),
     Row("apiserver CPU/s, N replicas", "kube-apiserver CPU during churn, N replicas", "cores", 2),
     Row("RSS per replica", "RSS per replica (N replicas)", "MiB", 0),
@@ -801,6 +871,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-via", choices=("auto", "api", "etcd"), default="auto",
                         help="api: create + status through the API; etcd: nodes and pods straight into etcd "
                              "(the API server then serves them); auto: api up to 1,000 nodes, etcd above")
+    parser.add_argument("--apiserver-memory-limit", default=APISERVER_MEMORY_LIMIT,
+                        help="GOMEMLIMIT of kube-apiserver ('' for none; default %(default)s)")
     parser.add_argument("--no-snapshot-path", dest="snapshot_path", action="store_false")
     parser.add_argument("--kube-bin", type=Path, help="etcd and kube-apiserver (default: $PREEMPTGUARD_KUBE_BIN)")
     parser.add_argument("--workdir", type=Path, help="where etcd's data goes (default: a temporary directory)")
@@ -831,6 +903,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
     print(f"\nlowest available memory during the run: {GUARD.lowest:.1f} GiB; {os.cpu_count()} CPUs")
+    print(f"kube-apiserver: GOMEMLIMIT={args.apiserver_memory_limit or '(none)'}; etcd: --quota-backend-bytes "
+          f"{ETCD_QUOTA_BYTES}, --unsafe-no-fsync")
     missed = report(results)
     if stopped:
         print(stopped)

@@ -24,7 +24,8 @@ For each size, in one run:
 5. The same while scaleload churns pods (create, update, delete, bound to random nodes) at 500 writes/s, with the
    informer lag: for every acknowledged write, from the moment the API server answered it (carrying the
    write's resourceVersion) until the webhook's ``preemptguard_informer_resource_version{kind="Pod"}``, polled
-   every 50 ms, reached that resourceVersion (resolution: the poll interval). Then higher rates, doubling, until
+   every 100 ms, reached that resourceVersion (resolution: the poll interval; each poll renders the webhook's
+   /metrics, 2-3 ms of its event loop, so the poll is no faster). Then higher rates, doubling, until
    the lag p99 passes 2 s or the API server no longer delivers the rate: the highest rate kept up with.
 6. Admissions per second at saturation: 8 connections closed-loop, pods that fit, predictions on (the client
    runs in this process: on 2 cores it takes CPU from the server, so this is the system's figure).
@@ -48,6 +49,7 @@ import argparse
 import asyncio
 import base64
 import bisect
+import contextlib
 import http.client
 import json
 import os
@@ -80,7 +82,7 @@ ETCD_QUOTA_BYTES = 16 * 2**30
 # kube-apiserver's GOMEMLIMIT: above its live heap at 15,000 nodes, below what 24 GB leave it beside etcd, two
 # replicas and the 4 GiB floor (see ``apiserver_env``).
 APISERVER_MEMORY_LIMIT = "9GiB"
-LAG_POLL_SECONDS = 0.05
+LAG_POLL_SECONDS = 0.1
 KINDS = ("fit", "preempt", "unschedulable")
 OUTCOME = {"fit": "Fits", "preempt": "Preempts", "unschedulable": "Unschedulable"}
 Figures = dict[str, Any]
@@ -218,6 +220,54 @@ class MemoryGuard:
 GUARD: MemoryGuard | None = None
 
 
+class Cores:
+    """Where processes run once the webhook is ready (``--isolate``, on machines of 2+ CPUs): the control plane and
+    the churn generator on the last CPU, the webhook's replicas and the probing client on the first, as a webhook
+    runs in a cluster on other machines than the API server. Without it, the 500 writes/s the API server handles
+    and the load generator take the webhook's CPU, and the latencies under churn measure the sharing, not the
+    webhook (bench/scale.py at 1,000 nodes: serve got half a core while churning). The lists before /readyz run
+    unpinned. Other jobs on the machine are not pinned: they still share both."""
+
+    def __init__(self) -> None:
+        count = os.cpu_count() or 1
+        self.active = False
+        self.webhook = {0}
+        self.control = {count - 1}
+
+    def pin(self, pid: int, cpus: set[int]) -> None:
+        """Every thread of ``pid`` (threads made later inherit the creator's set)."""
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError):  # a thread that ended meanwhile
+                os.sched_setaffinity(int(task.name), cpus)
+
+    def control_plane(self) -> Callable[[], None] | None:
+        """A ``preexec_fn`` pinning a new process to the control plane's CPU (None when not isolating)."""
+        cpus = self.control
+        return (lambda: os.sched_setaffinity(0, cpus)) if self.active else None
+
+    def webhook_side(self) -> Callable[[], None] | None:
+        cpus = self.webhook
+        return (lambda: os.sched_setaffinity(0, cpus)) if self.active else None
+
+    def isolate(self, plane_pids: list[int], replicas: list[Replica]) -> None:
+        if (os.cpu_count() or 1) < 2:
+            return
+        self.active = True
+        for pid in plane_pids:
+            self.pin(pid, self.control)
+        for replica in replicas:
+            self.pin(replica.process.pid, self.webhook)
+        os.sched_setaffinity(0, self.webhook)  # this thread: the prober (and the threads it starts)
+
+    def release(self) -> None:
+        if self.active:
+            self.active = False
+            os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+
+
+CORES = Cores()
+
+
 def phase(name: str) -> None:
     if GUARD is not None:
         GUARD.enter(name)
@@ -307,7 +357,8 @@ def start_replica(kubeconfig: Path, workdir: Path, name: str) -> Replica:
             [sys.executable, "-m", "webhook.cli", "serve", "--kubeconfig", str(kubeconfig), "--tls-self-signed",
              "--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics_port), "--config", str(config),
              "--log-level", "warning"],
-            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            preexec_fn=CORES.webhook_side())
     return Replica(watched(process, name), port, metrics_port, log, time.monotonic())
 
 
@@ -477,7 +528,8 @@ def run_churn(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds: 
     """Start scaleload churn; the callable waits for it and returns its summary and its write records."""
     process = watched(subprocess.Popen(
         [str(loader), "churn", "-kubeconfig", str(kubeconfig), "-rate", str(rate), "-duration", f"{seconds}s",
-         "-nodes", str(nodes), "-prefix", prefix, "-out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+         "-nodes", str(nodes), "-prefix", prefix, "-out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=CORES.control_plane()))
 
     def finish() -> tuple[Figures, list[dict[str, int]]]:
         stdout, stderr = process.communicate()
@@ -537,9 +589,17 @@ async def _saturate(port: int, connections: int, seconds: float) -> tuple[int, i
 
 
 def saturation(replica: Replica, seconds: float, connections: int = 8) -> Figures:
-    asyncio.run(_saturate(replica.port, connections, 1.0))  # warm-up
-    began = time.monotonic()
-    done, errors = asyncio.run(_saturate(replica.port, connections, seconds))
+    """Closed-loop admissions; with ``--isolate`` the client runs on the control plane's (idle) CPU, not on the
+    webhook's."""
+    if CORES.active:
+        os.sched_setaffinity(0, CORES.control)
+    try:
+        asyncio.run(_saturate(replica.port, connections, 1.0))  # warm-up
+        began = time.monotonic()
+        done, errors = asyncio.run(_saturate(replica.port, connections, seconds))
+    finally:
+        if CORES.active:
+            os.sched_setaffinity(0, CORES.webhook)
     return {"admissions/s at saturation": done / (time.monotonic() - began), "saturation errors": errors}
 
 
@@ -630,6 +690,9 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
                             "preemptguard_informer_listed_bytes_total")) / 1e6})
         print(f"ready in {figures['ready']:.1f}s, {figures['listed MB']:.0f} MB listed, RSS {rss:.0f} MiB", flush=True)
 
+        if args.isolate:
+            CORES.isolate([c.process.pid for c in plane.components], replicas)
+        figures["isolated"] = CORES.active
         phase("idle latencies")
         prober = Prober(first, token)
         prober.warm_up("mutate", "fit")
@@ -681,6 +744,7 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         if GUARD is not None:
             figures.update({f"{name} RSS peak": rss for name, rss in GUARD.peaks.items()})
     finally:
+        CORES.release()
         for replica in replicas:
             replica.stop()
         plane.stop()
@@ -873,6 +937,8 @@ def main(argv: list[str] | None = None) -> int:
                              "(the API server then serves them); auto: api up to 1,000 nodes, etcd above")
     parser.add_argument("--apiserver-memory-limit", default=APISERVER_MEMORY_LIMIT,
                         help="GOMEMLIMIT of kube-apiserver ('' for none; default %(default)s)")
+    parser.add_argument("--no-isolate", dest="isolate", action="store_false",
+                        help="keep the webhook on the same CPUs as the API server and the churn (see Cores)")
     parser.add_argument("--no-snapshot-path", dest="snapshot_path", action="store_false")
     parser.add_argument("--kube-bin", type=Path, help="etcd and kube-apiserver (default: $PREEMPTGUARD_KUBE_BIN)")
     parser.add_argument("--workdir", type=Path, help="where etcd's data goes (default: a temporary directory)")
@@ -905,6 +971,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nlowest available memory during the run: {GUARD.lowest:.1f} GiB; {os.cpu_count()} CPUs")
     print(f"kube-apiserver: GOMEMLIMIT={args.apiserver_memory_limit or '(none)'}; etcd: --quota-backend-bytes "
           f"{ETCD_QUOTA_BYTES}, --unsafe-no-fsync")
+    if args.isolate and (os.cpu_count() or 1) >= 2:
+        print(f"once ready: kube-apiserver, etcd and the churn on CPU {CORES.control}, the replicas and the prober on "
+              f"CPU {CORES.webhook} (--no-isolate: shared)")
     missed = report(results)
     if stopped:
         print(stopped)

@@ -1,7 +1,8 @@
 """The biggest clusters, live against a real kube-apiserver (issue 29; not a test).
 
     .venv/bin/python bench/scale.py [--nodes 1000 5000 15000] [--pods-per-node 30] [--samples 200]
-                                    [--churn-seconds 20] [--replicas 2] [--no-snapshot-path] [--json FILE] [--quick]
+                                    [--churn-seconds 20] [--replicas 2] [--apiserver-memory-limit 9GiB] [--no-isolate]
+                                    [--no-snapshot-path] [--json FILE] [--quick]
 
 For each size, in one run:
 

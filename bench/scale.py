@@ -93,8 +93,8 @@ Figures = dict[str, Any]
 def api_object(raw: dict[str, Any], stored: bool = False) -> dict[str, Any]:
     """A generated object (as kubectl prints it) as a client creates it: no server-set metadata, and for a pod no
     ``spec.priority`` (the Priority admission plugin sets it from the class and refuses a pod that brings one);
-    a running pod's conditions and container statuses, as a kubelet writes them. ``stored``: as it is written into
-    etcd past admission (uid, creation time and priority kept)."""
+    a running pod's conditions and container statuses (with their actual resources), as a v1.37 kubelet writes
+    them. ``stored``: as it is written into etcd past admission (uid, creation time and priority kept)."""
     meta = raw["metadata"]
     for key in ("resourceVersion",) if stored else ("resourceVersion", "uid", "creationTimestamp"):
         meta.pop(key, None)
@@ -110,7 +110,9 @@ def api_object(raw: dict[str, Any], stored: bool = False) -> dict[str, Any]:
         status["containerStatuses"] = [{
             "name": container["name"], "image": container["image"], "ready": True, "started": True,
             "restartCount": 0, "imageID": f"{container['image']}@sha256:{'2' * 64}",
-            "containerID": f"containerd://{'3' * 64}", "state": {"running": {"startedAt": started}}}]
+            "containerID": f"containerd://{'3' * 64}", "state": {"running": {"startedAt": started}},
+            # What a v1.33+ kubelet reports for a running container (in-place resize): its actual resources.
+            **({"resources": json.loads(json.dumps(container["resources"]))} if "resources" in container else {})}]
     return raw
 
 

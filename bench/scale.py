@@ -751,6 +751,7 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         if args.replicas > 1:
             phase("replicas")
             figures.update(high_availability(args, loader, plane, replicas, workdir, nodes))
+        figures["Pod relists"] = first.metrics().get('preemptguard_informer_relists_total{kind="Pod"}', 0) - 1
         figures["RSS peak"] = first.rss()[1]
         figures["apiserver RSS"] = memory_mib(api_pid)[0]
         phase("end")
@@ -872,6 +873,7 @@ ROWS: tuple[Row, ...] = (
       for e in ("mutate", "preview") for k in KINDS),
     Row("churn without prediction", "churn: admissions past their budget (no prediction)", digits=0),
     Row("lag p50", "churn: informer lag p50", "s", 2),
+    Row("Pod relists", "Pod informer relists after the first list (410 Gone)", digits=0),
     Row("lag p99", "churn: informer lag p99", "s", 2, _under(2, "s")),
     Row("highest churn rate kept up with", "highest churn rate kept up with", "/s", 0),
     Row("admissions/s at saturation", "admissions/s at saturation (fits)", "/s", 0),

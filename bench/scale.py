@@ -368,9 +368,11 @@ def start_replica(kubeconfig: Path, workdir: Path, name: str) -> Replica:
 # ---- probes ------------------------------------------------------------------------------------------------------
 def probe_pod(kind: str, serial: int) -> dict[str, Any]:
     """A pending pod that fits, must preempt, or cannot be placed on the generated cluster (16-CPU nodes requested
-    to 88-99%)."""
+    to 88-99%). The one that cannot be placed asks more CPU than any node has, so no preemption can place it
+    (still searched for: the resources are not unresolvable); 12 CPUs of class standard preempted batch pods on
+    some node of 15,000."""
     cls, cpu, mem = {"fit": ("standard", 50, 64), "preempt": ("high", (2000, 3000, 4000)[serial % 3], 2048),
-                     "unschedulable": ("standard", 12000, 1024)}[kind]
+                     "unschedulable": ("standard", 17000, 1024)}[kind]
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"probe-{kind}-{serial}", "namespace": f"team-{serial % 20:02d}",
                          "labels": {"app": "probe"}},
@@ -963,11 +965,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kube-bin", type=Path, help="etcd and kube-apiserver (default: $PREEMPTGUARD_KUBE_BIN)")
     parser.add_argument("--workdir", type=Path, help="where etcd's data goes (default: a temporary directory)")
     parser.add_argument("--json", type=Path, help="write every figure here as JSON")
+    parser.add_argument("--report", type=Path, nargs="+", metavar="JSON",
+                        help="print the table of sizes measured before (their --json files, in order) and exit")
     parser.add_argument("--quick", action="store_true", help="50 samples, 5 s of churn, no sweep beyond 1,000/s")
     args = parser.parse_args(argv)
     if args.quick:
         args.samples, args.churn_seconds, args.sweep_seconds = 50, 5.0, 4.0
         args.max_churn_rate, args.saturation_seconds = 1000.0, 3.0
+    if args.report:
+        saved = [figures for path in args.report for figures in json.loads(path.read_text(encoding="utf-8"))]
+        missed = report(sorted(saved, key=lambda figures: figures["nodes"]))
+        return 1 if missed else 0
     kube_bin = kube_bin_dir(args.kube_bin)
     GUARD = MemoryGuard()
     results: list[Figures] = []

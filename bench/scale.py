@@ -873,9 +873,9 @@ ROWS: tuple[Row, ...] = (
     *(Row(f"churn {e} {k} p99", f"churn: {e} {k} p99", "ms", 2,
           _within(f"{e} {k} p99", 1.5) if e == "mutate" else None)
       for e in ("mutate", "preview") for k in KINDS),
-    Row("churn without prediction", "churn: admissions past their budget (no prediction)", digits=0),
+    Row("churn without prediction", "churn: admissions past budget (no prediction)", digits=0),
     Row("lag p50", "churn: informer lag p50", "s", 2),
-    Row("Pod relists", "Pod informer relists after the first list (410 Gone)", digits=0),
+    Row("Pod relists", "Pod informer relists after its first list", digits=0),
     Row("lag p99", "churn: informer lag p99", "s", 2, _under(2, "s")),
     Row("highest churn rate kept up with", "highest churn rate kept up with", "/s", 0),
     Row("admissions/s at saturation", "admissions/s at saturation (fits)", "/s", 0),

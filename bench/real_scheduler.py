@@ -1,7 +1,7 @@
 """PreemptGuard against the real kube-scheduler on random clusters (not a test).
 
     .venv/bin/python bench/real_scheduler.py --n 200 --seed 1 [--kube-version vX.Y.Z | --kube-bin DIR]
-                                             [--features admission-chain,resize] [--keep DIR] [--timeout 30]
+                                             [--features admission-chain,resize,volumes,dra] [--keep DIR] [--timeout 30]
 
 ``--kube-version vX.Y.Z`` takes the binaries ``conformance/build --kube-version vX.Y.Z`` builds
 (``conformance/bin/vX.Y.Z``, or ``--kube-bin DIR``) and refuses binaries of another release.

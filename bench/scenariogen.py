@@ -28,7 +28,8 @@ cluster is: RuntimeClass admission then changes nothing), or is created in a ter
 (the incoming pod's containers defaulted by its namespace's LimitRange, some refused by its maximum; a RuntimeClass
 named only, for admission to add its overhead and scheduling; a RuntimeClass that does not exist; a missing
 namespace; scheduling gates; another scheduler's name) and ``resize`` (running pods whose status' allocated and
-actuated requests differ from the spec, some resizes Infeasible).
+actuated requests differ from the spec, some resizes Infeasible), ``volumes`` and ``dra`` (storage and devices,
+issue #27: ``bench/scenariogen_storage.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from bench import scenariogen_storage as storage
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 POOLS = ("general", "batch")
@@ -565,7 +568,7 @@ def _scoring(rng: random.Random, objects: list[dict[str, Any]], incoming: dict[s
 
 # Feature families drawn on top, each from its own random stream (``--features``): without them a seed gives
 # the scenarios it always gave.
-FAMILIES = ("admission-chain", "resize")
+FAMILIES = ("admission-chain", "resize", "volumes", "dra")
 SANDBOX_CLASSES_MISSING = "wasm"  # a RuntimeClass no cluster here holds
 
 
@@ -664,6 +667,10 @@ def generate_scenario(seed: int, index: int, families: frozenset[str] = frozense
         _admission_chain(random.Random(f"{seed}-{index}-chain"), objects, incoming)
     if "resize" in families:
         _resized(random.Random(f"{seed}-{index}-resize"), objects)
+    if "volumes" in families:
+        storage.volumes(random.Random(f"{seed}-{index}-volumes"), objects, incoming)
+    if "dra" in families:
+        storage.devices(random.Random(f"{seed}-{index}-dra"), objects, incoming)
     return objects, incoming
 
 
@@ -733,6 +740,7 @@ def features(objects: list[dict[str, Any]], pod: dict[str, Any]) -> set[str]:
         "resized pods (status resources)": any("allocatedResources" in json.dumps(p.get("status") or {})
                                                for p in existing),
         "infeasible resize": any("Infeasible" in json.dumps(p.get("status") or {}) for p in existing),
+        **storage.features(objects, spec),
     }
     return {name for name, present in checks.items() if present}
 

@@ -158,3 +158,31 @@ def test_volumes_and_devices_are_predicted_as_the_real_scheduler_decides(
     assert seen == {name: expected for name, (_, _, expected) in SCENARIOS.items()}, json.dumps(report, indent=1)
     assert all(r["agree"] for r in report["results"]), json.dumps(
         [r for r in report["results"] if not r["agree"]], indent=1)
+
+
+# A seeded sample of bench/real_scheduler.py --features volumes,dra (the README's figure is its 200 scenarios).
+SAMPLE_SEED, SAMPLE_START, SAMPLE_SIZE = 4, 181, 8  # a window with every controller stand-in and preemptions
+SAMPLE_FAMILIES = frozenset({"volumes", "dra"})
+
+
+@pytest.mark.timeout(600)
+def test_a_seeded_sample_of_random_clusters_with_volumes_and_devices_agrees(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from controlplane import kube_bin_dir
+
+    from bench.scenariogen import features, generate_scenario, write_scenarios
+
+    write_scenarios(tmp_path / "sample", SAMPLE_SIZE, SAMPLE_SEED, SAMPLE_START, SAMPLE_FAMILIES)
+    code = main(["verify", "--kube-bin", str(kube_bin_dir()), "-o", "json", "--scenarios", str(tmp_path / "sample")])
+    report = json.loads(capsys.readouterr().out)
+    summary = report["summary"]
+    print(f"\nseed {SAMPLE_SEED}, {SAMPLE_SIZE} random clusters with volumes and devices against kube-scheduler"
+          f" {report['kubernetesVersion']}: {summary}")
+    used = set().union(*(features(*generate_scenario(SAMPLE_SEED, i, SAMPLE_FAMILIES))
+                         for i in range(SAMPLE_START, SAMPLE_START + SAMPLE_SIZE)))
+    assert {"WaitForFirstConsumer claim, provisioned", "ephemeral volume", "devices: a claim template",
+            "ReadWriteOncePod claim held by a running pod", "CSI attach limits (CSINode)"} <= used, used
+    outcomes = {r["observed"]["outcome"] for r in report["results"]}
+    assert {"Fits", "Preempts", "Unschedulable"} <= outcomes, outcomes
+    assert summary["scenarios"] == SAMPLE_SIZE and summary["errors"] == 0
+    assert [r for r in report["results"] if not r["agree"]] == [] and code == 0

@@ -185,6 +185,20 @@ def test_a_missing_claim_makes_the_pod_unschedulable_everywhere() -> None:
     assert "nowhere" in result["message"]
 
 
+def test_an_extended_resource_a_device_class_provides_is_allocated_from_the_nodes_devices() -> None:
+    # DRAExtendedResource (GA in v1.37): no node has example.com/accel in its allocatable, the DeviceClass names it,
+    # so DynamicResources allocates n1's device for it (one device: a second is not there).
+    accel = DRA.replace("metadata: {name: gpu}\n  spec: {selectors:",
+                        "metadata: {name: accel}\n  spec: {extendedResourceName: example.com/accel, selectors:")
+    pod = pod_manifest(cpu="1")
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", "example.com/accel": "1"},
+                                                 "limits": {"example.com/accel": "1"}}
+    assert _preview(cluster(_dra_node() + accel), pod)["outcome"] == Outcome.FITS
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", "example.com/accel": "2"},
+                                                 "limits": {"example.com/accel": "2"}}
+    assert _preview(cluster(_dra_node() + accel), pod)["outcome"] == Outcome.UNSCHEDULABLE
+
+
 def test_an_extended_resource_pod_on_a_cluster_serving_dra_is_predicted_like_any_other() -> None:
     """A live cluster lists DeviceClasses (resource.k8s.io is served since v1.34): a pod asking a device plugin's
     extended resource goes through DRAExtendedResource's class lookup (none backs it here), and is predicted as

@@ -499,9 +499,10 @@ def _wait_pods_gone(plane: ControlPlane, keys: Iterable[str], *, timeout: float)
 def restore_cluster(plane: ControlPlane, objects: Sequence[Mapping[str, Any]], *, timeout: float = 30.0,
                     pods_under_test: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """Back to what ``load_cluster(objects)`` left, after pods ran on it: quicker than emptying and loading again
-    for the next scenario on the same snapshot. Only pods and quota usage change here (no controller runs): pods
-    the scenario created go, pods it preempted or whose nomination the scheduler cleared are stored again, and
-    the quotas get the snapshot's status back. Returns the fidelity notes."""
+    for the next scenario on the same snapshot. Pods, quota usage, volumes and claims change here (the scheduler
+    binds and allocates, verify's controller stand-ins make claims and volumes): pods the scenario created go, pods
+    it preempted or whose nomination the scheduler cleared are stored again, the quotas get the snapshot's status
+    back, and the volumes, claims and devices are the snapshot's again. Returns the fidelity notes."""
     plan = plan_load(objects, pods_under_test=pods_under_test)
     snapshot_pods = {_key(o): o for o in plan.objects if o["kind"] == "Pod"}
     reload = dict(snapshot_pods)
@@ -516,8 +517,15 @@ def restore_cluster(plane: ControlPlane, objects: Sequence[Mapping[str, Any]], *
     plane.etcd.delete_all(gone)
     _wait_pods_gone(plane, [k.split("/", 3)[3] for k in gone if k not in {object_key(p) for p in reload.values()}],
                     timeout=timeout)
+    # Volumes and devices back as stored: the scheduler's bindings and allocations, the claims and volumes the
+    # controllers' stand-ins made (controllers.py) go.
+    stored = [o for o in plan.objects if o["kind"] in STORAGE_AND_DEVICE_KINDS]
+    wanted = {object_key(o) for o in stored}
+    plane.etcd.delete_all([key for kind in STORAGE_AND_DEVICE_KINDS for key in plane.etcd.keys(prefix_of(kind))
+                           if key not in wanted])
     plane.etcd.put_all([(object_key(p), p) for p in reload.values()]
-                       + [(object_key(q), q) for q in plan.objects if q["kind"] == "ResourceQuota"])
+                       + [(object_key(q), q) for q in plan.objects if q["kind"] == "ResourceQuota"]
+                       + [(object_key(o), o) for o in stored])
     _wait_listed(plane, {"Pod": len(snapshot_pods)}, timeout=timeout)
     wait_for_scheduler(plane, plan.counts().get("Node", 0), timeout=timeout)
     _keep_nominations(plane, plan, timeout=timeout)

@@ -34,6 +34,13 @@ from typing import Any
 from webhook.cluster.model import DEFAULT_SCHEDULER_NAME
 from webhook.observe.compare import ERROR
 from webhook.preemption.results import Outcome
+from webhook.verify.controllers import (
+    complete_bindings,
+    create_pod_claims,
+    needs_claims_made,
+    pod_needs_controllers,
+    with_stand_in_gate,
+)
 from webhook.verify.controlplane import ControlPlane, collection_path
 from webhook.verify.loader import force_delete_pod
 
@@ -232,12 +239,17 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
     before = pod_marks(plane)
     log = SchedulerLog(plane)
     manifest = with_owner(plane, manifest)
-    code, body = plane.request("POST", collection_path(manifest), manifest)
+    make_claims = needs_claims_made(manifest)
+    code, body = plane.request("POST", collection_path(manifest),
+                               with_stand_in_gate(manifest) if make_claims else manifest)
     if 400 <= code < 500:
         return Observation(Outcome.REJECTED, message=_api_message(body))
     if code not in (200, 201):
         return Observation(ERROR, message=f"the API server answered {code}: {_api_message(body)}")
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    if make_claims:  # the controllers' claims exist before the scheduler first sees the pod (controllers.py)
+        create_pod_claims(plane, body)
+    binds = pod_needs_controllers(body)
     uid = str(body["metadata"].get("uid") or "")
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
     scheduler_name = (body.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME
@@ -253,9 +265,14 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
         node = (pod.get("spec") or {}).get("nodeName")
         nominated = (pod.get("status") or {}).get("nominatedNodeName")
         scheduled = _condition(pod, "PodScheduled") or {}
+        if binds and not node:
+            complete_bindings(plane, namespace)
         if node:
             return Observation(Outcome.FITS, node=node, message=f"bound to {node}", pod_name=name, uid=uid)
-        if nominated and scheduled.get("status") == "False":
+        # A nomination with PodScheduled=False is a preemption's, unless the condition is still the API server's
+        # SchedulingGated of a pod whose gate verify removed (controllers.py): then the nomination is the binding
+        # cycle's (NominatedNodeNameForExpectation) while VolumeBinding's PreBind waits for its volumes.
+        if nominated and scheduled.get("status") == "False" and scheduled.get("reason") != "SchedulingGated":
             return _observe_preemption(plane, PreemptorRef(namespace, name, uid, path, str(nominated)), before, log,
                                        deadline, timeout)
         if not scheduled:
@@ -265,7 +282,9 @@ def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: fl
         elif scheduled.get("status") == "False":
             reason = scheduled.get("reason")
             gated = reason == "SchedulingGated" and bool((pod.get("spec") or {}).get("schedulingGates"))
-            if gated:
+            if reason == "SchedulingGated" and not gated:
+                pass  # verify's own gate was just removed (controllers.py): the scheduler has not looked yet
+            elif gated:
                 refused_since = refused_since if refused_since is not None else time.monotonic()
                 if time.monotonic() - refused_since >= UNSCHEDULABLE_SETTLE_SECONDS:
                     return Observation(Outcome.GATED, message=str(scheduled.get("message") or reason),
@@ -372,6 +391,8 @@ def settle(plane: ControlPlane, observation: Observation, namespace: str, *, tim
     while time.monotonic() < deadline:
         _, pod = plane.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
         bound = ((pod or {}).get("spec") or {}).get("nodeName")
+        if not bound and pod_needs_controllers(pod or {}):
+            complete_bindings(plane, namespace)
         if bound:
             note = "" if bound == observation.node else f" (then bound to {bound}, not to the nominated node)"
             late = late_victims(plane, observation)

@@ -12,12 +12,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from webhook.cluster.snapshot import ClusterState
 from webhook.config import ScoringStrategyConfig
 from webhook.errors import PreemptGuardError
 from webhook.observe.compare import ERROR, Comparison, Observed, Predicted, compare
 from webhook.verify.controlplane import ControlPlane
 from webhook.verify.engine import Prediction, SchedulerConfig, check_snapshot, predict, state_from_objects
-from webhook.verify.loader import empty_cluster, load_cluster, read_back, read_objects, restore_cluster
+from webhook.verify.loader import (
+    STORAGE_AND_DEVICE_KINDS,
+    empty_cluster,
+    load_cluster,
+    read_back,
+    read_objects,
+    restore_cluster,
+)
 from webhook.verify.observe import Observation, observe_pod, settle
 from webhook.verify.scenarios import Scenario, read_pods
 
@@ -51,6 +59,16 @@ def _pod_key(manifest: dict[str, object]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name') or meta.get('generateName') or '?'}"
 
 
+def state_of_plane(plane: ControlPlane) -> ClusterState:
+    """The cluster as the API server holds it, as PreemptGuard's informers would see it: every storage and device
+    kind was listed, so one without objects is known to be empty (a claim that is not there is missing), not "not
+    known" as in a snapshot taken without it."""
+    state = state_from_objects(read_back(plane), "the control plane")
+    for kind in STORAGE_AND_DEVICE_KINDS:
+        state.mark_known(kind)
+    return state
+
+
 def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerConfig, *,
                  timeout: float, restore: bool = False) -> list[VerifyResult]:
     """Every pod of ``scenario`` on ``plane``, which must be empty (or, with ``restore``, hold this scenario's
@@ -71,7 +89,7 @@ def run_scenario(plane: ControlPlane, scenario: Scenario, scheduler: SchedulerCo
     results = []
     for manifest in manifests:
         try:
-            prediction = predict(state_from_objects(read_back(plane), "the control plane"), manifest, scheduler)
+            prediction = predict(state_of_plane(plane), manifest, scheduler)
         except PreemptGuardError as exc:
             results.append(replace(_failed(scenario, _pod_key(manifest), f"PreemptGuard could not predict: {exc}"),
                                    fidelity=fidelity))

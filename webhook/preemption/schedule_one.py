@@ -164,8 +164,15 @@ def _find_nodes_that_fit_pod(ctx: PredictionContext, num_to_find: int) -> Filter
     want = num_to_find + 1 if num_to_find < len(names) else num_to_find
     if ctx.resource_only:
         quick = QUICK_SCAN_NODES if want == 1 else min(len(names), max(QUICK_SCAN_NODES, 4 * want))
-        found = _scan(ctx, names[:quick], statuses, want)
-        if len(found) < want and len(names) > quick:
+        # The scan goes on past the first nodes only when some fit there: ``want`` grows with the cluster (5% of
+        # 15,000 nodes), and a pod that fits on none of the first nodes (one that must preempt, or cannot be
+        # placed) would otherwise pay 4·want node-by-node checks before the bulk pass answers every node anyway.
+        scanned = min(quick, QUICK_SCAN_NODES)
+        found = _scan(ctx, names[:scanned], statuses, want)
+        if found and len(found) < want and quick > scanned:
+            found += _scan(ctx, names[scanned:quick], statuses, want - len(found))
+            scanned = quick
+        if len(found) < want and len(names) > scanned:
             if want == 1 or not found:
                 result = _filter_all_nodes(ctx, statuses)
                 if result.fit_node is None or want == 1:

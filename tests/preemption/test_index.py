@@ -63,7 +63,8 @@ def assert_index_matches_fresh(state: ClusterState) -> None:
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_bulk_paths_equal_reference_across_informer_events(data: st.DataObject) -> None:
-    state, pods, options = data.draw(scenarios())
+    # Roomy clusters too: pods that fit on several nodes, where the scan and the bulk pass collect what is scored.
+    state, pods, options = data.draw(scenarios(roomy=data.draw(st.booleans())))
     args = args_of(options)
     max_count = data.draw(st.sampled_from([1, 2, bounded_dry_run.MAX_COUNT_ORDER]))
     # 0: no one-by-one scan; 1 or 2: the scan goes on past its first nodes only when one of them fits, else the

@@ -3,9 +3,10 @@ reference after informer-like changes.
 
 The random clusters of support.scenarios are small, so the predictor would handle them with its one-by-one scan;
 here the scan is switched off or cut to its first node or two (every node, or every node past them, goes through
-the capacity orderings) and the victim-count orderings are cut short, so every branch of the fast path meets the reference. Between two predictions the state changes like
-an informer would change it (pods modified, moved, deleted, nodes and PDBs replaced), so the per-node refresh of
-the cached index is checked against a fresh build too.
+the capacity orderings) and the victim-count orderings are cut short, so every branch of the fast path meets the
+reference. Between two predictions the state changes like an informer would change it (pods modified, moved,
+deleted, nodes and PDBs replaced), so the per-node refresh of the cached index is checked against a fresh build
+too.
 """
 
 from __future__ import annotations

@@ -294,15 +294,13 @@ def _dry_run_batch(ctx: PredictionContext, batch: list[Bound], best: BestCandida
 
 def _plain_dry_run_statuses(ctx: PredictionContext, plain: set[str] | frozenset[str], has_lower: set[str],
                             wants: list[Want], levels: list[int], statuses: dict[str, Status]) -> Counter[Status]:
-    """Why each plain potential node is no candidate (no lower-priority pod, or still no room without
-    them), written to ``statuses``; returns how many nodes have each status, the other nodes' included."""
+    """How many nodes have each status, those of ``statuses`` (the slow nodes) and the plain potential nodes,
+    counted by why they are no candidate (no lower-priority pod, or still no room without them) from the index's
+    sets: all the PostFilter's message reads, so no status is written per plain node."""
     counts = Counter(statuses.values())
-    no_victims = plain - has_lower
-    statuses.update(dict.fromkeys(no_victims, NO_VICTIMS))
-    counts[NO_VICTIMS] += len(no_victims)
+    no_victims = len(plain) - len(has_lower) if has_lower is plain else len(plain - has_lower)
+    counts[NO_VICTIMS] += no_victims
     if has_lower:
         for mask, part in resource_partition(ctx.view.index, has_lower, wants, levels[-1]).items():
-            status = mask_status(mask)
-            statuses.update(dict.fromkeys(part, status))
-            counts[status] += len(part)
+            counts[mask_status(mask)] += len(part)
     return counts

@@ -144,9 +144,13 @@ def test_claims_a_snapshot_does_not_hold_are_named_as_not_known() -> None:
     """A snapshot taken without persistentvolumeclaims (the documented command before #27) cannot tell a missing
     claim from one it did not dump: the prediction ignores the claim and says so."""
     pod = _pod(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
-    (result,) = preview_objects(_state(), [pod])["results"]
+    state = _state()
+    state.unknown_kinds.add("PersistentVolumeClaim")  # as the loader marks a file holding none (tests/sources)
+    (result,) = preview_objects(state, [pod])["results"]
     assert result["outcome"] == Outcome.PREEMPTS
     assert "Not known: the snapshot holds no PersistentVolumeClaims" in result["message"]
+    (known,) = preview_objects(_state(), [pod])["results"]  # listed, and none: the claim is missing
+    assert known["outcome"] == Outcome.UNSCHEDULABLE and 'persistentvolumeclaim "data" not found' in known["message"]
 
 
 def test_sampling_note_when_candidates_exceed_upstream_sample() -> None:

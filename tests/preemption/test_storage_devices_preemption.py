@@ -183,3 +183,25 @@ def test_a_missing_claim_makes_the_pod_unschedulable_everywhere() -> None:
     result = _preview(state, pod)
     assert result["outcome"] == Outcome.UNSCHEDULABLE and not result.get("victims")
     assert "nowhere" in result["message"]
+
+
+def test_an_extended_resource_pod_on_a_cluster_serving_dra_is_predicted_like_any_other() -> None:
+    """A live cluster lists DeviceClasses (resource.k8s.io is served since v1.34): a pod asking a device plugin's
+    extended resource goes through DRAExtendedResource's class lookup (none backs it here), and is predicted as
+    NodeResourcesFit alone decides. The lookup's cache once raised TypeError on every such pod."""
+    state = cluster("""
+- apiVersion: v1
+  kind: Node
+  metadata: {name: gpu-node}
+  status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10", example.com/gpu: "2"}}
+""")
+    for kind in ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"):
+        state.mark_known(kind)
+    gpu = {"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "1"}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train", "namespace": "team-a"},
+           "spec": {"containers": [{"name": "c", "image": "x", "resources": gpu}]}}
+    fits = _preview(state, pod)
+    assert (fits["outcome"], fits["node"]) == (Outcome.FITS, "gpu-node")
+    too_many = {"requests": {"example.com/gpu": "3"}, "limits": {"example.com/gpu": "3"}}
+    pod["spec"]["containers"][0]["resources"] = too_many
+    assert _preview(state, pod)["outcome"] == Outcome.UNSCHEDULABLE

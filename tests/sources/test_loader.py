@@ -71,6 +71,23 @@ def test_unknown_kinds_are_ignored_with_a_debug_log(caplog: pytest.LogCaptureFix
     assert "ConfigMap" in caplog.text and "Deployment" in caplog.text
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_an_optional_kind_the_file_holds_none_of_is_not_known(tmp_path: Path, as_json: bool) -> None:
+    """A snapshot taken with an older command (no limitranges, no storage or device kinds) cannot tell "none" from
+    "not dumped": every optional kind without an object in the file is unknown; one object makes its kind known."""
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "ns"},
+           "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    limit_range = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "lr", "namespace": "ns"},
+                   "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]}}
+    document = {"apiVersion": "v1", "kind": "List", "items": [_pc("low", 1), NODE, _pod("a"), pvc, limit_range]}
+    text = json.dumps(document) if as_json else yaml.safe_dump(document)
+    state = load_snapshot(_write(tmp_path, "snapshot.json" if as_json else "snapshot.yaml", text))
+    assert state.knows("PersistentVolumeClaim") and state.knows("LimitRange")
+    assert state.knows("Pod") and state.knows("Node")
+    assert state.unknown_kinds == {"RuntimeClass", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment",
+                                   "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"}
+
+
 def test_unquoted_timestamps_stay_strings() -> None:
     text = "kind: Pod\nmetadata: {name: a, namespace: ns}\nstatus: {startTime: 2025-06-02T09:30:00Z}\n"
     (pod,) = parse_documents(text, "t.yaml")

@@ -105,12 +105,13 @@ class ClusterState:
         self.node_usage: dict[str, NodeUsage] = {}
         self.pdbs_by_namespace: dict[str, dict[str, PodDisruptionBudget]] = {}
         self.quotas_by_namespace: dict[str, dict[str, ResourceQuota]] = {}
-        # What the API server's admission chain reads (issue #26): LimitRanges by namespace, RuntimeClasses, and
-        # the kinds the source did not deliver at all (a snapshot taken without them), so that their absence is not
-        # taken for a cluster without any (``knows``).
+        # What the API server's admission chain reads (issue #26): LimitRanges by namespace, RuntimeClasses.
         self.limit_ranges_by_namespace: dict[str, dict[str, LimitRange]] = {}
         self.runtime_classes: dict[str, RuntimeClass] = {}
-        self.unknown_kinds: frozenset[str] = frozenset()
+        # The OPTIONAL_KINDS the source did not deliver at all (a snapshot taken without them, an API server that
+        # does not serve or let us list them), so that their absence is not taken for a cluster without any
+        # (``knows``). One notion for the admission chain's kinds and for storage and devices.
+        self.unknown_kinds: set[str] = set()
         # Bumped on every change, so callers can cache derived views per version.
         self.version = 0
         # Finer-grained change stamps (the ``version`` of the last change), so derived per-node views survive
@@ -125,12 +126,11 @@ class ClusterState:
         self._node_log: deque[tuple[int, str]] = deque(maxlen=NODE_LOG_LENGTH)
         # The live observer's hook (webhook.observe.tracker): called on the writer's thread after each pod change.
         self.pod_listener: PodListener | None = None
-        # Storage and devices (issue #27): their objects, the claims bound pods use (upstream's usedPVCRefCounts,
-        # VolumeRestrictions), and the kinds the state holds: a snapshot without them is "not known", not "none".
+        # Storage and devices (issue #27): their objects and the claims bound pods use (upstream's usedPVCRefCounts,
+        # VolumeRestrictions).
         self.volumes = VolumeStore()
         self.devices = DeviceStore()
         self.pvc_ref_counts: dict[str, int] = {}
-        self.known_kinds: set[str] = set()
 
     def add_pod_listener(self, listener: PodListener) -> None:
         """Tell ``listener`` of every pod change too, after the listeners added before it."""
@@ -171,10 +171,8 @@ class ClusterState:
             self.runtime_classes[obj.name] = obj
         elif type(obj) in VOLUME_KINDS:
             self.volumes.upsert(obj)  # type: ignore[arg-type]
-            self.known_kinds.add(VOLUME_KINDS[type(obj)])
         elif type(obj) in DEVICE_KINDS:
             self.devices.upsert(obj)  # type: ignore[arg-type]
-            self.known_kinds.add(DEVICE_KINDS[type(obj)])
         self.settled_version = self.version
 
     def delete(self, kind: str, key: str) -> None:
@@ -207,14 +205,14 @@ class ClusterState:
         self.settled_version = self.version
 
     def mark_known(self, kind: str) -> None:
-        """A storage or device kind was listed (an informer synced it, possibly empty)."""
-        if kind in VOLUME_KIND_NAMES or kind in DEVICE_KIND_NAMES:
-            self.known_kinds.add(kind)
+        """A kind was listed (an informer synced it, possibly empty): its absence now means "none"."""
+        self.unknown_kinds.discard(kind)
 
     def forget_kind(self, kind: str) -> None:
-        """A storage or device kind the API server no longer lets us list: no objects, and not known."""
+        """An optional kind the API server does not serve or no longer lets us list: no objects, and not known."""
         self.replace_kind(kind, ())
-        self.known_kinds.discard(kind)
+        if kind in OPTIONAL_KINDS:
+            self.unknown_kinds.add(kind)
 
     def replace_kind(self, kind: str, objects: Iterable[ClusterObject]) -> None:
         """Make the objects of one kind exactly ``objects`` (a relist): stale ones disappear."""
@@ -329,8 +327,8 @@ class ClusterState:
         return [by_name[name] for name in sorted(by_name)] if by_name else []
 
     def knows(self, kind: str) -> bool:
-        """Whether the state holds the cluster's objects of ``kind`` (informers list every watched kind; a snapshot
-        file that holds no object of a kind the admission chain reads marks it unknown: ``unknown_kinds``)."""
+        """Whether the state holds the cluster's objects of ``kind``, even none (informers list every kind they
+        may; a snapshot file that holds no object of an optional kind marks it unknown: ``unknown_kinds``)."""
         return kind not in self.unknown_kinds
 
     def counts(self) -> dict[str, int]:
@@ -339,6 +337,11 @@ class ClusterState:
 
 VOLUME_KIND_NAMES = frozenset(VOLUME_KINDS.values())
 DEVICE_KIND_NAMES = frozenset(DEVICE_KINDS.values())
+# Kinds older snapshot commands did not list and an API server may not serve or let us list: the admission
+# chain's (issue #26) and the storage and device kinds (issue #27). A snapshot holding none of one was taken
+# without it.
+ADMISSION_CHAIN_KINDS = frozenset({"LimitRange", "RuntimeClass"})
+OPTIONAL_KINDS = ADMISSION_CHAIN_KINDS | VOLUME_KIND_NAMES | DEVICE_KIND_NAMES
 
 
 def _count_claims(counts: dict[str, int], pod: Pod, delta: int) -> None:

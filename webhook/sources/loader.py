@@ -28,7 +28,7 @@ import yaml
 
 from webhook.cluster.model import ClusterObject
 from webhook.cluster.reader import object_from_dict
-from webhook.cluster.snapshot import ClusterState
+from webhook.cluster.snapshot import OPTIONAL_KINDS, ClusterState
 from webhook.errors import InvalidInput, SnapshotError
 from webhook.sources.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, ByteStream, Part, TextStream
 from webhook.sources.jsonstream import JsonSyntaxError, json_parts
@@ -234,16 +234,12 @@ def collections_paused() -> Iterator[None]:
             gc.enable()
 
 
-# Kinds the admission chain reads (webhook.priority.chain) that older snapshot commands did not list: a file
-# holding none of one is taken as a snapshot without it, not as a cluster without any (ClusterState.knows).
-ADMISSION_CHAIN_KINDS = ("LimitRange", "RuntimeClass")
-
-
 def read_snapshot(snapshot: SnapshotFile, kinds: Counter[str], progress: ProgressFn | None = None) -> ClusterState:
     """The ``ClusterState`` of an opened snapshot file, streamed (see the module docstring)."""
     with collections_paused():
         state = _read_snapshot(snapshot, kinds, progress)
-    state.unknown_kinds = frozenset(kind for kind in ADMISSION_CHAIN_KINDS if not kinds[kind])
+    # A file holding no object of an optional kind is a snapshot taken without it, not a cluster without any.
+    state.unknown_kinds = {kind for kind in OPTIONAL_KINDS if not kinds[kind]}
     return state
 
 

@@ -38,9 +38,10 @@ if TYPE_CHECKING:
     from webhook.cluster.snapshot import ClusterState
 
 
-# Per DeviceStore: (its version, extended resource name -> DeviceClass), rebuilt when the store changes.
-_EXTENDED_CACHE: weakref.WeakKeyDictionary[DeviceStore, tuple[int, dict[str, DeviceClass]]] = (
-    weakref.WeakKeyDictionary())
+# Per DeviceStore, by identity: (the store, its version, extended resource name -> DeviceClass), rebuilt when the
+# store changes. Keyed by id() with a weak reference to check it, not a WeakKeyDictionary: a DeviceStore compares
+# by value and so has no hash.
+_EXTENDED_CACHE: dict[int, tuple[weakref.ref[DeviceStore], int, dict[str, DeviceClass]]] = {}
 
 
 class ClaimLookup:
@@ -69,7 +70,7 @@ class StorageView:
     # ---- what the state holds -------------------------------------------------------------------
     def knows(self, kind: str) -> bool:
         """Whether the state holds the kind at all (a snapshot taken without it knows nothing of it)."""
-        return kind in self.state.known_kinds
+        return self.state.knows(kind)
 
     # ---- listers (informer view) ------------------------------------------------------------------
     def pvc(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
@@ -168,8 +169,8 @@ class StorageView:
         on in v1.37): the class naming it in ``spec.extendedResourceName`` (of several, the newest, then the first by
         name: extendedresourcecache), or the class ``<name>`` for ``deviceclass.resource.kubernetes.io/<name>``."""
         devices = self.state.devices
-        cached = _EXTENDED_CACHE.get(devices)
-        if cached is None or cached[0] != devices.version:
+        cached = _EXTENDED_CACHE.get(id(devices))
+        if cached is None or cached[0]() is not devices or cached[1] != devices.version:
             mapping: dict[str, DeviceClass] = {}
             for device_class in devices.device_classes.values():
                 mapping[DEVICE_CLASS_RESOURCE_PREFIX + device_class.name] = device_class
@@ -182,9 +183,11 @@ class StorageView:
                 if held is None or (device_class.creation_ns, held.name) > (held.creation_ns, device_class.name):
                     explicit[name] = device_class
             mapping.update(explicit)
-            cached = (devices.version, mapping)
-            _EXTENDED_CACHE[devices] = cached
-        return cached[1].get(resource)
+            for key in [key for key, entry in _EXTENDED_CACHE.items() if entry[0]() is None]:
+                del _EXTENDED_CACHE[key]  # stores gone (states replaced): the cache stays as small as the live ones
+            cached = (weakref.ref(devices), devices.version, mapping)
+            _EXTENDED_CACHE[id(devices)] = cached
+        return cached[2].get(resource)
 
     def assume_allocations(self, claims: Iterable[ResourceClaim]) -> None:
         """Claims a bound pod allocated (or reserved): what the next pods see of them."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 import time
+from pathlib import Path
 
-from controlplane import ControlPlane, binary_version
+import pytest
+from controlplane import ControlPlane, binary_version, kube_bin_dir
 
 
 def test_kube_apiserver_names_its_release(control_plane: ControlPlane) -> None:
@@ -46,3 +49,26 @@ def test_the_harness_sets_pdb_status_as_the_disruption_controller_would(control_
                                    "expectedPods": 2, "observedGeneration": 1})
     _, stored = control_plane.request("GET", "/apis/policy/v1/namespaces/pdbs/poddisruptionbudgets/b")
     assert stored["status"]["disruptionsAllowed"] == 0 and stored["status"]["expectedPods"] == 2
+
+
+def test_a_port_taken_between_choosing_and_binding_is_chosen_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two control planes starting at once on one machine can pick the same free port: the one that loses the bind
+    starts again on new ports instead of failing (or talking to the other one's etcd)."""
+    import webhook.verify.controlplane as harness
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        real = harness.free_port
+        handed = iter([port])
+        monkeypatch.setattr(harness, "free_port", lambda: next(handed, None) or real())
+        plane = ControlPlane(tmp_path, kube_bin_dir(), with_scheduler=False)
+        try:
+            plane.start()
+            assert plane.etcd_port != port
+            status, _ = plane.request("GET", "/readyz")
+            assert status == 200
+        finally:
+            plane.stop()

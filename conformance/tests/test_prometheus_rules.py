@@ -55,7 +55,7 @@ def test_check_rules_on_the_shipped_file_and_the_kustomize_component(tmp_path: P
     for path in (RULES, _write_groups(component["spec"], tmp_path, "component")):
         run = promtool("check", "rules", str(path))
         assert run.returncode == 0, run.stdout + run.stderr
-        assert "SUCCESS: 6 rules found" in run.stdout, run.stdout
+        assert "SUCCESS: 7 rules found" in run.stdout, run.stdout
 
 
 def test_check_rules_on_the_chart_rendering_of_another_release(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_check_rules_on_the_chart_rendering_of_another_release(tmp_path: Path) -
     assert run.returncode == 0, run.stdout + run.stderr
     # Every selector is the release's own: its job and its namespace, never the defaults of the shipped file.
     expressions = [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]
-    assert len(expressions) == 6 and not any('job="preemptguard"' in e for e in expressions)
+    assert len(expressions) == 7 and not any('job="preemptguard"' in e for e in expressions)
     assert all('job="kubernetes-pods",namespace="preemptguard"' in e for e in expressions)
     expected = RULES.read_text().replace('job="preemptguard",namespace="preemptguard"',
                                          'job="kubernetes-pods",namespace="preemptguard"')

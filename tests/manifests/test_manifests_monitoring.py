@@ -88,6 +88,7 @@ def test_alerts_cover_what_the_issue_asks(exported: set[str]) -> None:
         "PreemptGuardPredictionsSkipped": {"preemptguard_predictions_skipped_total"},
         "PreemptGuardCertificateExpiring": {"preemptguard_serving_certificate_expiry_timestamp_seconds"},
         "PreemptGuardCacheStale": {"preemptguard_cluster_cache_staleness_seconds"},
+        "PreemptGuardNoLeader": {"preemptguard_leader_election", "preemptguard_leader"},
         "PreemptGuardPredictionsDisagree": {"preemptguard_prediction_observed_total"},
     }
     for rule in alert_rules():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from webhook.rbac import (
 from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ID_ANNOTATION
 from webhook.server.app import TENANTS_KEY
 from webhook.server.handlers import METRICS_KEY
+from webhook.server.leaderelection import micro_time
 from webhook.server.tenants import TenantServices
 
 FAST_ELECTION = {"leader_lease_seconds": 3.0, "leader_renew_deadline_seconds": 2.0,
@@ -236,3 +238,31 @@ def test_a_lease_name_that_is_no_dns_subdomain_is_a_usage_error() -> None:
     with pytest.raises(SystemExit) as exited:
         main(["serve", "--leader-elect-lease", "Release_A"])
     assert exited.value.code == 2
+
+
+def gauge(live: Live, name: str) -> float:
+    registry = live.app[METRICS_KEY].registry
+    return sum(s.value for m in registry.collect() if m.name == name for s in m.samples if s.name == name)
+
+
+async def test_replicas_that_campaign_and_do_not_lead_say_so_to_the_no_leader_alert(
+        fake: FakeApiServer, tmp_path: Path) -> None:
+    """PreemptGuardNoLeader reads sum(preemptguard_leader_election) > 0 and sum(preemptguard_leader) == 0: a Lease
+    held by a holder that is not one of the replicas (a stuck renewal elsewhere) leaves both campaigning, neither
+    leading; once it expires one leads. Without leader election a replica leads and does not campaign."""
+    now = datetime.datetime.now(datetime.UTC)
+    fake.leases[("preemptguard", "preemptguard")] = {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "preemptguard", "namespace": "preemptguard", "resourceVersion": "1"},
+        "spec": {"holderIdentity": "a-replica-of-another-version", "leaseDurationSeconds": 3,
+                 "acquireTime": micro_time(now), "renewTime": micro_time(now), "leaseTransitions": 0}}
+    settings: dict[str, Any] = {**FAST_ELECTION, "leader_elect_namespace": "preemptguard"}
+    async with replica(fake, tmp_path, **settings) as first, replica(fake, tmp_path, **settings) as second:
+        await asyncio.sleep(0.5)
+        assert [gauge(r, "preemptguard_leader_election") for r in (first, second)] == [1, 1]
+        assert [gauge(r, "preemptguard_leader") for r in (first, second)] == [0, 0]
+        await until(lambda: tenants(first).leading() or tenants(second).leading(), "a leader", timeout=10)
+        assert gauge(first, "preemptguard_leader") + gauge(second, "preemptguard_leader") == 1
+    assert gauge(first, "preemptguard_leader_election") == 0  # released on shutdown
+    async with replica(fake, tmp_path, leader_elect=False) as alone:
+        assert (gauge(alone, "preemptguard_leader_election"), gauge(alone, "preemptguard_leader")) == (0, 1)

@@ -97,6 +97,11 @@ class TenantMetrics:
             "preemptguard_leader",
             "1 on the replica that holds the leader-election Lease (writes Events and PolicyReports), else 0.",
             registry=registry)
+        self.leader_election = Gauge(
+            "preemptguard_leader_election",
+            "1 while this replica campaigns in Lease-based leader election (live mode, --leader-elect), else 0: "
+            "with preemptguard_leader it tells a Lease nobody holds from a mode without one.",
+            registry=registry)
         # The latest values per namespace, so an overflowed namespace's share can be taken back out.
         self._exposure: dict[str, tuple[int, int, int]] = {}
 
@@ -142,3 +147,6 @@ class TenantMetrics:
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)
+
+    def set_campaigning(self, campaigning: bool) -> None:
+        self.leader_election.set(1 if campaigning else 0)

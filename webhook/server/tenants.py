@@ -83,6 +83,7 @@ class TenantServices:
         if self.elector is not None:
             namespace = self.settings.leader_elect_namespace or default_namespace(self.api)
             self.elector.settings = replace(self.elector.settings, namespace=namespace)
+            self.metrics.set_campaigning(True)
             tasks.append(asyncio.create_task(self.elector.run(), name="preemptguard-leader-election"))
         else:
             self.started_leading()
@@ -99,6 +100,7 @@ class TenantServices:
                 await cancel_and_wait(task)
             if self.elector is not None:
                 await self.elector.release()
+                self.metrics.set_campaigning(False)
             else:
                 self.stopped_leading()
             if self.events is not None:

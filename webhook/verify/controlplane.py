@@ -223,8 +223,8 @@ class ControlPlane:
     def start(self, timeout: float = 90) -> ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
-            self._start_etcd(timeout)
-            self._start_apiserver(timeout)
+            self._on_free_ports(self._start_etcd, timeout)
+            self._on_free_ports(self._start_apiserver, timeout)
             if self.with_scheduler:
                 self._start_scheduler(timeout)
         except BaseException:
@@ -241,6 +241,18 @@ class ControlPlane:
         for component in reversed(self.components):
             component.stop()
         self.components.clear()
+
+    def _on_free_ports(self, start: Callable[[float], None], timeout: float, attempts: int = 3) -> None:
+        """``start`` again on new ports when its process lost a port to another process between ``free_port``
+        choosing it and the bind (other control planes starting at the same time on this machine)."""
+        for attempt in range(1, attempts + 1):
+            try:
+                start(timeout)
+                return
+            except ControlPlaneError as exc:
+                if attempt == attempts or "address already in use" not in str(exc):
+                    raise
+                self.components.pop().stop()
 
     def _spawn(self, name: str, args: Sequence[str]) -> Component:
         log = self.workdir / f"{name}.log"

@@ -1,7 +1,10 @@
 """A deliberately simple, slow transcription of docs/preemption.md, used as an oracle.
 
 No indexes and no incremental state: every Filter call recomputes resource sums, host ports,
-inter-pod affinity counts and topology-spread counts from the whole simulated world. Only the
+inter-pod affinity counts, topology-spread counts and, for pods with claims, the storage filters from the whole
+simulated world. The storage filters cover claims bound to CSI PersistentVolumes (``volumes``: VolumeRestrictions'
+ReadWriteOncePod, NodeVolumeLimits, VolumeBinding's node affinity, VolumeZone), what the random volume clusters of
+test_volume_fast_path.py draw. Only the
 model dataclasses are shared with the fast predictor; selector matching, filters, PDB counting,
 victim selection and node choice are written again here from the spec.
 """
@@ -118,6 +121,9 @@ class Reference:
         self.percentage = percentage
         self.absolute = absolute
         self.scoring = ReferenceScoring(self, scoring or ScoringArgs())
+        self.pvcs = dict(state.volumes.pvcs)
+        self.pvs = dict(state.volumes.pvs)
+        self.csinodes = dict(state.volumes.csinodes)
 
     def nsl(self, ns: str) -> Mapping[str, str]:
         return self.ns_labels.get(ns, {})
@@ -243,8 +249,82 @@ class Reference:
                         return ("U", ("node(s) didn't have free ports for the requested pod ports",))
                     if u.port == h.port and u.protocol == h.protocol and u.host_ip == h.host_ip:
                         return ("U", ("node(s) didn't have free ports for the requested pod ports",))
-        return (self.resources(pod, node, on_node) or self.spread(pod, node, world, initial)
-                or self.inter_pod(pod, node, world))
+        return (self.resources(pod, node, on_node) or self.volumes(pod, node, world, initial)
+                or self.spread(pod, node, world, initial) or self.inter_pod(pod, node, world))
+
+    # -- storage (claims bound to CSI volumes) --
+    def claims_of(self, pod: Pod) -> list[tuple[str, str]]:
+        """(namespace, claim name) of each persistentVolumeClaim volume."""
+        if pod.volumes is None:
+            return []
+        return [(pod.namespace, c.claim_name) for c in pod.volumes.claims if c.template is None]
+
+    def csi_volumes(self, pod: Pod) -> set[tuple[str, str]]:
+        found = set()
+        for key in self.claims_of(pod):
+            claim = self.pvcs.get(f"{key[0]}/{key[1]}")
+            pv = self.pvs.get(claim.volume_name) if claim is not None else None
+            if pv is not None and pv.csi_driver:
+                found.add((pv.csi_driver, pv.csi_volume_handle))
+        return found
+
+    def volumes(self, pod: Pod, node: Node, world: World, initial: World) -> tuple[str, tuple[str, ...]] | None:
+        claims = self.claims_of(pod)
+        if not claims:
+            return None
+        # VolumeRestrictions: PreFilter counts the pod's ReadWriteOncePod claims a bound pod uses (same namespace);
+        # the dry run's AddPod/RemovePod then add and subtract each pod's references by claim name alone.
+        exclusive = {name for ns, name in claims
+                     if "ReadWriteOncePod" in self.pvcs[f"{ns}/{name}"].access_modes}
+        if exclusive:
+            count = sum(1 for name in exclusive if any(
+                (pod.namespace, name) in self.claims_of(p) for p, _ in initial.values()))
+            for key in set(world) ^ set(initial):
+                p = (world.get(key) or initial[key])[0]
+                refs = sum(1 for _, name in self.claims_of(p) if name in exclusive)
+                count += refs if key in world else -refs
+            if count > 0:
+                return ("U", ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode "
+                              "already in-use by another pod",))
+        # NodeVolumeLimits: the distinct volumes of the node's pods per driver, plus the pod's new ones.
+        csinode = self.csinodes.get(node.name)
+        limits = {d.name: d.allocatable_count for d in csinode.drivers
+                  if d.allocatable_count is not None} if csinode is not None else {}
+        attached: set[tuple[str, str]] = set()
+        for p, n in world.values():
+            if n == node.name:
+                attached |= self.csi_volumes(p)
+        new = self.csi_volumes(pod) - attached
+        for driver in {d for d, _ in new}:
+            if driver in limits and (sum(1 for d, _ in attached if d == driver)
+                                     + sum(1 for d, _ in new if d == driver)) > limits[driver]:
+                return ("U", ("node(s) exceed max volume count",))
+        pvs = [self.pvs[self.pvcs[f"{ns}/{name}"].volume_name] for ns, name in claims]
+        # VolumeBinding: each bound volume's required node affinity.
+        for pv in pvs:
+            if pv.node_affinity is not None and not any(
+                    (term.match_expressions or term.match_fields)
+                    and all(req_ok(r, node.labels) for r in term.match_expressions)
+                    and all(r.key == "metadata.name" and req_ok(r, {"metadata.name": node.name})
+                            for r in term.match_fields) for term in pv.node_affinity):
+                return ("UU", ("node(s) didn't match PersistentVolume's node affinity",))
+        # VolumeZone: a node with a zone or region label must hold one of each volume's zones (or regions).
+        keys = ("failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+                "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
+        if any(k in node.labels for k in keys):
+            for pv in pvs:
+                for k in keys:
+                    if k not in pv.labels:
+                        continue
+                    allowed = [z.strip() for z in pv.labels[k].split("__")]
+                    if not all(allowed):
+                        continue
+                    value = node.labels.get(k)
+                    if value is None:
+                        value = node.labels.get(k.replace("failure-domain.beta", "topology"))
+                    if value not in allowed:
+                        return ("UU", ("node(s) had no available volume zone",))
+        return None
 
     def filter(self, pod: Pod, name: str, world: World, initial: World) -> tuple[str, tuple[str, ...]] | None:
         node = self.nodes[name]

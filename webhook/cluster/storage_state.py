@@ -8,6 +8,7 @@ change, so what the predictor derives from it (the allocated devices, the slices
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 
 from webhook.cluster.devices import DeviceClass, DeviceObject, ResourceClaim, ResourceClaimTemplate, ResourceSlice
@@ -36,11 +37,20 @@ DEVICE_KINDS: dict[type, str] = {
 NAMESPACED_KINDS = frozenset({"PersistentVolumeClaim", "ResourceClaim", "ResourceClaimTemplate"})
 
 
+# How many changes ``VolumeStore.changed_since`` can name; further back, a reader rebuilds what it derived.
+CHANGE_LOG_LENGTH = 4096
+
+
 class VolumeStore:
-    """PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes and VolumeAttachments."""
+    """PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes and VolumeAttachments, with a bounded log
+    of the last changes (kind, key), so what the predictor derives per node is refreshed for the objects changed."""
 
     def __eq__(self, other: object) -> bool:  # two states with the same objects are equal (snapshot cache tests)
-        return type(other) is type(self) and vars(self) == vars(other)
+        if type(other) is not type(self):
+            return False
+        mine, theirs = dict(vars(self)), dict(vars(other))
+        mine.pop("changes"), theirs.pop("changes")
+        return mine == theirs
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -53,9 +63,22 @@ class VolumeStore:
         self.attachments: dict[str, VolumeAttachment] = {}
         self.attachments_by_node: dict[str, dict[str, VolumeAttachment]] = {}
         self.version = 0
+        # (version, kind, key) of the last changes.
+        self.changes: deque[tuple[int, str, str]] = deque(maxlen=CHANGE_LOG_LENGTH)
+
+    def changed_since(self, version: int) -> list[tuple[str, str]] | None:
+        """(kind, key) of every change after ``version``; None when the log no longer reaches back that far."""
+        if version == self.version:
+            return []
+        log = self.changes
+        if not log or log[0][0] > version + 1:
+            return None
+        return [(kind, key) for stamp, kind, key in log if stamp > version]
 
     def upsert(self, obj: VolumeObject) -> None:
         self.version += 1
+        self.changes.append((self.version, VOLUME_KINDS[type(obj)],
+                             obj.key if isinstance(obj, PersistentVolumeClaim) else obj.name))
         if isinstance(obj, PersistentVolume):
             self._remove_pv(obj.name)
             self.pvs[obj.name] = obj
@@ -73,6 +96,7 @@ class VolumeStore:
 
     def delete(self, kind: str, key: str) -> None:
         self.version += 1
+        self.changes.append((self.version, kind, key))
         if kind == "PersistentVolume":
             self._remove_pv(key)
         elif kind == "PersistentVolumeClaim":

@@ -19,12 +19,22 @@ from dataclasses import dataclass
 
 from webhook.cluster.model import Pod
 from webhook.preemption.deadline import DEADLINE_STRIDE, Deadline
-from webhook.preemption.framework.context import PredictionContext
+from webhook.preemption.framework.context import NodeRestriction, PredictionContext
+from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.runtime import Framework
 from webhook.preemption.framework.status import ERROR, UNSCHEDULABLE, NodeStatuses, Status
 from webhook.preemption.framework.types import NodeScores, ScoringNodes
 from webhook.preemption.framework.view import ClusterView
-from webhook.preemption.plugins import nodeaffinity, nodename, noderesources, nodeunschedulable, tainttoleration
+from webhook.preemption.plugins import (
+    nodeaffinity,
+    nodename,
+    noderesources,
+    nodeunschedulable,
+    nodevolumelimits,
+    tainttoleration,
+    volumebinding,
+    volumezone,
+)
 from webhook.preemption.plugins.nodeaffinity import NODE_AFFINITY_FAILED, matching_nodes, selects_nodes
 from webhook.preemption.plugins.noderesources import (
     fit_on_summary,
@@ -40,9 +50,12 @@ from webhook.preemption.results import NodeScore, PreemptionArgs
 QUICK_SCAN_NODES = 32
 
 # The Filter plugins the resource-only paths answer: the node-only ones by the index's groups and labels, and
-# NodeResourcesFit by arithmetic. A pod for which any other Filter plugin runs takes the plugin-by-plugin path.
+# NodeResourcesFit by arithmetic. A pod for which any other Filter plugin runs takes the plugin-by-plugin path, but for
+# the volume plugins of ``VOLUME_FILTERS`` when ``volume_restriction`` answers them.
 RESOURCE_ONLY_FILTERS = frozenset({nodename.NAME, nodeunschedulable.NAME, tainttoleration.NAME, nodeaffinity.NAME,
                                    noderesources.NAME})
+# The volume Filter plugins a ``NodeRestriction`` answers for the resource-only paths (#27).
+VOLUME_FILTERS = frozenset({volumebinding.NAME, volumezone.NAME, nodevolumelimits.NAME})
 # The node-only plugins whose answer depends only on what groups the index's nodes (unschedulable, taints).
 GROUPED_NODE_FILTERS = frozenset({nodeunschedulable.NAME, tainttoleration.NAME})
 
@@ -55,9 +68,50 @@ def new_context(view: ClusterView, pod: Pod, args: PreemptionArgs, *, deadline: 
     cycle = framework.run_pre_filter_plugins(pod, view, deadline)
     active = framework.active(cycle)
     resource_only = active.filter_names <= RESOURCE_ONLY_FILTERS and not pod.requests.scalar
+    restriction = None
+    if (not resource_only and cycle.pre_filter_status is None and not pod.requests.scalar
+            and active.filter_names <= RESOURCE_ONLY_FILTERS | VOLUME_FILTERS):
+        restriction = volume_restriction(view, pod, cycle, active.filter_names)
+        resource_only = restriction is not None
     grouped = active.node_filter_names <= GROUPED_NODE_FILTERS
     return PredictionContext(framework, view, pod, pod.effective_priority, args, view.index.pdb_index(args), cycle,
-                             resource_only, {} if grouped else None, deadline=deadline)
+                             resource_only, {} if grouped else None, volumes=restriction, deadline=deadline)
+
+
+def volume_restriction(view: ClusterView, pod: Pod, cycle: CycleState, filters: frozenset[str],
+                       ) -> NodeRestriction | None:
+    """What the pod's volume Filters leave to the resource-only paths (#27), when they can be answered for every node
+    at once: VolumeBinding (bound claims, and unbound WaitForFirstConsumer claims to provision) and VolumeZone read the
+    node alone (the nodes they allow come from the label index); NodeVolumeLimits fails only where a driver's headroom
+    is short, and those nodes go plugin by plugin. None: the pod takes the plugin-by-plugin path on every node (static
+    volumes to match, a class or claim that cannot be read, VolumeRestrictions running for a disk or an exclusive
+    claim in use)."""
+    index = view.index
+    nodes = set(index.summaries)
+    allowed: set[str] = nodes
+    blocked: list[tuple[set[str], Status]] = []
+    if volumebinding.NAME in filters:
+        binding = cycle.read(volumebinding.BindingState)
+        if binding is not None:
+            found = volumebinding.node_restriction(binding, index.node_labels, allowed)
+            if found is None:
+                return None
+            allowed, failed = found
+            blocked += failed
+    if volumezone.NAME in filters:
+        zones = cycle.read(volumezone.ZoneState)
+        if zones is not None:
+            passing = volumezone.zone_allowed_nodes(zones, index.node_labels, allowed)
+            if len(passing) < len(allowed):
+                blocked.append((allowed - passing, volumezone.CONFLICT))
+            allowed = passing
+    general: set[str] = set()
+    if nodevolumelimits.NAME in filters:
+        tight = nodevolumelimits.nodes_where_limits_may_fail(view, pod)
+        if tight is None:
+            return None
+        general = tight
+    return NodeRestriction(allowed, tuple(blocked), general)
 
 
 def node_fit_status(ctx: PredictionContext, name: str) -> Status:
@@ -75,8 +129,13 @@ def node_fit_status(ctx: PredictionContext, name: str) -> Status:
         return status
     # The index's flag is read here, not in nominated_pods: this runs for every node a scan looks at.
     nominated = ctx.nominated_pods(name) if view.index.has_nominated else []
-    if ctx.resource_only and name not in view.touched:
-        return fit_on_summary(ctx.pod, view.index.summary(name), nominated)
+    if ctx.resource_only and name not in view.touched and not ctx.takes_general_path(name):
+        status = fit_on_summary(ctx.pod, view.index.summary(name), nominated)
+        volumes = ctx.volumes
+        if status.ok and volumes is not None:
+            # The pod-reading volume Filters pass here (not a general node); the node-only ones may not.
+            return volumes.status_of(name) or status
+        return status
     return ctx.framework.run_filter_plugins_with_nominated_pods(ctx.cycle, ctx.pod, view.node_info(name), nominated)
 
 
@@ -171,11 +230,12 @@ def _find_nodes_that_fit_pod(ctx: PredictionContext, num_to_find: int) -> Filter
         # 15,000 nodes), and a pod that fits on none of the first nodes (one that must preempt, or cannot be
         # placed) would otherwise pay 4·want node-by-node checks before the bulk pass answers every node anyway.
         scanned = min(quick, QUICK_SCAN_NODES)
-        found = _scan(ctx, names[:scanned], statuses, want)
+        ruled_out: list[str] = []
+        found = _scan(ctx, names[:scanned], statuses, want, ruled_out)
         if found and len(found) < want and quick > scanned:
-            found += _scan(ctx, names[scanned:quick], statuses, want - len(found))
+            found += _scan(ctx, names[scanned:quick], statuses, want - len(found), ruled_out)
             scanned = quick
-        if len(found) < want and len(names) > scanned:
+        if len(found) < want and (len(names) > scanned or (ruled_out and not found)):
             if want == 1 or not found:
                 result = _filter_all_nodes(ctx, statuses)
                 if result.fit_node is None or want == 1:
@@ -196,13 +256,20 @@ def _collected(found: list[str], statuses: dict[str, Status], num_to_find: int) 
     return FilterResult(found[:num_to_find], statuses, more_feasible=len(found) > num_to_find)
 
 
-def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status], want: int = 1) -> list[str]:
+def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status], want: int = 1,
+          ruled_out: list[str] | None = None) -> list[str]:
     """The first ``want`` of ``names`` (not the nominated node, tried already) that fit; the statuses of those
-    that do not, up to the last one looked at, recorded."""
+    that do not, up to the last one looked at, recorded. With ``ruled_out``, a volume pod's nodes that its node-only
+    volume Filters rule out are put there instead, unchecked: they never fit, and their statuses are only read when
+    no node fits (a zonal volume rules out most of the nodes a scan walks)."""
     skip = ctx.pod.nominated_node_name
     found: list[str] = []
+    allowed = ctx.volumes.allowed if ctx.volumes is not None else None
     for name in names:
         if name == skip:
+            continue
+        if ruled_out is not None and allowed is not None and name not in allowed and not ctx.takes_general_path(name):
+            ruled_out.append(name)
             continue
         status = node_fit_status(ctx, name)
         if status.ok:
@@ -216,17 +283,41 @@ def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status],
     return found
 
 
+def _slow_nodes(ctx: PredictionContext) -> set[str] | frozenset[str]:
+    """The nodes the bulk paths leave to the node-by-node check: simulated changes, nominated pods, and for a volume
+    pod the nodes where a pod-reading volume Filter may fail."""
+    view = ctx.view
+    slow = view.touched | view.index.nominated_nodes
+    return slow if ctx.volumes is None else slow | ctx.volumes.general
+
+
+def _volume_allowed(ctx: PredictionContext, fit: set[str], statuses: dict[str, Status],
+                    counts: Counter[Status]) -> set[str]:
+    """The ``fit`` nodes (room for the pod, no pod-reading Filter failing) that the pod's node-only volume Filters
+    allow; the others get the status of the first of them that fails (they run after NodeResourcesFit)."""
+    volumes = ctx.volumes
+    if volumes is None:
+        return fit
+    for part, status in volumes.partition(fit):
+        statuses.update(dict.fromkeys(part, status))
+        counts[status] += len(part)
+        fit = fit - part
+    return fit
+
+
 def _all_fitting(ctx: PredictionContext, statuses: dict[str, Status]) -> list[str]:
     """Every node a resource-only pod fits on, by name: the bulk Filter pass's set, and the nodes it leaves to
     the node-by-node check (simulated changes, nominated pods)."""
     view = ctx.view
     index = view.index
     skip = ctx.pod.nominated_node_name
-    slow = {n for n in view.touched | index.nominated_nodes if n in index.summaries}
+    slow = {n for n in _slow_nodes(ctx) if n in index.summaries}
     excluded = slow | ({skip} if skip else set())
     counts: Counter[Status] = Counter()
     universe = _passing_node_filters(ctx, excluded, statuses, counts, [])
-    fit = set(nodes_with_room(index, universe, wanted_resources(ctx.pod), None))  # may be the index's own set
+    # A copy: ``nodes_with_room`` may hand back the index's own set, and nodes are added to it below.
+    fit = _volume_allowed(ctx, set(nodes_with_room(index, universe, wanted_resources(ctx.pod), None)), statuses,
+                          counts)
     for name in slow - {skip}:
         status = node_fit_status(ctx, name)
         if status.ok:
@@ -296,7 +387,7 @@ def _filter_all_nodes(ctx: PredictionContext, statuses: dict[str, Status]) -> Fi
     view = ctx.view
     index = view.index
     skip = ctx.pod.nominated_node_name
-    slow = sorted(n for n in view.touched | index.nominated_nodes if n in index.summaries)
+    slow = sorted(n for n in _slow_nodes(ctx) if n in index.summaries)
     excluded = set(slow)
     if skip:
         excluded.add(skip)
@@ -304,7 +395,7 @@ def _filter_all_nodes(ctx: PredictionContext, statuses: dict[str, Status]) -> Fi
     groups: list[tuple[AbstractSet[str], Status]] = []
     universe = _passing_node_filters(ctx, excluded, statuses, counts, groups)
     wants = wanted_resources(ctx.pod)
-    fit = nodes_with_room(index, universe, wants, None)
+    fit = _volume_allowed(ctx, nodes_with_room(index, universe, wants, None), statuses, counts)
     first_fit = min(fit) if fit else None
     for name in slow:
         if first_fit is not None and name > first_fit:
@@ -319,6 +410,8 @@ def _filter_all_nodes(ctx: PredictionContext, statuses: dict[str, Status]) -> Fi
         return FilterResult([first_fit], statuses)
     helped: list[set[str]] = []
     for mask, part in resource_partition(index, universe, wants, None).items():
+        if not mask:
+            continue  # room, but a volume pod's node-only volume Filter rules them out (their status is written)
         status = mask_status(mask)
         groups.append((part, status))
         counts[status] += len(part)

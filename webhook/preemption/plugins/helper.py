@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar, Generic, Protocol, TypeVar
 
-from webhook.cluster.model import Node, NodeSelectorTerm, Pod, Taint, Toleration
+from webhook.cluster.model import LabelSelectorRequirement, Node, NodeSelectorTerm, Pod, Taint, Toleration
 from webhook.cluster.selectors import requirement_matches
 from webhook.preemption.framework.cycle_state import CycleState
+from webhook.preemption.framework.nodelabels import NodeLabelIndex
 from webhook.preemption.framework.status import OK, Status
 from webhook.preemption.framework.types import NodeInfo
 
@@ -135,3 +136,45 @@ def go_round(x: float) -> int:
     if frac <= -0.5:
         return whole - 1
     return whole
+
+
+# ---- node selector terms over many nodes at once (the label index) ----
+
+NODE_NAME_FIELD = "metadata.name"
+
+
+def terms_matching(labels: NodeLabelIndex, terms: Iterable[NodeSelectorTerm], nodes: set[str]) -> set[str]:
+    """The ``nodes`` that match any of ``terms`` (``node_selector_terms_match``), from the label index."""
+    matched: set[str] = set()
+    for term in terms:
+        matched |= term_matching(labels, term, nodes)
+    return matched
+
+
+def term_matching(labels: NodeLabelIndex, term: NodeSelectorTerm, nodes: set[str]) -> set[str]:
+    """The ``nodes`` that match ``term``, from the label index (NodeAffinity's Filter and Score over many nodes,
+    VolumeBinding's volumes' node affinity). A term ANDs its requirements; a term with none matches nothing
+    (``node_selector_term_matches``)."""
+    if not term.match_expressions and not term.match_fields:
+        return set()
+    found = set(nodes)
+    for req in term.match_expressions:
+        if not found:
+            break
+        found = labels.meeting(req, found)
+    for req in term.match_fields:
+        if not found:
+            break
+        found = _name_meeting(req, found)
+    return found
+
+
+def _name_meeting(req: LabelSelectorRequirement, nodes: set[str]) -> set[str]:
+    """Fields: only ``metadata.name``, the node's name (``node_selector_term_matches``)."""
+    if req.key != NODE_NAME_FIELD:
+        return set()
+    if req.operator == "In":
+        return nodes.intersection(req.values)
+    if req.operator == "NotIn":
+        return nodes.difference(req.values)
+    return {name for name in nodes if requirement_matches(req, {NODE_NAME_FIELD: name})}

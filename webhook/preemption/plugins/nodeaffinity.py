@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import TYPE_CHECKING
 
-from webhook.cluster.model import LabelSelectorRequirement, Node, NodeSelectorTerm, Pod
-from webhook.cluster.selectors import requirement_matches
+from webhook.cluster.model import Node, Pod
 from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.nodelabels import NodeLabelIndex
 from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.framework.types import MAX_NODE_SCORE, ScoringNodes
-from webhook.preemption.plugins.helper import default_normalize_score, required_node_affinity_matches
+from webhook.preemption.plugins.helper import default_normalize_score, required_node_affinity_matches, term_matching
 
 if TYPE_CHECKING:
     from webhook.preemption.deadline import Deadline
@@ -59,7 +58,7 @@ class NodeAffinity:
         candidates = set(nodes.names)
         position = nodes.position()
         for preferred in pod.preferred_node_affinity:
-            for name in _term_matching(labels, preferred.preference, candidates):
+            for name in term_matching(labels, preferred.preference, candidates):
                 scores[position[name]] += preferred.weight
         return scores
 
@@ -96,32 +95,5 @@ def matching_nodes(labels: NodeLabelIndex, pod: Pod, nodes: Set[str]) -> set[str
         return found
     matched: set[str] = set()
     for term in terms:
-        matched |= _term_matching(labels, term, found)
+        matched |= term_matching(labels, term, found)
     return matched
-
-
-def _term_matching(labels: NodeLabelIndex, term: NodeSelectorTerm, nodes: set[str]) -> set[str]:
-    """A term ANDs its requirements; a term with none matches nothing (``node_selector_term_matches``)."""
-    if not term.match_expressions and not term.match_fields:
-        return set()
-    found = set(nodes)
-    for req in term.match_expressions:
-        if not found:
-            break
-        found = labels.meeting(req, found)
-    for req in term.match_fields:
-        if not found:
-            break
-        found = _name_meeting(req, found)
-    return found
-
-
-def _name_meeting(req: LabelSelectorRequirement, nodes: set[str]) -> set[str]:
-    """Fields: only ``metadata.name``, the node's name (``node_selector_term_matches``)."""
-    if req.key != NAME_FIELD:
-        return set()
-    if req.operator == "In":
-        return nodes.intersection(req.values)
-    if req.operator == "NotIn":
-        return nodes.difference(req.values)
-    return {name for name in nodes if requirement_matches(req, {NAME_FIELD: name})}

@@ -11,13 +11,16 @@ VolumeAttachment still holds). PreFilter only decides whether to run (a pod with
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from webhook.cluster.model import Pod
 from webhook.cluster.volumes import CSINode, PersistentVolumeClaim
 from webhook.preemption.framework.cycle_state import CycleState
+from webhook.preemption.framework.index import SortedNames, StateIndex
 from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
+from webhook.preemption.framework.summary import NodeSummary
 from webhook.preemption.framework.types import NodeInfo
 
 if TYPE_CHECKING:
@@ -171,6 +174,166 @@ def node_volume_limits_status(view: ClusterView, pod: Pod, node: str, pods: Iter
         if limit is not None and counts.get(driver, 0) + count > limit:
             return MAX_VOLUME_COUNT_EXCEEDED
     return OK
+
+
+# ---- the nodes where the Filter may fail, for every node at once (#27) ---------------------------------------------
+
+# A CSINode that exists: migrated in-tree volumes count on it, so a pod's volumes counted against it are the most it
+# can want on any node (a node without a CSINode has no limits).
+_ANY_CSINODE = CSINode("")
+
+
+class AttachIndex:
+    """Per node with CSI limits: each driver's headroom with every bound pod's volumes attached (the limit minus the
+    distinct volumes of the node's pods and its VolumeAttachments), and the nodes ordered by it per driver.
+
+    Refreshed per changed node like the ``StateIndex`` (a node's pods are its summary's, compared by identity), and per
+    changed storage object from the ``VolumeStore``'s log: the nodes whose pods mount a changed claim or volume, a
+    changed CSINode's node, a changed VolumeAttachment's node; a StorageClass change (an unbound claim counts as its
+    class's provisioner) or a log that no longer reaches back rebuilds it.
+    """
+
+    __slots__ = ("by_driver", "headroom", "index_version", "readers", "reads", "summaries", "volumes_version")
+
+    def __init__(self) -> None:
+        self.index_version = -1
+        self.volumes_version = -1
+        self.summaries: dict[str, NodeSummary] = {}
+        self.headroom: dict[str, dict[str, int]] = {}
+        self.by_driver: dict[str, SortedNames] = {}
+        # The storage objects each node's count read, as (kind, key), and the nodes that read each of them.
+        self.reads: dict[str, set[tuple[str, str]]] = {}
+        self.readers: dict[tuple[str, str], set[str]] = {}
+
+    def sync(self, view: ClusterView) -> None:
+        index = view.index
+        state = view.state
+        volumes = state.volumes
+        if self.volumes_version == volumes.version and self.index_version == index.version:
+            return
+        stale: set[str] | None = set()
+        if self.volumes_version != volumes.version:
+            changes = volumes.changed_since(self.volumes_version) if self.volumes_version >= 0 else None
+            if changes is None or any(kind == "StorageClass" for kind, _ in changes):
+                stale = None
+            else:
+                stale = self._readers_of(changes, view)
+        changed = None
+        if stale is not None and self.index_version >= 0:
+            changed = state.nodes_changed_since(self.index_version)
+        if stale is None or changed is None:
+            self.summaries, self.headroom, self.by_driver, self.reads, self.readers = {}, {}, {}, {}, {}
+            changed = set(index.summaries)
+        for name in stale or ():
+            self.summaries.pop(name, None)  # counted again even if its pods did not change
+        for name in changed | (stale or set()):
+            self._refresh(view, name)
+        # A node the log names but the index dropped, or one the index holds that the log did not name (a rebuild).
+        for name in [n for n in self.summaries if n not in index.summaries]:
+            self._refresh(view, name)
+        self.volumes_version = volumes.version
+        self.index_version = index.version
+
+    def _readers_of(self, changes: list[tuple[str, str]], view: ClusterView) -> set[str]:
+        nodes: set[str] = set()
+        for change in changes:
+            nodes |= self.readers.get(change, set())
+            kind, key = change
+            if kind == "CSINode":
+                nodes.add(key)
+            elif kind == "VolumeAttachment":
+                attachment = view.state.volumes.attachments.get(key)
+                if attachment is not None:
+                    nodes.add(attachment.node_name)
+        return nodes
+
+    def _forget(self, name: str) -> None:
+        old = self.headroom.pop(name, None)
+        if old is not None:
+            for driver, room in old.items():
+                self.by_driver[driver].discard(room, name)
+        for read in self.reads.pop(name, ()):
+            readers = self.readers.get(read)
+            if readers is not None:
+                readers.discard(name)
+                if not readers:
+                    del self.readers[read]
+        self.summaries.pop(name, None)
+
+    def _refresh(self, view: ClusterView, name: str) -> None:
+        summary = view.index.summaries.get(name)
+        if summary is not None and self.summaries.get(name) is summary:
+            return
+        self._forget(name)
+        if summary is None:
+            return
+        self.summaries[name] = summary
+        csinode = view.csinode(name)
+        limits = limits_of(csinode)
+        if not limits:
+            return
+        attached: dict[str, str] = {}
+        reads: set[tuple[str, str]] = set()
+        for pod in summary.pods:
+            if pod.volumes is not None:
+                attachable_volumes(view, pod, csinode, False, attached)
+                for volume in pod.volumes.claims:
+                    key = f"{pod.namespace}/{volume.claim_name_for(pod.name)}"
+                    reads.add(("PersistentVolumeClaim", key))
+                    claim = view.state.volumes.pvcs.get(key)
+                    if claim is not None and claim.volume_name:
+                        reads.add(("PersistentVolume", claim.volume_name))
+        for attachment in view.attachments_on(name):
+            reads.add(("VolumeAttachment", attachment.name))
+            if attachment.persistent_volume_name:
+                reads.add(("PersistentVolume", attachment.persistent_volume_name))
+        for unique, driver in _attachments(view, name).items():
+            attached.setdefault(unique, driver)
+        self.reads[name] = reads
+        for read in reads:
+            self.readers.setdefault(read, set()).add(name)
+        counts: dict[str, int] = {}
+        for driver in attached.values():
+            counts[driver] = counts.get(driver, 0) + 1
+        headroom = {driver: limit - counts.get(driver, 0) for driver, limit in limits.items()}
+        self.headroom[name] = headroom
+        for driver, room in headroom.items():
+            order = self.by_driver.get(driver)
+            if order is None:
+                order = self.by_driver[driver] = SortedNames(())
+            order.add(room, name)
+
+    def tight(self, wanted: dict[str, int]) -> set[str]:
+        """The nodes where some driver has less headroom than the pod's volumes of it."""
+        found: set[str] = set()
+        for driver, count in wanted.items():
+            order = self.by_driver.get(driver)
+            if order is not None:
+                found.update(order.below(count))
+        return found
+
+
+_ATTACH_INDEXES: weakref.WeakKeyDictionary[StateIndex, AttachIndex] = weakref.WeakKeyDictionary()
+
+
+def nodes_where_limits_may_fail(view: ClusterView, pod: Pod) -> set[str] | None:
+    """The nodes where the Filter may fail for ``pod`` with some subset of the node's bound pods: where a driver's
+    headroom with every pod attached is less than the pod's volumes of that driver. Elsewhere removing pods only
+    frees attachments, so the Filter passes whatever the dry run evicts. None: a claim of the pod cannot be read (the
+    Filter's status then comes from the plugin itself, node by node)."""
+    new_volumes: dict[str, str] = {}
+    if attachable_volumes(view, pod, _ANY_CSINODE, True, new_volumes) is not None:
+        return None
+    if not new_volumes:
+        return set()
+    wanted: dict[str, int] = {}
+    for driver in new_volumes.values():
+        wanted[driver] = wanted.get(driver, 0) + 1
+    attach = _ATTACH_INDEXES.get(view.index)
+    if attach is None:
+        attach = _ATTACH_INDEXES[view.index] = AttachIndex()
+    attach.sync(view)
+    return attach.tight(wanted)
 
 
 class LimitsState:

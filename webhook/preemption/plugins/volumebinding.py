@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from webhook.cluster.model import Node, Pod
+from webhook.cluster.model import LabelSelectorRequirement, Node, Pod
 from webhook.cluster.volume_helpers import check_node_affinity, find_matching_volume, match_topology_selector_terms
 from webhook.cluster.volumes import (
     CLAIM_LOST,
@@ -34,8 +34,10 @@ from webhook.cluster.volumes import (
     PersistentVolumeClaim,
 )
 from webhook.preemption.framework.cycle_state import CycleState
+from webhook.preemption.framework.nodelabels import NodeLabelIndex
 from webhook.preemption.framework.status import ERROR, OK, SKIPPED, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.framework.types import NodeInfo
+from webhook.preemption.plugins.helper import terms_matching
 
 if TYPE_CHECKING:
     from webhook.preemption.deadline import Deadline
@@ -57,6 +59,10 @@ NO_CLASSES_NOTE = ("the snapshot holds no StorageClasses, so the pod's unbound c
 
 def _unresolvable(*reasons: str) -> Status:
     return Status(UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+
+
+NODE_CONFLICT = _unresolvable(ERR_REASON_NODE_CONFLICT)
+PV_NOT_EXIST = _unresolvable(ERR_REASON_PV_NOT_EXIST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +168,85 @@ class BindingState:
         return True, True, ""
 
 
+def node_restriction(state: BindingState, labels: NodeLabelIndex, nodes: set[str],
+                     ) -> tuple[set[str], list[tuple[set[str], Status]]] | None:
+    """``find_pod_volumes`` over ``nodes`` at once: the nodes where it passes, and the others by their status. Bound
+    claims: the first in order whose volume is missing or whose node affinity the node does not match. Unbound claims
+    (WaitForFirstConsumer): a node chosen for one already, else provisioned where the class's ``allowedTopologies``
+    allow; both read from the label index. None (the Filter runs node by node): an unbound claim whose class has
+    static volumes to match, or whose class is missing (an Error)."""
+    remaining = nodes
+    bound_failed: list[tuple[set[str], str]] = []
+    if state.check_bound:
+        for claim in state.bound_claims:
+            pv = state.view.pv_assumed(claim.volume_name)
+            if pv is None:
+                if remaining:
+                    bound_failed.append((remaining, ERR_REASON_PV_NOT_EXIST))
+                remaining = set()
+                break
+            if pv.node_affinity is None:
+                continue
+            matching = terms_matching(labels, pv.node_affinity, remaining)
+            if len(matching) < len(remaining):
+                bound_failed.append((remaining - matching, ERR_REASON_NODE_CONFLICT))
+            remaining = matching
+    unbound = _unbound_restriction(state, labels, nodes) if state.unbound_delay_binding else nodes
+    if unbound is None:
+        return None
+    failed: list[tuple[set[str], Status]] = []
+    for part, reason in [*bound_failed, (remaining, "")]:
+        satisfied = part & unbound if unbound is not nodes else part
+        if len(satisfied) < len(part):
+            # find_pod_volumes' order of reasons: node affinity, binding, then missing volumes.
+            reasons = [r for r in (reason,) if r == ERR_REASON_NODE_CONFLICT]
+            reasons.append(ERR_REASON_BIND_CONFLICT)
+            reasons += [r for r in (reason,) if r == ERR_REASON_PV_NOT_EXIST]
+            failed.append((part - satisfied, _unresolvable(*reasons)))
+        if reason and satisfied:
+            failed.append((satisfied, _unresolvable(reason)))
+        elif not reason:
+            remaining = satisfied
+    return remaining, failed
+
+
+def _unbound_restriction(state: BindingState, labels: NodeLabelIndex, nodes: set[str]) -> set[str] | None:
+    """The ``nodes`` where ``_unbound`` is satisfied, when no claim has static volumes to match and every class is
+    found (else None)."""
+    allowed = nodes
+    provisions = []
+    for claim in state.unbound_delay_binding:
+        if claim.selected_node is not None:
+            allowed = allowed & {claim.selected_node}
+            provisions.append(claim)
+        elif state.volumes_by_class.get(claim.storage_class):
+            return None
+        else:
+            provisions.append(claim)
+    for claim in provisions:
+        storage_class = state.view.storage_class(claim.storage_class) if claim.storage_class else None
+        if storage_class is None:
+            return None  # no class, or not found: an Error on every node that gets this far
+        if storage_class.provisioner in ("", NOT_SUPPORTED_PROVISIONER):
+            return set()
+        if storage_class.allowed_topologies:
+            allowed = _topology_matching(labels, storage_class.allowed_topologies, allowed)
+    return allowed
+
+
+def _topology_matching(labels: NodeLabelIndex, terms: tuple[tuple[LabelSelectorRequirement, ...], ...],
+                       nodes: set[str]) -> set[str]:
+    """``match_topology_selector_terms`` over ``nodes``: any term; a term ANDs ``key In values`` (an empty term, or a
+    requirement without values, selects nothing)."""
+    matched: set[str] = set()
+    for term in terms:
+        found = nodes if term else set()
+        for req in term:
+            found = found & set().union(*(labels.with_label(req.key, value) for value in req.values))
+        matched |= found
+    return matched
+
+
 class VolumeBinding:
     name = NAME
 
@@ -236,4 +321,10 @@ def assumed_volumes(cycle: CycleState, node: str) -> PodVolumes | None:
     state = cycle.read(BindingState)
     if state is None:
         return None
-    return state.pod_volumes_by_node.get(node)
+    found = state.pod_volumes_by_node.get(node)
+    if found is None and node in state.view.state.nodes:
+        # The resource-only paths (#27) did not run the Filter there: what it finds on a node reads only the node.
+        pod_volumes, status = state.find_pod_volumes(state.view.node(node))
+        if status.ok:
+            found = state.pod_volumes_by_node[node] = pod_volumes
+    return found

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from webhook.cluster.model import Node, Pod
 from webhook.cluster.volumes import VOLUME_BINDING_WAIT_FOR_FIRST_CONSUMER, PersistentVolume
 from webhook.preemption.framework.cycle_state import CycleState
+from webhook.preemption.framework.nodelabels import NodeLabelIndex
 from webhook.preemption.framework.status import OK, SKIPPED, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.framework.types import NodeInfo
 
@@ -74,6 +75,27 @@ class ZoneState:
             if value is None or value not in topology.values:
                 return CONFLICT
         return OK
+
+
+def zone_allowed_nodes(state: ZoneState, labels: NodeLabelIndex, nodes: set[str]) -> set[str]:
+    """The ``nodes`` where ``ZoneState.filter`` passes, from the label index: those without any topology label, and
+    those whose label (or its GA name, when the beta one is missing) holds one of each volume topology's values."""
+    labelled: set[str] = set()
+    for key in TOPOLOGY_LABELS:
+        labelled |= labels.with_key.get(key, set())
+    labelled &= nodes
+    passing = labelled
+    for topology in state.topologies:
+        if not passing:
+            break
+        key = topology.key
+        holding = set().union(*(labels.with_label(key, value) for value in topology.values))
+        fallback = GA_LABEL.get(key, key)
+        if fallback != key:
+            holding |= set().union(*(labels.with_label(fallback, value) for value in topology.values)) - (
+                labels.with_key.get(key, set()))
+        passing = passing & holding
+    return (nodes - labelled) | passing
 
 
 class VolumeZone:

@@ -32,6 +32,7 @@ from webhook.preemption.framework.preemption import (
     LOWEST_NEGATED_START,
     PRIORITY_SUM_OFFSET,
     BestCandidates,
+    Candidate,
     CandidateScore,
     DryRun,
     default_candidate_score,
@@ -39,7 +40,11 @@ from webhook.preemption.framework.preemption import (
 )
 from webhook.preemption.framework.status import Status
 from webhook.preemption.framework.summary import PODS, NodeSummary, Usage
-from webhook.preemption.plugins.defaultpreemption.victims import NO_VICTIMS, select_victims_by_resources
+from webhook.preemption.plugins.defaultpreemption.victims import (
+    NO_VICTIMS,
+    select_victims_by_resources,
+    select_victims_on_node,
+)
 from webhook.preemption.plugins.noderesources import (
     Want,
     fits_after_freeing,
@@ -162,19 +167,31 @@ def bounded_dry_run(ctx: PredictionContext, potential: Collection[str]) -> DryRu
     index = view.index
     wanted: set[str] | frozenset[str] = potential if isinstance(potential, (set, frozenset)) else set(potential)
     slow = view.touched | index.nominated_nodes
+    volumes = ctx.volumes
+    if volumes is not None:
+        # A volume pod: the nodes with simulated changes or nominated pods, and those where a pod-reading volume
+        # Filter may fail, are dry-run plugin by plugin (``general``).
+        slow = slow | volumes.general
     # Sets of (nearly) every node are read, never copied: at 15,000 nodes each copy costs a third of a millisecond.
     plain: set[str] | frozenset[str] = wanted - slow if slow else wanted
     # One of the index's own groups of nodes (the Filter pass hands over the one it found whole) needs no check.
     if not any(plain is group for group in index.static_groups.values()) and not index.summaries.keys() >= plain:
         plain = plain & index.summaries.keys()
     statuses: dict[str, Status] = {}
-    slow_bounds = [b for b in (_slow_node_bound(ctx, name, statuses) for name in sorted(wanted & slow))
-                   if b is not None]
+    general: list[Candidate] = []
+    slow_bounds: list[Bound] = []
+    if volumes is None:
+        slow_bounds = [b for b in (_slow_node_bound(ctx, name, statuses) for name in sorted(wanted & slow))
+                       if b is not None]
+    else:
+        general = _general_dry_runs(ctx, sorted(wanted & slow), statuses)
     levels = index.levels_below(ctx.priority)
     wants = wanted_resources(ctx.pod)
     has_lower = _with_lower_priority_pods(index, plain, ctx.priority) if levels else set()
-    candidates_plain = nodes_with_room(index, has_lower, wants, levels[-1]) if levels else set()
-    candidate_count = len(candidates_plain) + len(slow_bounds)
+    # Where a candidate may be: for a volume pod, only the nodes its node-only volume Filters allow.
+    searchable = has_lower if volumes is None else has_lower & volumes.allowed
+    candidates_plain = nodes_with_room(index, searchable, wants, levels[-1]) if levels else set()
+    candidate_count = len(candidates_plain) + len(slow_bounds) + len(general)
     if not candidate_count:
         counts = _plain_dry_run_statuses(ctx, plain, has_lower, wants, levels, statuses)
         return DryRun([], statuses, 0, counts=counts)
@@ -182,11 +199,13 @@ def bounded_dry_run(ctx: PredictionContext, potential: Collection[str]) -> DryRu
     lowest = min(index.level_nodes, default=-PRIORITY_SUM_OFFSET)
     second = min((level for level in index.level_nodes if level > lowest), default=lowest)
     best = BestCandidates()
+    for candidate in general:
+        best.offer(candidate)
     seen: set[str] = set()
     for position, level in enumerate(levels):
         if best.score is not None and best.score.pdb_violations == 0 and best.score.top_priority < level:
             break  # every bound from here on starts with (0, level), worse than the best
-        fitting = candidates_plain if position == len(levels) - 1 else nodes_with_room(index, has_lower, wants, level)
+        fitting = candidates_plain if position == len(levels) - 1 else nodes_with_room(index, searchable, wants, level)
         # At the first level nothing is seen yet: ``fitting`` is read as it is (it may be every node, the index's
         # own set), and ``seen`` is a new set at each later level, never changed in place.
         remaining = fitting - seen if seen else fitting
@@ -306,5 +325,27 @@ def _plain_dry_run_statuses(ctx: PredictionContext, plain: set[str] | frozenset[
     counts[NO_VICTIMS] += no_victims
     if has_lower:
         for mask, part in resource_partition(ctx.view.index, has_lower, wants, levels[-1]).items():
+            if not mask and ctx.volumes is not None:
+                # Room once every lower-priority pod is gone, on a node a node-only volume Filter rules out: its
+                # status is that Filter's (they run after NodeResourcesFit).
+                for blocked, status in ctx.volumes.partition(part):
+                    counts[status] += len(blocked)
+                continue
             counts[mask_status(mask)] += len(part)
     return counts
+
+
+def _general_dry_runs(ctx: PredictionContext, names: list[str], statuses: dict[str, Status]) -> list[Candidate]:
+    """``select_victims_on_node`` plugin by plugin on ``names`` (a volume pod's nodes that the resource arithmetic
+    does not answer): the candidates, and the others' statuses written to ``statuses``."""
+    candidates = []
+    for i, name in enumerate(names):
+        if not i % DRY_RUNS_PER_DEADLINE_CHECK:
+            ctx.check_deadline()
+        selection = select_victims_on_node(ctx.framework, ctx.cycle, ctx.pod, ctx.view.node_info(name),
+                                           ctx.nominated_pods(name), ctx.pdbs)
+        if selection.candidate is not None:
+            candidates.append(selection.candidate)
+        else:
+            statuses[name] = selection.status
+    return candidates

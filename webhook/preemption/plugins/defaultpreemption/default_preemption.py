@@ -59,8 +59,11 @@ class DefaultPreemption:
 
     def select_victims_on_node(self, ctx: PredictionContext, name: str) -> VictimSelection:
         nominated = ctx.nominated_pods(name)
-        if ctx.resource_only:
-            return select_victims_by_resources(ctx.pod, ctx.view.summary(name), nominated, ctx.pdbs)
+        if ctx.resource_only and not ctx.takes_general_path(name):
+            selection = select_victims_by_resources(ctx.pod, ctx.view.summary(name), nominated, ctx.pdbs)
+            # A volume pod: once room is made, a node-only volume Filter may still rule the node out.
+            blocked = None if ctx.volumes is None or selection.candidate is None else ctx.volumes.status_of(name)
+            return selection if blocked is None else VictimSelection(None, blocked)
         return select_victims_on_node(ctx.framework, ctx.cycle, ctx.pod, ctx.view.node_info(name), nominated,
                                       ctx.pdbs)
 

@@ -1,28 +1,32 @@
 """The biggest clusters, live against a real kube-apiserver (issue 29; not a test).
 
     .venv/bin/python bench/scale.py [--nodes 1000 5000 15000] [--pods-per-node 30] [--samples 200]
-                                    [--churn-seconds 20] [--replicas 2] [--no-snapshot-path] [--json FILE] [--quick]
+                                    [--churn-seconds 20] [--replicas 2] [--apiserver-memory-limit 9GiB] [--no-isolate]
+                                    [--no-snapshot-path] [--json FILE] [--quick]
 
 For each size, in one run:
 
 1. etcd (``--quota-backend-bytes`` 16 GiB, ``--unsafe-no-fsync``) and kube-apiserver of ``$PREEMPTGUARD_KUBE_BIN`` (else
    conformance/bin) start on loopback (webhook/verify/controlplane.py; no scheduler: nothing binds here).
+   kube-apiserver runs with ``GOMEMLIMIT`` (``--apiserver-memory-limit``, default 9GiB; a Go runtime knob: its
+   garbage collector runs before the heap doubles, nothing else changes) and every other flag at its default
+   (watch cache on, WatchList and pagination as upstream serves them).
 2. The cluster of bench/clustergen.py (N nodes, 30·N bound pods, PDBs), shaped as the API server returns it
    (bench/kubectl_dump.py, plus pod conditions and container statuses), is created through the API by
    conformance/cmd/scaleload (Go, client-go, protobuf, 48 requests in flight), each object's status written through
    the status subresource. Its own throughput is recorded. The API server then holds and serves the objects: the
    lists are paginated by it, from its watch cache, in its JSON.
-3. ``preempt-guard serve --kubeconfig`` starts: seconds to ``/readyz`` (every informer listed) and the bytes the
-   informers listed (``preemptguard_informer_listed_bytes_total``); seconds to the first admission that carries a
-   prediction (the predictor's index is built after ``/readyz``; an admission before that is allowed without one);
-   RSS when ready, peak RSS, RSS per pod.
+3. ``preempt-guard serve --kubeconfig`` starts: seconds to ``/readyz`` (every informer listed and the predictor's
+   index built) and the bytes the informers listed (``preemptguard_informer_listed_bytes_total``); seconds to the
+   first admission that carries a prediction; RSS when ready, peak RSS, RSS per pod.
 4. Latency p50/p99 of ``POST /preview`` (bearer token: a TokenReview and SubjectAccessReviews per call, as in a
    cluster) and ``POST /mutate/pods`` (an AdmissionReview, as the API server sends it) for a pod that fits, one
    that preempts and one that cannot be placed; every answer is checked for that outcome.
 5. The same while scaleload churns pods (create, update, delete, bound to random nodes) at 500 writes/s, with the
    informer lag: for every acknowledged write, from the moment the API server answered it (carrying the
    write's resourceVersion) until the webhook's ``preemptguard_informer_resource_version{kind="Pod"}``, polled
-   every 50 ms, reached that resourceVersion (resolution: the poll interval). Then higher rates, doubling, until
+   every 100 ms, reached that resourceVersion (resolution: the poll interval; each poll renders the webhook's
+   /metrics, 2-3 ms of its event loop, so the poll is no faster). Then higher rates, doubling, until
    the lag p99 passes 2 s or the API server no longer delivers the rate: the highest rate kept up with.
 6. Admissions per second at saturation: 8 connections closed-loop, pods that fit, predictions on (the client
    runs in this process: on 2 cores it takes CPU from the server, so this is the system's figure).
@@ -34,9 +38,10 @@ For each size, in one run:
    --snapshot-cache`` cached.
 
 Every process started is stopped by PID and the etcd data directory is removed after each size. Free memory is
-watched: below 4 GiB available the run stops. The load average before and after each size is printed: figures
-taken while other jobs run are noisy. One table follows, with the growth from the smallest to the largest size,
-and the issue's targets checked on the largest size.
+watched: below 4 GiB available the run stops, saying in which phase and the RSS of etcd, kube-apiserver, the loader
+and each replica then; their peaks are rows of the table. The load average before and after each size is
+printed: figures taken while other jobs run are noisy. One table follows, with the growth from the smallest to
+the largest size, and the issue's targets checked on the largest size.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import argparse
 import asyncio
 import base64
 import bisect
+import contextlib
 import http.client
 import json
 import os
@@ -74,7 +80,10 @@ from webhook.verify.controlplane import ControlPlane, kube_bin_dir, stop_process
 PREVIEW_PATH = "/preview"
 MIN_AVAILABLE_GIB = 4.0
 ETCD_QUOTA_BYTES = 16 * 2**30
-LAG_POLL_SECONDS = 0.05
+# kube-apiserver's GOMEMLIMIT: above its live heap at 15,000 nodes, below what 24 GB leave it beside etcd, two
+# replicas and the 4 GiB floor (see ``apiserver_env``).
+APISERVER_MEMORY_LIMIT = "9GiB"
+LAG_POLL_SECONDS = 0.1
 KINDS = ("fit", "preempt", "unschedulable")
 OUTCOME = {"fit": "Fits", "preempt": "Preempts", "unschedulable": "Unschedulable"}
 Figures = dict[str, Any]
@@ -84,8 +93,8 @@ Figures = dict[str, Any]
 def api_object(raw: dict[str, Any], stored: bool = False) -> dict[str, Any]:
     """A generated object (as kubectl prints it) as a client creates it: no server-set metadata, and for a pod no
     ``spec.priority`` (the Priority admission plugin sets it from the class and refuses a pod that brings one);
-    a running pod's conditions and container statuses, as a kubelet writes them. ``stored``: as it is written into
-    etcd past admission (uid, creation time and priority kept)."""
+    a running pod's conditions and container statuses (with their actual resources), as a v1.37 kubelet writes
+    them. ``stored``: as it is written into etcd past admission (uid, creation time and priority kept)."""
     meta = raw["metadata"]
     for key in ("resourceVersion",) if stored else ("resourceVersion", "uid", "creationTimestamp"):
         meta.pop(key, None)
@@ -101,7 +110,9 @@ def api_object(raw: dict[str, Any], stored: bool = False) -> dict[str, Any]:
         status["containerStatuses"] = [{
             "name": container["name"], "image": container["image"], "ready": True, "started": True,
             "restartCount": 0, "imageID": f"{container['image']}@sha256:{'2' * 64}",
-            "containerID": f"containerd://{'3' * 64}", "state": {"running": {"startedAt": started}}}]
+            "containerID": f"containerd://{'3' * 64}", "state": {"running": {"startedAt": started}},
+            # What a v1.33+ kubelet reports for a running container (in-place resize): its actual resources.
+            **({"resources": json.loads(json.dumps(container["resources"]))} if "resources" in container else {})}]
     return raw
 
 
@@ -146,27 +157,60 @@ def load_average() -> str:
 
 
 class MemoryGuard:
-    """Stops the run (by PID, every process registered) when the machine's available memory falls below the floor."""
+    """Stops the run (by PID, every process registered) when the machine's available memory falls below the floor.
+    Every second it also samples the RSS of every process registered under a name (etcd, kube-apiserver, scaleload,
+    each replica): the peak per name is a figure, and where the memory went is printed when the floor trips."""
 
     def __init__(self, floor_gib: float = MIN_AVAILABLE_GIB) -> None:
         self.floor = floor_gib
         self.tripped = ""
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.names: dict[int, str] = {}
+        self.peaks: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+        self.phase = ""
         self.lowest = float("inf")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
+    def _sample(self) -> dict[str, float]:
+        found: dict[str, float] = {}
+        for process in list(self.processes):
+            name = self.names.get(process.pid)
+            if name is None or process.poll() is not None:
+                continue
+            try:
+                found[name] = memory_mib(process.pid)[0]
+            except (OSError, KeyError):
+                continue
+        return found
+
     def _watch(self) -> None:
         while not self._stop.wait(1.0):
             available = available_gib()
             self.lowest = min(self.lowest, available)
+            self.last = self._sample()
+            for name, rss in self.last.items():
+                self.peaks[name] = max(self.peaks.get(name, 0.0), rss)
             if available < self.floor and not self.tripped:
-                self.tripped = f"available memory {available:.1f} GiB < {self.floor:g} GiB: stopping"
+                where = ", ".join(f"{name} {rss:,.0f} MiB" for name, rss in sorted(self.last.items()))
+                self.tripped = (f"available memory {available:.1f} GiB < {self.floor:g} GiB during {self.phase or '-'}"
+                                f" ({where}): stopping")
                 print(f"!! {self.tripped}", file=sys.stderr, flush=True)
                 for process in list(self.processes):
                     if process.poll() is None:
                         process.send_signal(signal.SIGKILL)
+
+    def enter(self, phase: str) -> None:
+        """Name the phase now running (in the message when the floor trips) and print the memory at its start."""
+        self.phase = phase
+        where = ", ".join(f"{name} {rss:,.0f}" for name, rss in sorted(self._sample().items()))
+        print(f"   [{phase}] {available_gib():.1f} GiB available; RSS MiB: {where or '-'}", flush=True)
+
+    def reset_peaks(self) -> None:
+        self.peaks.clear()
+        self.names.clear()
 
     def check(self) -> None:
         if self.tripped:
@@ -179,9 +223,65 @@ class MemoryGuard:
 GUARD: MemoryGuard | None = None
 
 
-def watched(process: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+class Cores:
+    """Where processes run once the webhook is ready (``--isolate``, on machines of 2+ CPUs): the control plane and
+    the churn generator on the last CPU, the webhook's replicas and the probing client on the first, as a webhook
+    runs in a cluster on other machines than the API server. Without it, the 500 writes/s the API server handles
+    and the load generator take the webhook's CPU, and the latencies under churn measure the sharing, not the
+    webhook (bench/scale.py at 1,000 nodes: serve got half a core while churning). The lists before /readyz run
+    unpinned. Other jobs on the machine are not pinned: they still share both."""
+
+    def __init__(self) -> None:
+        count = os.cpu_count() or 1
+        self.active = False
+        self.webhook = {0}
+        self.control = {count - 1}
+
+    def pin(self, pid: int, cpus: set[int]) -> None:
+        """Every thread of ``pid`` (threads made later inherit the creator's set)."""
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError):  # a thread that ended meanwhile
+                os.sched_setaffinity(int(task.name), cpus)
+
+    def control_plane(self) -> Callable[[], None] | None:
+        """A ``preexec_fn`` pinning a new process to the control plane's CPU (None when not isolating)."""
+        cpus = self.control
+        return (lambda: os.sched_setaffinity(0, cpus)) if self.active else None
+
+    def webhook_side(self) -> Callable[[], None] | None:
+        cpus = self.webhook
+        return (lambda: os.sched_setaffinity(0, cpus)) if self.active else None
+
+    def isolate(self, plane_pids: list[int], replicas: list[Replica]) -> None:
+        if (os.cpu_count() or 1) < 2:
+            return
+        self.active = True
+        for pid in plane_pids:
+            self.pin(pid, self.control)
+        for replica in replicas:
+            self.pin(replica.process.pid, self.webhook)
+        os.sched_setaffinity(0, self.webhook)  # this thread: the prober (and the threads it starts)
+
+    def release(self) -> None:
+        if self.active:
+            self.active = False
+            os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+
+
+CORES = Cores()
+
+
+def phase(name: str) -> None:
+    if GUARD is not None:
+        GUARD.enter(name)
+
+
+def watched(process: subprocess.Popen[bytes], name: str = "") -> subprocess.Popen[bytes]:
+    """Register ``process`` with the memory guard (killed when the floor trips; its RSS sampled under ``name``)."""
     if GUARD is not None:
         GUARD.processes.append(process)
+        if name:
+            GUARD.names[process.pid] = name
     return process
 
 
@@ -260,16 +360,19 @@ def start_replica(kubeconfig: Path, workdir: Path, name: str) -> Replica:
             [sys.executable, "-m", "webhook.cli", "serve", "--kubeconfig", str(kubeconfig), "--tls-self-signed",
              "--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics_port), "--config", str(config),
              "--log-level", "warning"],
-            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    return Replica(watched(process), port, metrics_port, log, time.monotonic())
+            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            preexec_fn=CORES.webhook_side())
+    return Replica(watched(process, name), port, metrics_port, log, time.monotonic())
 
 
 # ---- probes ------------------------------------------------------------------------------------------------------
 def probe_pod(kind: str, serial: int) -> dict[str, Any]:
     """A pending pod that fits, must preempt, or cannot be placed on the generated cluster (16-CPU nodes requested
-    to 88-99%)."""
+    to 88-99%). The one that cannot be placed asks more CPU than any node has, so no preemption can place it
+    (still searched for: the resources are not unresolvable); 12 CPUs of class standard preempted batch pods on
+    some node of 15,000."""
     cls, cpu, mem = {"fit": ("standard", 50, 64), "preempt": ("high", (2000, 3000, 4000)[serial % 3], 2048),
-                     "unschedulable": ("standard", 12000, 1024)}[kind]
+                     "unschedulable": ("standard", 17000, 1024)}[kind]
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"probe-{kind}-{serial}", "namespace": f"team-{serial % 20:02d}",
                          "labels": {"app": "probe"}},
@@ -310,13 +413,15 @@ class Prober:
         self.replica = replica
         self.token = token
         self.serial = 0
+        self.tolerate_missing = False  # under churn: an admission past its budget counts, it does not stop the run
+        self.missing = 0
         self.connection = http.client.HTTPSConnection("127.0.0.1", replica.port, context=insecure_context(),
                                                       timeout=60)
 
     def warm_up(self, endpoint: str, kind: str, seconds: float = 120.0) -> None:
-        """Calls until the answer carries a prediction: ``/readyz`` answers once the cache is synced, while the
-        predictor's index is still being built in the background (webhook/server/app.py), and an admission
-        meanwhile is allowed without a prediction when it runs out of its budget."""
+        """Calls until the answer carries a prediction (``/readyz`` waits for the informers and the predictor's
+        index, so the first call should carry one; an answer without one would be a readiness bug, shown in
+        the "start to the first admission with a prediction" row)."""
         deadline = time.monotonic() + seconds
         while True:
             try:
@@ -347,6 +452,9 @@ class Prober:
         if response.status != 200:
             raise SystemExit(f"{path} {kind}: HTTP {response.status} {payload[:300]!r}")
         outcome = answer["results"][0]["outcome"] if endpoint == "preview" else predicted_outcome(answer)
+        if outcome == "no prediction" and self.tolerate_missing:
+            self.missing += 1  # allowed without a prediction once its budget ran out: its latency still counts
+            return elapsed
         if outcome != OUTCOME[kind]:
             raise SystemExit(f"{path} {kind}: predicted {outcome}, expected {OUTCOME[kind]}: {payload[:300]!r}")
         return elapsed
@@ -430,7 +538,8 @@ def run_churn(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds: 
     """Start scaleload churn; the callable waits for it and returns its summary and its write records."""
     process = watched(subprocess.Popen(
         [str(loader), "churn", "-kubeconfig", str(kubeconfig), "-rate", str(rate), "-duration", f"{seconds}s",
-         "-nodes", str(nodes), "-prefix", prefix, "-out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+         "-nodes", str(nodes), "-prefix", prefix, "-out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=CORES.control_plane()))
 
     def finish() -> tuple[Figures, list[dict[str, int]]]:
         stdout, stderr = process.communicate()
@@ -449,7 +558,12 @@ def churn_phase(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds
         process, finish = run_churn(loader, kubeconfig, nodes, rate, seconds, workdir / f"{prefix}.ndjson", prefix)
         figures: Figures = {}
         if prober is not None:
-            figures = latency_figures(prober, samples, until=lambda: process.poll() is not None)
+            prober.tolerate_missing, prober.missing = True, 0
+            try:
+                figures = latency_figures(prober, samples, until=lambda: process.poll() is not None)
+            finally:
+                prober.tolerate_missing = False
+            figures["without prediction"] = prober.missing
         summary, records = finish()
         last = max((r["rv"] for r in records), default=0)
         deadline = time.monotonic() + 15  # let every replica catch up with the last write (or show it cannot)
@@ -490,9 +604,17 @@ async def _saturate(port: int, connections: int, seconds: float) -> tuple[int, i
 
 
 def saturation(replica: Replica, seconds: float, connections: int = 8) -> Figures:
-    asyncio.run(_saturate(replica.port, connections, 1.0))  # warm-up
-    began = time.monotonic()
-    done, errors = asyncio.run(_saturate(replica.port, connections, seconds))
+    """Closed-loop admissions; with ``--isolate`` the client runs on the control plane's (idle) CPU, not on the
+    webhook's."""
+    if CORES.active:
+        os.sched_setaffinity(0, CORES.control)
+    try:
+        asyncio.run(_saturate(replica.port, connections, 1.0))  # warm-up
+        began = time.monotonic()
+        done, errors = asyncio.run(_saturate(replica.port, connections, seconds))
+    finally:
+        if CORES.active:
+            os.sched_setaffinity(0, CORES.webhook)
     return {"admissions/s at saturation": done / (time.monotonic() - began), "saturation errors": errors}
 
 
@@ -504,7 +626,7 @@ def load_cluster(loader: Path, plane: ControlPlane, nodes: int, pods_per_node: i
     if via == "etcd":
         command += ["-etcd", f"http://127.0.0.1:{plane.etcd_port}"]
     process = watched(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE))
+                                       stderr=subprocess.PIPE), "scaleload")
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     began = time.monotonic()
     try:
@@ -539,19 +661,31 @@ def apiserver_pid(plane: ControlPlane) -> int:
     return next(c.process.pid for c in plane.components if c.name == "kube-apiserver")
 
 
+def apiserver_env(args: argparse.Namespace) -> dict[str, str]:
+    """Go runtime knobs for kube-apiserver (no semantic change): a soft memory limit, so its garbage collector runs
+    before the heap doubles (GOGC=100) instead of after. At 5,000 nodes its live heap was 1.8-2.3 GB (the watch
+    cache's pods, and its own informer's pods for ServiceAccount token checks: two copies, as in every cluster)
+    while its RSS reached 5.3 GB."""
+    return {"GOMEMLIMIT": args.apiserver_memory_limit} if args.apiserver_memory_limit else {}
+
+
 def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: Path) -> Figures:
     figures: Figures = {"nodes": nodes, "pods": nodes * args.pods_per_node, "loadavg before": load_average()}
     print(f"\n== {nodes:,} nodes, {nodes * args.pods_per_node:,} pods (load average {figures['loadavg before']}; "
           f"{available_gib():.1f} GiB available)", flush=True)
     loader = loader_binary(kube_bin, workdir)
     plane = ControlPlane(workdir / f"plane-{nodes}", kube_bin, with_scheduler=False,
-                         extra_etcd_args=["--quota-backend-bytes", str(ETCD_QUOTA_BYTES)])
+                         extra_etcd_args=["--quota-backend-bytes", str(ETCD_QUOTA_BYTES)],
+                         component_env={"kube-apiserver": apiserver_env(args)})
     replicas: list[Replica] = []
     try:
+        if GUARD is not None:
+            GUARD.reset_peaks()
         plane.start()
         for component in plane.components:
-            watched(component.process)
+            watched(component.process, component.name)
         via = args.load_via if args.load_via != "auto" else ("api" if nodes <= 1000 else "etcd")
+        phase(f"load via {via}")
         figures.update(load_cluster(loader, plane, nodes, args.pods_per_node, via))
         print(f"loaded {figures['load objects']:,} objects via {via} in {figures['load seconds']:.0f}s "
               f"({figures['load objects/s']:,.0f} objects/s, {figures['load requests/s']:,.0f} requests/s)", flush=True)
@@ -559,6 +693,7 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         api_pid = apiserver_pid(plane)
         figures["apiserver RSS, loaded"] = memory_mib(api_pid)[0]
 
+        phase("serve lists")
         first = start_replica(kubeconfig, workdir, "replica-0")
         replicas.append(first)
         figures["ready"] = first.wait_ready()
@@ -570,12 +705,17 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
                             "preemptguard_informer_listed_bytes_total")) / 1e6})
         print(f"ready in {figures['ready']:.1f}s, {figures['listed MB']:.0f} MB listed, RSS {rss:.0f} MiB", flush=True)
 
+        if args.isolate:
+            CORES.isolate([c.process.pid for c in plane.components], replicas)
+        figures["isolated"] = CORES.active
+        phase("idle latencies")
         prober = Prober(first, token)
         prober.warm_up("mutate", "fit")
         figures["predicting"] = time.monotonic() - first.started
         figures.update(latency_figures(prober, args.samples))
         print("idle latencies measured", flush=True)
 
+        phase("churn")
         quiet_cpu = cpu_seconds(api_pid)
         began = time.monotonic()
         churn = churn_phase(loader, kubeconfig, nodes, args.churn_rate, args.churn_seconds, [first], workdir,
@@ -605,15 +745,26 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         figures["highest churn rate kept up with"] = kept
         figures["churn limit"] = limit
 
+        phase("saturation")
         figures.update(saturation(first, args.saturation_seconds))
         prober.close()
         print(f"saturation: {figures['admissions/s at saturation']:.0f} admissions/s", flush=True)
 
         if args.replicas > 1:
+            phase("replicas")
             figures.update(high_availability(args, loader, plane, replicas, workdir, nodes))
+        figures["Pod relists"] = first.metrics().get('preemptguard_informer_relists_total{kind="Pod"}', 0) - 1
         figures["RSS peak"] = first.rss()[1]
         figures["apiserver RSS"] = memory_mib(api_pid)[0]
+        phase("end")
+        if GUARD is not None:
+            figures.update({f"{name} RSS peak": rss for name, rss in GUARD.peaks.items()})
+    except BaseException:
+        for replica in replicas:
+            print(f"--- {replica.log.name} (tail)\n{tail(replica.log, 2000)}", file=sys.stderr, flush=True)
+        raise
     finally:
+        CORES.release()
         for replica in replicas:
             replica.stop()
         plane.stop()
@@ -722,11 +873,16 @@ ROWS: tuple[Row, ...] = (
     *(Row(f"churn {e} {k} p99", f"churn: {e} {k} p99", "ms", 2,
           _within(f"{e} {k} p99", 1.5) if e == "mutate" else None)
       for e in ("mutate", "preview") for k in KINDS),
+    Row("churn without prediction", "churn: admissions past budget (no prediction)", digits=0),
     Row("lag p50", "churn: informer lag p50", "s", 2),
+    Row("Pod relists", "Pod informer relists after its first list", digits=0),
     Row("lag p99", "churn: informer lag p99", "s", 2, _under(2, "s")),
     Row("highest churn rate kept up with", "highest churn rate kept up with", "/s", 0),
     Row("admissions/s at saturation", "admissions/s at saturation (fits)", "/s", 0),
     Row("apiserver RSS", "kube-apiserver RSS", "MiB", 0),
+    Row("kube-apiserver RSS peak", "kube-apiserver RSS peak", "MiB", 0),
+    Row("etcd RSS peak", "etcd RSS peak", "MiB", 0),
+    Row("scaleload RSS peak", "loader RSS peak", "MiB", 0),
     Row("apiserver CPU/s, 1 replica", "kube-apiserver CPU during churn, 1 replica", "cores", 2),
     Row("apiserver CPU/s, N replicas", "kube-apiserver CPU during churn, N replicas", "cores", 2),
     Row("RSS per replica", "RSS per replica (N replicas)", "MiB", 0),
@@ -801,15 +957,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-via", choices=("auto", "api", "etcd"), default="auto",
                         help="api: create + status through the API; etcd: nodes and pods straight into etcd "
                              "(the API server then serves them); auto: api up to 1,000 nodes, etcd above")
+    parser.add_argument("--apiserver-memory-limit", default=APISERVER_MEMORY_LIMIT,
+                        help="GOMEMLIMIT of kube-apiserver ('' for none; default %(default)s)")
+    parser.add_argument("--no-isolate", dest="isolate", action="store_false",
+                        help="keep the webhook on the same CPUs as the API server and the churn (see Cores)")
     parser.add_argument("--no-snapshot-path", dest="snapshot_path", action="store_false")
     parser.add_argument("--kube-bin", type=Path, help="etcd and kube-apiserver (default: $PREEMPTGUARD_KUBE_BIN)")
     parser.add_argument("--workdir", type=Path, help="where etcd's data goes (default: a temporary directory)")
     parser.add_argument("--json", type=Path, help="write every figure here as JSON")
+    parser.add_argument("--report", type=Path, nargs="+", metavar="JSON",
+                        help="print the table of sizes measured before (their --json files, in order) and exit")
     parser.add_argument("--quick", action="store_true", help="50 samples, 5 s of churn, no sweep beyond 1,000/s")
     args = parser.parse_args(argv)
     if args.quick:
         args.samples, args.churn_seconds, args.sweep_seconds = 50, 5.0, 4.0
         args.max_churn_rate, args.saturation_seconds = 1000.0, 3.0
+    if args.report:
+        saved = [figures for path in args.report for figures in json.loads(path.read_text(encoding="utf-8"))]
+        missed = report(sorted(saved, key=lambda figures: figures["nodes"]))
+        return 1 if missed else 0
     kube_bin = kube_bin_dir(args.kube_bin)
     GUARD = MemoryGuard()
     results: list[Figures] = []
@@ -819,11 +985,12 @@ def main(argv: list[str] | None = None) -> int:
             for nodes in args.nodes:
                 try:
                     results.append(measure_size(args, nodes, kube_bin, Path(tmp)))
-                except SystemExit:
-                    if not GUARD.tripped or not results:
+                except SystemExit as exc:
+                    if not results:
                         raise
-                    # Out of memory on a later size: the sizes measured so far are still printed (exit 1).
-                    stopped = f"{nodes:,} nodes not measured: {GUARD.tripped}"
+                    # A later size failed (out of memory, a wrong answer): the sizes measured so far are still
+                    # printed (exit 1).
+                    stopped = f"{nodes:,} nodes not measured: {GUARD.tripped or exc}"
                     break
                 GUARD.check()
         finally:
@@ -831,6 +998,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
     print(f"\nlowest available memory during the run: {GUARD.lowest:.1f} GiB; {os.cpu_count()} CPUs")
+    print(f"kube-apiserver: GOMEMLIMIT={args.apiserver_memory_limit or '(none)'}; etcd: --quota-backend-bytes "
+          f"{ETCD_QUOTA_BYTES}, --unsafe-no-fsync")
+    if args.isolate and (os.cpu_count() or 1) >= 2:
+        print(f"once ready: kube-apiserver, etcd and the churn on CPU {CORES.control}, the replicas and the prober on "
+              f"CPU {CORES.webhook} (--no-isolate: shared)")
     missed = report(results)
     if stopped:
         print(stopped)

@@ -25,7 +25,7 @@ FIGURES = (
     "churn achieved", *(f"churn mutate {kind} p99" for kind in ("fit", "preempt", "unschedulable")),
     "lag p50", "lag p99", "admissions/s at saturation",
     "apiserver CPU/s, 1 replica", "apiserver CPU/s, N replicas", "RSS per replica", "lag p99, N replicas",
-    "restart ready under churn",
+    "restart ready under churn", "kube-apiserver RSS peak", "etcd RSS peak", "scaleload RSS peak",
     "snapshot ready", "snapshot RSS", "snapshot preempt p99", "plugin cached",
 )
 

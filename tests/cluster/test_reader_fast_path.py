@@ -692,3 +692,56 @@ def resized_pods(draw: st.DrawFn) -> dict[str, Any]:
 def test_resized_pods_count_what_the_exact_reading_counts(raw: dict[str, Any]) -> None:
     exact = requests_as_resources(pod_requests(pod_resource_spec(raw["spec"]), pod_resource_status(raw["status"])))
     assert state_pod_from_dict(raw).requests == exact
+
+
+@st.composite
+def running_pods_reporting_their_requests(draw: st.DrawFn) -> dict[str, Any]:
+    """A bound pod whose container statuses repeat their containers' requests, as a v1.33+ kubelet reports every
+    running container's ``resources``; now and then one reports other requests, allocated resources, or a status
+    of a container the spec does not have, a sidecar's status, or an Infeasible resize."""
+    names = draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True))
+    containers = [{"name": n, "resources": {"requests": draw(SOME_REQUESTS), "limits": draw(SOME_REQUESTS)}}
+                  for n in names]
+    spec: dict[str, Any] = {"nodeName": "n", "containers": containers}
+    statuses = [{"name": c["name"], "resources": {"requests": dict(c["resources"]["requests"])}} for c in containers]
+    init_statuses = []
+    if draw(st.booleans()):
+        sidecar = {"name": "s", "restartPolicy": "Always", "resources": {"requests": draw(SOME_REQUESTS)}}
+        spec["initContainers"] = [sidecar]
+        init_statuses.append({"name": "s", "resources": {"requests": dict(sidecar["resources"]["requests"])}})
+    twist = draw(st.integers(0, 5))
+    if twist == 1:
+        statuses[0]["resources"] = {"requests": draw(SOME_REQUESTS)}
+    elif twist == 2:
+        statuses[0]["allocatedResources"] = draw(SOME_REQUESTS)
+    elif twist == 3:
+        statuses.append({"name": "other", "resources": {"requests": draw(SOME_REQUESTS)}})
+    elif twist == 4:
+        statuses[0]["resources"] = {}
+    status: dict[str, Any] = {"phase": "Running", "containerStatuses": statuses}
+    if init_statuses:
+        status["initContainerStatuses"] = init_statuses
+    if draw(st.integers(0, 4)) == 0:
+        status["conditions"] = [{"type": "PodResizePending", "status": "True",
+                                 "reason": draw(st.sampled_from(["Infeasible", "Deferred"]))}]
+    return {"kind": "Pod", "metadata": {"name": "p"}, "spec": spec, "status": status}
+
+
+@settings(max_examples=300, deadline=None)
+@given(running_pods_reporting_their_requests())
+def test_statuses_that_repeat_the_spec_count_what_the_full_reading_counts(raw: dict[str, Any]) -> None:
+    """The reader skips the status of a pod whose container statuses only repeat their requests: its requests and
+    non-zero requests are still those of the full reading of spec and status (upstream's podRequests)."""
+    spec, status = pod_resource_spec(raw["spec"]), pod_resource_status(raw["status"])
+    pod = state_pod_from_dict(raw)
+    assert pod.requests == requests_as_resources(pod_requests(spec, status))
+    assert pod.non_zero == pod_non_zero_requests(spec, status)
+
+
+def test_a_status_repeating_the_spec_is_not_read_again() -> None:
+    spec = {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}]}
+    repeated = {"containerStatuses": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}]}
+    resized = {"containerStatuses": [{"name": "a", "resources": {"requests": {"cpu": "2"}}}]}
+    assert not reader_resources.says_more_than_spec(repeated, spec)
+    assert reader_resources.says_more_than_spec(resized, spec)
+    assert reader_resources.says_more_than_spec(repeated)  # without the spec: read in full, as before

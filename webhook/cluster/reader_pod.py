@@ -276,7 +276,7 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         requests = pod_requests_resources(spec)
         # A running pod counts what its status says was allocated or actuated when that is more (in-place
         # resize). Only the cluster's pods: the API server drops the status of a pod it creates.
-        if says_more_than_spec(status):
+        if says_more_than_spec(status, spec):
             requests = pod_requests_with_status(spec, status, requests)
             with_status = True
     host_ports = _host_ports(spec)

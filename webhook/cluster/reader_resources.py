@@ -433,7 +433,6 @@ def pod_non_zero_requests_of(spec: JsonObject) -> tuple[int, int] | None:
 # ---- a running pod's requests with its status: in-place resize (issue #26) ---------------------------------
 
 # The status fields component-helpers ``PodRequests`` reads with ``UseStatusResources``.
-_RESIZE_STATUS_FIELDS = ("containerStatuses", "initContainerStatuses", "allocatedResources", "resources")
 POD_RESIZE_PENDING = "PodResizePending"
 REASON_INFEASIBLE = "Infeasible"
 
@@ -485,15 +484,66 @@ def pod_resource_status(status: JsonObject) -> PodResourceStatus:
     )
 
 
-def says_more_than_spec(status: JsonObject) -> bool:
-    """Whether a pod's status holds anything ``PodRequests`` reads beyond the spec (most pending pods' does not)."""
+def says_more_than_spec(status: JsonObject, spec: JsonObject | None = None) -> bool:
+    """Whether a pod's status holds anything ``PodRequests`` reads beyond the spec (most pending pods' does not).
+
+    With ``spec``, container statuses that only repeat their container's requests say nothing more: a kubelet
+    of v1.33+ reports every running container's ``resources``, and upstream's ``podRequests`` takes the larger
+    of the spec's and the status's requests (k8s.io/component-helpers/resource/helpers.go), which is the spec's
+    when they are equal (an Infeasible resize, which takes the status's alone, is still read in full). Reading
+    every running pod's status in full doubled the cost of listing pods (bench/scale.py)."""
     if not isinstance(status, Mapping):
         return False
-    for field in _RESIZE_STATUS_FIELDS:
-        if status.get(field) is not None:
+    if status.get("allocatedResources") is not None or status.get("resources") is not None:
+        return True
+    for field in ("containerStatuses", "initContainerStatuses"):
+        statuses = status.get(field)
+        if statuses is not None and (spec is None or _statuses_say_more(statuses, spec)):
             return True
     conditions = status.get("conditions")
     return conditions is not None and resize_infeasible(conditions)
+
+
+def _statuses_say_more(statuses: object, spec: JsonObject) -> bool:
+    """Whether a container status has allocated resources, or actual requests other than its container's."""
+    if not isinstance(statuses, list):
+        return True  # read in full: the full reading says what is wrong with it
+    requests: dict[object, object] | None = None
+    for cs in statuses:
+        if not isinstance(cs, Mapping) or cs.get("allocatedResources") is not None:
+            return True
+        actual = cs.get("resources")
+        if actual is None:
+            continue
+        if not isinstance(actual, Mapping):
+            return True
+        if requests is None:
+            requests = _spec_requests_by_container(spec)
+        if cs.get("name") not in requests or actual.get("requests") != requests[cs.get("name")]:
+            return True
+    return False
+
+
+_NOT_COMPARABLE = object()
+
+
+def _spec_requests_by_container(spec: JsonObject) -> dict[object, object]:
+    """Each container's ``resources.requests`` as written; not comparable (so the status is read in full) where a
+    limit names a resource its requests do not, which the requests then take from the limit (API defaulting)."""
+    found: dict[object, object] = {}
+    for field in ("initContainers", "containers"):
+        containers = spec.get(field) if isinstance(spec, Mapping) else None
+        for container in containers if isinstance(containers, list) else ():
+            if not isinstance(container, Mapping):
+                continue
+            resources = container.get("resources")
+            requests = resources.get("requests") if isinstance(resources, Mapping) else None
+            limits = resources.get("limits") if isinstance(resources, Mapping) else None
+            if limits and not (isinstance(limits, Mapping) and isinstance(requests, Mapping)
+                               and all(name in requests for name in limits)):
+                requests = _NOT_COMPARABLE
+            found[container.get("name")] = requests
+    return found
 
 
 def read_pod_requests_with_status(spec: JsonObject, status: JsonObject) -> Resources:

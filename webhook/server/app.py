@@ -32,6 +32,7 @@ from webhook.server.handlers import (
     CONFIG_KEY,
     METRICS_KEY,
     PIPELINE_KEY,
+    PREDICTOR_INDEXED_KEY,
     PREDICTOR_KEY,
     PREVIEW_RATE_KEY,
     SETTINGS_KEY,
@@ -83,7 +84,8 @@ def register_health_routes(app: web.Application) -> None:
 
 # What the /preview listener's application shares with the admission application it serves beside.
 _PREVIEW_APP_KEYS: tuple[web.AppKey[Any], ...] = (
-    SOURCE_KEY, SETTINGS_KEY, METRICS_KEY, CONFIG_KEY, PREDICTOR_KEY, AUTHENTICATOR_KEY, PREVIEW_RATE_KEY, LIMITS_KEY)
+    SOURCE_KEY, SETTINGS_KEY, METRICS_KEY, CONFIG_KEY, PREDICTOR_KEY, PREDICTOR_INDEXED_KEY, AUTHENTICATOR_KEY,
+    PREVIEW_RATE_KEY, LIMITS_KEY)
 
 
 def make_preview_app(app: web.Application) -> web.Application:
@@ -132,7 +134,8 @@ async def _gc_lifecycle(app: web.Application) -> AsyncIterator[None]:
 
 
 async def warm_up_predictor_once_ready(app: web.Application, poll_seconds: float = 0.1) -> None:
-    """After the cache's initial sync, build the predictor's index in the pool (not in the first admission)."""
+    """After the cache's initial sync, build the predictor's index in the pool (not in the first admission); /readyz
+    answers 200 only once it is built (or its build failed: the first real prediction then builds it)."""
     source = app[SOURCE_KEY]
     while not source.is_ready():
         await asyncio.sleep(poll_seconds)
@@ -140,6 +143,8 @@ async def warm_up_predictor_once_ready(app: web.Application, poll_seconds: float
         await app[PREDICTOR_KEY].warm_up(source.state, app[CONFIG_KEY].current.scheduler)
     except Exception:  # only a warm-up: the first real prediction builds the index instead
         log.exception("predictor warm-up failed")
+    finally:
+        app[PREDICTOR_INDEXED_KEY].set()
 
 
 async def _predictor_lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -219,6 +224,7 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     app[PREDICTOR_KEY] = PredictionService(settings.prediction_workers,
                                            inline_seconds=settings.inline_prediction_seconds,
                                            preview_workers=settings.preview_workers)
+    app[PREDICTOR_INDEXED_KEY] = asyncio.Event()
     app[AUTHENTICATOR_KEY] = authenticator if authenticator is not None else default_authenticator(source)
     live = app[CONFIG_KEY]
     observer = make_observer(source, settings, metrics, live)

@@ -59,6 +59,10 @@ SETTINGS_KEY = web.AppKey("settings", ServerSettings)
 METRICS_KEY = web.AppKey("metrics", WebhookMetrics)
 CONFIG_KEY = web.AppKey("config", LiveConfig)
 PREDICTOR_KEY = web.AppKey("predictor", PredictionService)
+# Set once the predictor's index of the synced cache is built (``webhook.server.app.warm_up_predictor_once_ready``):
+# before that an admission would build it within its own budget or, past it, go without a prediction (enforce then
+# decides by onUnpredictable), so /readyz waits for it, as for the informers.
+PREDICTOR_INDEXED_KEY = web.AppKey("predictor_indexed", asyncio.Event)
 AUTHENTICATOR_KEY = web.AppKey("authenticator", Authenticator)
 PIPELINE_KEY = web.AppKey("pod_admission", PodAdmission)
 # Per-caller rate of /preview requests and dry-run pod admissions (prediction.previewsPerMinute).
@@ -335,9 +339,12 @@ def readiness(app: web.Application) -> tuple[int, str]:
     if limits is not None and limits.draining:
         return 503, "shutting down"
     source = app[SOURCE_KEY]
-    if source.is_ready():
-        return 200, "ok"
-    return 503, source.readiness_reason() or "not ready"
+    if not source.is_ready():
+        return 503, source.readiness_reason() or "not ready"
+    indexed = app.get(PREDICTOR_INDEXED_KEY)
+    if indexed is not None and not indexed.is_set():
+        return 503, "building the predictor's index"
+    return 200, "ok"
 
 
 async def readyz(request: web.Request) -> web.Response:

@@ -187,6 +187,8 @@ class ControlPlane:
     # False: etcd and kube-apiserver only (bench/scale.py measures the API server holding a cluster, nothing binds).
     with_scheduler: bool = True
     extra_etcd_args: Sequence[str] = ()
+    # Extra environment per component name (e.g. a Go runtime knob such as GOMEMLIMIT for kube-apiserver).
+    component_env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     components: list[Component] = field(default_factory=list)
     etcd_port: int = 0
     apiserver_port: int = 0
@@ -258,7 +260,8 @@ class ControlPlane:
         log = self.workdir / f"{name}.log"
         with log.open("wb") as out:
             process = subprocess.Popen([str(self.bin_dir / name), *args], stdout=out, stderr=subprocess.STDOUT,
-                                       cwd=self.workdir, start_new_session=True)
+                                       cwd=self.workdir, start_new_session=True,
+                                       env={**os.environ, **self.component_env.get(name, {})})
         component = Component(name, process, log)
         self.components.append(component)
         return component

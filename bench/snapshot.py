@@ -42,7 +42,9 @@ Figures = dict[str, float | None]
 
 def probe_pod(kind: str, i: int) -> dict[str, Any]:
     """A pending pod that must preempt ("preempt") or cannot be placed ("unschedulable"), as bench/predict.py."""
-    cls, cpu, mem = ("high", (2000, 3000, 4000)[i % 3], 2048) if kind == "preempt" else ("standard", 12000, 1024)
+    # The unschedulable pod asks 15 CPUs of a 16-CPU node, as bench/predict_growth.py's: with 12, some of 15,000
+    # generated nodes make room by removing their batch-low pods, and the pod preempts.
+    cls, cpu, mem = ("high", (2000, 3000, 4000)[i % 3], 2048) if kind == "preempt" else ("standard", 15000, 1024)
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"probe-{kind}-{i}", "namespace": "team-00", "labels": {"app": "probe"}},
             "spec": {"priorityClassName": cls, "containers": [{"name": "c", "image": "registry.example/probe:1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -172,3 +173,23 @@ def test_a_taken_port_is_an_error_that_names_its_flag(flag: str) -> None:
     errors = [line for line in result.stderr.splitlines() if "error" in line]
     assert errors == [f"preempt-guard: error: {flag} {port}: cannot listen on 127.0.0.1:{port}: address already in use"]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_a_snapshot_source_is_frozen_out_of_the_collector_as_it_loads_when_serve_freezes(freeze: bool) -> None:
+    # serve freezes its synced cache (freeze_gc_after_sync); a snapshot is synced once loaded, so it is frozen
+    # then, before the first collections after the load would walk all of it.
+    from webhook.server.command import make_source
+    from webhook.server.settings import ServerSettings
+
+    snapshot = Path(__file__).resolve().parents[2] / "examples" / "cluster.yaml"
+    gc.unfreeze()
+    try:
+        source = make_source(ServerSettings(cluster_snapshot=snapshot, freeze_gc_after_sync=freeze))
+        frozen = gc.get_freeze_count()
+        assert gc.isenabled()
+        pods = list(source.state.pods.values())
+        assert pods
+        assert (frozen > 0) is freeze
+    finally:
+        gc.unfreeze()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -29,6 +30,7 @@ from webhook.server.settings import (
     lease_name,
     settings_from_args,
 )
+from webhook.sources.loader import collections_paused
 from webhook.sources.source import ClusterSource, SnapshotSource
 
 log = logging.getLogger("webhook.server")
@@ -152,7 +154,15 @@ def validate_serve_settings(settings: ServerSettings) -> None:
 def make_source(settings: ServerSettings) -> ClusterSource:
     """The snapshot file, or a live cluster (imported lazily: offline use needs no Kubernetes client)."""
     if settings.cluster_snapshot is not None:
-        return SnapshotSource(settings.cluster_snapshot, require_cluster=True)
+        if not settings.freeze_gc_after_sync:
+            return SnapshotSource(settings.cluster_snapshot, require_cluster=True)
+        # A snapshot is synced once loaded: frozen at once (see freeze_gc_after_sync), the cluster is not walked by
+        # the collections the first allocations after the load start, several seconds at 15,000 nodes before
+        # /readyz could answer (bench/snapshot.py).
+        with collections_paused():
+            snapshot = SnapshotSource(settings.cluster_snapshot, require_cluster=True)
+            gc.freeze()
+        return snapshot
     from webhook.sources.kube_source import KubernetesSource
 
     in_cluster = settings.in_cluster or (settings.kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ)

@@ -73,7 +73,8 @@ class DryRun:
     """The dry run over the potential nodes: candidates found (all of them when exhaustive), the best and the
     nodes tying with it, and the status of each node that is not a candidate.
 
-    A bounded dry run fills ``statuses`` only when no node is a candidate (the only time they are read).
+    A bounded dry run fills ``statuses`` only when no node is a candidate (the only time they are read), and then
+    only for the nodes it checked one by one: the others are in ``counts`` alone.
     """
 
     candidates: list[Candidate]
@@ -81,7 +82,7 @@ class DryRun:
     candidate_count: int
     best: Candidate | None = None
     tied: tuple[str, ...] = ()
-    # How many nodes have each status in ``statuses``, when the dry run counted them already.
+    # How many nodes have each status (those of ``statuses`` included), when the dry run counted them already.
     counts: Counter[Status] | None = None
 
 
@@ -225,14 +226,14 @@ class Evaluator:
             return PostFilterResult(None, (), 0, 0, True, f"preemption: {message}")
         dry = self.dry_run_preemption(ctx, potential)
         num_candidates = self.interface.num_candidates(len(potential))
-        errors = sorted(r for s in dry.statuses.values() if s.code == ERROR for r in s.reasons)
-        if dry.best is None and errors:
-            # Upstream: with no candidate, DryRunPreemption's errors become PostFilter's Error status.
-            return PostFilterResult(None, (), 0, len(potential), True, f"preemption: {'; '.join(errors)}",
-                                    num_candidates)
         if dry.best is None:
             counts = Counter(dry.statuses.values()) if dry.counts is None else Counter(dry.counts)
-            counts[NOT_HELPFUL] += len(names) - len(dry.statuses)
+            errors = sorted(r for s, n in counts.items() if s.code == ERROR for r in s.reasons for _ in range(n))
+            if errors:
+                # Upstream: with no candidate, DryRunPreemption's errors become PostFilter's Error status.
+                return PostFilterResult(None, (), 0, len(potential), True, f"preemption: {'; '.join(errors)}",
+                                        num_candidates)
+            counts[NOT_HELPFUL] += len(names) - counts.total()
             return PostFilterResult(None, (), 0, len(potential), True,
                                     f"preemption: {fit_error_message(len(names), counts)}", num_candidates)
         tied = set(dry.tied)

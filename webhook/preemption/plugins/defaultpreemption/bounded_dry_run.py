@@ -174,7 +174,8 @@ def bounded_dry_run(ctx: PredictionContext, potential: Collection[str]) -> DryRu
         slow = slow | volumes.general
     # Sets of (nearly) every node are read, never copied: at 15,000 nodes each copy costs a third of a millisecond.
     plain: set[str] | frozenset[str] = wanted - slow if slow else wanted
-    if not index.summaries.keys() >= plain:
+    # One of the index's own groups of nodes (the Filter pass hands over the one it found whole) needs no check.
+    if not any(plain is group for group in index.static_groups.values()) and not index.summaries.keys() >= plain:
         plain = plain & index.summaries.keys()
     statuses: dict[str, Status] = {}
     general: list[Candidate] = []
@@ -205,8 +206,10 @@ def bounded_dry_run(ctx: PredictionContext, potential: Collection[str]) -> DryRu
         if best.score is not None and best.score.pdb_violations == 0 and best.score.top_priority < level:
             break  # every bound from here on starts with (0, level), worse than the best
         fitting = candidates_plain if position == len(levels) - 1 else nodes_with_room(index, searchable, wants, level)
-        remaining = fitting - seen
-        seen |= fitting
+        # At the first level nothing is seen yet: ``fitting`` is read as it is (it may be every node, the index's
+        # own set), and ``seen`` is a new set at each later level, never changed in place.
+        remaining = fitting - seen if seen else fitting
+        seen = seen | fitting if seen else fitting
         slow_batch = []
         while pending and pending[0].score.top_priority <= level:
             slow_batch.append(pending.pop(0))
@@ -220,11 +223,12 @@ def bounded_dry_run(ctx: PredictionContext, potential: Collection[str]) -> DryRu
             # The nodes whose victim-count bound is exactly ``count``; their bound differs only in the lowest
             # pod priority of the node (a term of the priority sum) and the latest start at ``level``.
             batch = _within_count(index, remaining, wants, level, count)
-            # A new set: ``batch`` may be ``remaining`` itself (every node within the count).
-            remaining = remaining - batch
+            # A new set: ``batch`` may be ``remaining`` itself (every node within the count); a subset of it, so
+            # of the same size only when it is all of it.
+            remaining = set() if len(batch) == len(remaining) else remaining - batch
             group = batch if count == 1 else batch.intersection(index.order(MIN_PRIORITY_ORDER).below(lowest + 1))
             _dry_run_by_latest_start(ctx, group, level, count, lowest, best)
-            rest = batch - group
+            rest = set() if len(group) == len(batch) else batch - group  # ``group`` is a subset of ``batch``
             if rest and not best.beats(score_floor(level, count, second)):
                 _dry_run_batch(ctx, _plain_bounds(ctx, rest, level), best)
             # Every node left at this level has at least count + 1 victims, and at least its top one at ``level``.
@@ -313,24 +317,21 @@ def _dry_run_batch(ctx: PredictionContext, batch: list[Bound], best: BestCandida
 
 def _plain_dry_run_statuses(ctx: PredictionContext, plain: set[str] | frozenset[str], has_lower: set[str],
                             wants: list[Want], levels: list[int], statuses: dict[str, Status]) -> Counter[Status]:
-    """Why each plain potential node is no candidate (no lower-priority pod, or still no room without
-    them), written to ``statuses``; returns how many nodes have each status, the other nodes' included."""
+    """How many nodes have each status, those of ``statuses`` (the slow nodes) and the plain potential nodes,
+    counted by why they are no candidate (no lower-priority pod, or still no room without them) from the index's
+    sets: all the PostFilter's message reads, so no status is written per plain node."""
     counts = Counter(statuses.values())
-    no_victims = plain - has_lower
-    statuses.update(dict.fromkeys(no_victims, NO_VICTIMS))
-    counts[NO_VICTIMS] += len(no_victims)
+    no_victims = len(plain) - len(has_lower) if has_lower is plain else len(plain - has_lower)
+    counts[NO_VICTIMS] += no_victims
     if has_lower:
         for mask, part in resource_partition(ctx.view.index, has_lower, wants, levels[-1]).items():
             if not mask and ctx.volumes is not None:
                 # Room once every lower-priority pod is gone, on a node a node-only volume Filter rules out: its
                 # status is that Filter's (they run after NodeResourcesFit).
                 for blocked, status in ctx.volumes.partition(part):
-                    statuses.update(dict.fromkeys(blocked, status))
                     counts[status] += len(blocked)
                 continue
-            status = mask_status(mask)
-            statuses.update(dict.fromkeys(part, status))
-            counts[status] += len(part)
+            counts[mask_status(mask)] += len(part)
     return counts
 
 

@@ -199,16 +199,24 @@ def resource_partition(index: StateIndex, universe: set[str], wants: list[Want],
                        level: int | None) -> dict[int, set[str]]:
     """``universe`` split by which resource checks fail (a ``mask_status`` mask per part)."""
     parts: dict[int, set[str]] = {0: universe} if universe else {}
+    total = len(index.summaries)
     for dim, want in wants:
-        parts = _refine(parts, index.order(free_order(dim, level)).below(want), SHORT_BIT[dim])
+        parts = _refine(parts, index.order(free_order(dim, level)).below(want), SHORT_BIT[dim], total)
         if dim != PODS:
-            parts = _refine(parts, index.order(order_key("alloc", 0, dim)).below(want), OVER_ALLOCATABLE_BIT[dim])
+            parts = _refine(parts, index.order(order_key("alloc", 0, dim)).below(want), OVER_ALLOCATABLE_BIT[dim],
+                            total)
     return parts
 
 
-def _refine(parts: dict[int, set[str]], members: list[str], bit: int) -> dict[int, set[str]]:
+def _refine(parts: dict[int, set[str]], members: list[str], bit: int, total: int) -> dict[int, set[str]]:
+    """``parts`` (sets of the index's nodes) split by membership of ``members`` (a slice of an ordering of the
+    index's ``total`` nodes)."""
     if not members:
         return parts
+    if len(members) >= total:
+        # Every node (a pod short of a resource on all of them, the usual case for one that must preempt):
+        # every part gets the bit, and none is intersected with a list of every node.
+        return {mask | bit: part for mask, part in parts.items()}
     refined: dict[int, set[str]] = {}
     for mask, part in parts.items():
         inside = part.intersection(members)

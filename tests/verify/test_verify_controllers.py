@@ -23,7 +23,7 @@ from webhook.verify.controllers import (
     needs_claims_made,
 )
 
-TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+TEMPLATE: dict[str, Any] = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": {"name": "gpu-template", "namespace": "team-a"},
             "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}
 
@@ -55,7 +55,7 @@ class RecordingPlane:
         return [body for m, path, body in self.calls if m == method and path.endswith(path_end)]
 
 
-POD = {"metadata": {"namespace": "team-a", "name": "web", "uid": "uid-web"},
+POD: dict[str, Any] = {"metadata": {"namespace": "team-a", "name": "web", "uid": "uid-web"},
        "spec": {"schedulingGates": [{"name": "theirs"}, {"name": STAND_IN_GATE}],
                 "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {
                     "metadata": {"labels": {"kept": "yes"}},
@@ -68,7 +68,7 @@ POD = {"metadata": {"namespace": "team-a", "name": "web", "uid": "uid-web"},
 def test_the_claims_the_controllers_make_for_a_new_pod_and_its_gate_removed() -> None:
     plane = RecordingPlane({"/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates/gpu-template":
                             TEMPLATE})
-    create_pod_claims(plane, POD)  # type: ignore[arg-type]
+    create_pod_claims(plane, POD)
     owner = {"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "uid-web", "controller": True,
              "blockOwnerDeletion": True}
     (pvc,) = plane.sent("POST", "/namespaces/team-a/persistentvolumeclaims")
@@ -80,7 +80,7 @@ def test_the_claims_the_controllers_make_for_a_new_pod_and_its_gate_removed() ->
     assert claim["metadata"]["generateName"] == "web-gpu-"
     assert claim["metadata"]["annotations"] == {POD_CLAIM_NAME: "gpu"}
     assert claim["metadata"]["ownerReferences"] == [owner]
-    assert claim["spec"] == TEMPLATE["spec"]["spec"]  # type: ignore[index]
+    assert claim["spec"] == TEMPLATE["spec"]["spec"]
     (status,) = plane.sent("PATCH", "/pods/web/status")
     assert status == {"status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "web-gpu-abcde"}]}}
     (gates,) = plane.sent("PATCH", "/pods/web")
@@ -113,7 +113,7 @@ def test_the_pv_controller_completes_a_static_binding_and_a_provisioning_the_sch
             _pending("static"), _pending("provisioned", **{SELECTED_NODE: "node-1"}), _pending("waiting"), bound),
         "/api/v1/persistentvolumes": {"items": [chosen]},
         "/apis/storage.k8s.io/v1/storageclasses/zonal": {"provisioner": "pd.csi.example.com"}})
-    complete_bindings(plane, "team-a")  # type: ignore[arg-type]
+    complete_bindings(plane, "team-a")
     (pv,) = plane.sent("POST", "/api/v1/persistentvolumes")
     assert pv["metadata"]["name"] == "pvc-uid-provisioned"
     assert pv["spec"]["claimRef"] == {"kind": "PersistentVolumeClaim", "namespace": "team-a", "name": "provisioned",
@@ -135,7 +135,7 @@ def test_a_pod_with_an_ephemeral_volume_is_created_gated_until_its_claim_exists(
     """The scheduler must not try the pod before the controllers' claims exist (it would fail, back off, and the
     observation would take that for the decision); once verify's gate is gone the pod is the scheduler's."""
     stored = {"metadata": {"namespace": "team-a", "name": "web", "uid": "uid-web"},
-              "spec": {"volumes": POD["spec"]["volumes"], "containers": []},  # type: ignore[index]
+              "spec": {"volumes": POD["spec"]["volumes"], "containers": []},
               "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}}
 
     class Plane(RecordingPlane):
@@ -151,9 +151,9 @@ def test_a_pod_with_an_ephemeral_volume_is_created_gated_until_its_claim_exists(
 
     plane = Plane({"/api/v1/pods": {"items": []}}, tmp_path)
     monkeypatch.setattr(verify_observe, "UNSCHEDULABLE_SETTLE_SECONDS", 0.1)
-    seen = verify_observe.observe_pod(plane, {  # type: ignore[arg-type]
+    seen = verify_observe.observe_pod(plane, {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "team-a", "name": "web"},
-        "spec": {"volumes": POD["spec"]["volumes"], "containers": []}}, timeout=0.5)  # type: ignore[index]
+        "spec": {"volumes": POD["spec"]["volumes"], "containers": []}}, timeout=0.5)
     (created,) = plane.sent("POST", "/namespaces/team-a/pods")
     assert created["spec"]["schedulingGates"] == [{"name": STAND_IN_GATE}]
     assert plane.sent("POST", "/persistentvolumeclaims")[0]["metadata"]["name"] == "web-scratch"
@@ -166,7 +166,8 @@ def test_a_pod_with_an_ephemeral_volume_is_created_gated_until_its_claim_exists(
 class EmptyPlane:
     """An API server that serves every kind and holds one node (``read_back`` lists each)."""
 
-    def request(self, method: str, path: str, body: Any = None, query: Any = None) -> tuple[int, Any]:
+    def request(self, method: str, path: str, body: Any = None, query: Any = None,
+                content_type: str = "application/json") -> tuple[int, Any]:
         if path == "/api/v1/nodes":
             return 200, {"items": [{"metadata": {"name": "n1"},
                                     "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}}]}
@@ -183,7 +184,7 @@ def test_the_control_planes_kinds_are_known_even_when_empty_so_a_missing_claim_i
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "default", "name": "web"},
            "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}],
                     "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "never-created"}}]}}
-    prediction = predict(state_of_plane(EmptyPlane()), pod, DEFAULT_CONFIG.scheduler)  # type: ignore[arg-type]
+    prediction = predict(state_of_plane(EmptyPlane()), pod, DEFAULT_CONFIG.scheduler)
     assert prediction.outcome == Outcome.UNSCHEDULABLE
     assert 'persistentvolumeclaim "never-created" not found' in prediction.message
 
@@ -196,9 +197,9 @@ def test_a_binding_cycles_nomination_under_the_gated_condition_is_no_preemption(
     never evicted anyone (an Error after the timeout) instead of the pod bound to that node."""
     gated_condition = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]
     waiting = {"metadata": {"namespace": "team-a", "name": "web", "uid": "uid-web"},
-               "spec": {"volumes": POD["spec"]["volumes"], "containers": []},  # type: ignore[index]
+               "spec": {"volumes": POD["spec"]["volumes"], "containers": []},
                "status": {"nominatedNodeName": "node-2", "conditions": gated_condition}}
-    bound = {**waiting, "spec": {**waiting["spec"], "nodeName": "node-2"}}  # type: ignore[dict-item]
+    bound = {**waiting, "spec": {**waiting["spec"], "nodeName": "node-2"}}
     reads = iter([waiting, waiting, waiting])
 
     class Plane(RecordingPlane):
@@ -210,7 +211,7 @@ def test_a_binding_cycles_nomination_under_the_gated_condition_is_no_preemption(
                 return 200, next(reads, bound)
             return super().request(method, path, body, query, content_type)
 
-    seen = verify_observe.observe_pod(Plane({"/api/v1/pods": {"items": []}}, tmp_path), {  # type: ignore[arg-type]
+    seen = verify_observe.observe_pod(Plane({"/api/v1/pods": {"items": []}}, tmp_path), {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "team-a", "name": "web"},
-        "spec": {"volumes": POD["spec"]["volumes"], "containers": []}}, timeout=5)  # type: ignore[index]
+        "spec": {"volumes": POD["spec"]["volumes"], "containers": []}}, timeout=5)
     assert (seen.outcome, seen.node) == (Outcome.FITS, "node-2")

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.verify.controlplane import ControlPlane
+from webhook.verify.controlplane import PlaneApi
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
@@ -60,7 +60,7 @@ def with_stand_in_gate(pod: Mapping[str, Any]) -> dict[str, Any]:
     return {**pod, "spec": spec}
 
 
-def create_pod_claims(plane: ControlPlane, pod: Mapping[str, Any]) -> None:
+def create_pod_claims(plane: PlaneApi, pod: Mapping[str, Any]) -> None:
     """The claims the ephemeral volume and resourceclaim controllers create for ``pod`` (as the API returned it)."""
     spec = pod.get("spec") or {}
     namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -101,7 +101,7 @@ def create_pod_claims(plane: ControlPlane, pod: Mapping[str, Any]) -> None:
                   content_type="application/merge-patch+json")
 
 
-def complete_bindings(plane: ControlPlane, namespace: str) -> None:
+def complete_bindings(plane: PlaneApi, namespace: str) -> None:
     """The PV controller's side of the bindings the scheduler started in ``namespace`` (see the module docstring)."""
     _, listed = plane.request("GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims")
     pending = [c for c in (listed or {}).get("items", []) if not (c.get("spec") or {}).get("volumeName")]
@@ -119,7 +119,7 @@ def complete_bindings(plane: ControlPlane, namespace: str) -> None:
             _bind(plane, claim, pv)
 
 
-def _provision(plane: ControlPlane, claim: Mapping[str, Any]) -> dict[str, Any] | None:
+def _provision(plane: PlaneApi, claim: Mapping[str, Any]) -> dict[str, Any] | None:
     meta, spec = claim["metadata"], claim.get("spec") or {}
     name = f"pvc-{meta['uid']}"
     _, storage_class = plane.request("GET", f"/apis/storage.k8s.io/v1/storageclasses/{spec.get('storageClassName')}")
@@ -136,7 +136,7 @@ def _provision(plane: ControlPlane, claim: Mapping[str, Any]) -> dict[str, Any] 
     return made if code in (200, 201) else None
 
 
-def _bind(plane: ControlPlane, claim: Mapping[str, Any], pv: Mapping[str, Any]) -> None:
+def _bind(plane: PlaneApi, claim: Mapping[str, Any], pv: Mapping[str, Any]) -> None:
     meta = claim["metadata"]
     path = f"/api/v1/namespaces/{meta['namespace']}/persistentvolumeclaims/{meta['name']}"
     code, _ = plane.request("PATCH", path, {"metadata": {"annotations": {BIND_COMPLETED: "yes"}},

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -66,6 +66,21 @@ def kube_bin_dir(directory: str | os.PathLike[str] | None = None, environ: Mappi
                               f"(it builds them from the Go module proxy), or pass --kube-bin DIR / set {KUBE_BIN_ENV} "
                               "to a directory holding etcd, kube-apiserver and kube-scheduler of one release")
     return where
+
+
+class PlaneApi(Protocol):
+    """What verify's readers and controller stand-ins ask of a control plane: API calls as the admin
+    (``ControlPlane.request``; tests hand them recording fakes)."""
+
+    def request(self, method: str, path: str, body: Any = None, *, content_type: str = ...,
+                query: Mapping[str, str] | None = ...) -> tuple[int, Any]: ...
+
+
+class SchedulingPlane(PlaneApi, Protocol):
+    """A ``PlaneApi`` whose kube-scheduler writes a log (what ``observe_pod`` reads beside the API)."""
+
+    @property
+    def scheduler_log(self) -> Path: ...
 
 
 def free_port() -> int:

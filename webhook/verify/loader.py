@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from webhook.errors import PreemptGuardError, SnapshotError
-from webhook.verify.controlplane import ControlPlane, collection_path
+from webhook.verify.controlplane import ControlPlane, PlaneApi, collection_path
 from webhook.verify.storage import RESOURCES, object_key, prefix_of, stored_form
 
 __all__ = [
@@ -448,7 +448,7 @@ def wait_for_scheduler(plane: ControlPlane, nodes: int, *, timeout: float = 30.0
         plane.request("DELETE", path, query={"gracePeriodSeconds": "0"})
 
 
-def _items(plane: ControlPlane, kind: str) -> list[dict[str, Any]]:
+def _items(plane: PlaneApi, kind: str) -> list[dict[str, Any]]:
     api_version, path = LIST_PATHS[kind]
     code, body = plane.request("GET", path)
     items: list[dict[str, Any]] = _check(code, body, f"list {kind}")["items"]
@@ -457,7 +457,7 @@ def _items(plane: ControlPlane, kind: str) -> list[dict[str, Any]]:
     return items
 
 
-def read_back(plane: ControlPlane) -> list[dict[str, Any]]:
+def read_back(plane: PlaneApi) -> list[dict[str, Any]]:
     """The cluster as it is now, without this module's stand-ins for the scheduler (hold gate, probe pods)."""
     objects: list[dict[str, Any]] = []
     for kind in KINDS:
@@ -471,7 +471,7 @@ def read_back(plane: ControlPlane) -> list[dict[str, Any]]:
     return objects
 
 
-def force_delete_pod(plane: ControlPlane, namespace: str, name: str) -> None:
+def force_delete_pod(plane: PlaneApi, namespace: str, name: str) -> None:
     """Gone at once, as a kubelet confirms a termination: its finalizers removed, then grace 0."""
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
     plane.request("PATCH", path, {"metadata": {"finalizers": None}}, content_type="application/merge-patch+json")

@@ -41,7 +41,7 @@ from webhook.verify.controllers import (
     pod_needs_controllers,
     with_stand_in_gate,
 )
-from webhook.verify.controlplane import ControlPlane, collection_path
+from webhook.verify.controlplane import PlaneApi, SchedulingPlane, collection_path
 from webhook.verify.loader import force_delete_pod
 
 POLL_SECONDS = 0.05
@@ -113,7 +113,7 @@ class PodMarks:
                    frozenset(_key(p) for p in listed if preempted_by_scheduler(p)))
 
 
-def pod_marks(plane: ControlPlane) -> PodMarks:
+def pod_marks(plane: PlaneApi) -> PodMarks:
     _, listed = plane.request("GET", "/api/v1/pods")
     return PodMarks.of((listed or {}).get("items", []))
 
@@ -163,7 +163,7 @@ def preemption_complete(evidence: PreemptionEvidence, quiet_for: float) -> bool:
 class SchedulerLog:
     """The scheduler's log from a point on (its ``-v 2`` lines: hints, never the only evidence)."""
 
-    def __init__(self, plane: ControlPlane) -> None:
+    def __init__(self, plane: SchedulingPlane) -> None:
         self.path = plane.scheduler_log
         try:
             self.offset = self.path.stat().st_size
@@ -187,7 +187,7 @@ class SchedulerLog:
         return preemptor in ASYNC_FINISHED.findall(text)
 
 
-def preempted_events(plane: ControlPlane, preemptor_uid: str) -> set[str]:
+def preempted_events(plane: PlaneApi, preemptor_uid: str) -> set[str]:
     """Victims whose ``Preempted`` Event names the preemptor (``related``, or its UID in the message)."""
     _, listed = plane.request("GET", "/api/v1/events", query={"fieldSelector": f"reason={PREEMPTED_REASON}"})
     victims = set()
@@ -199,7 +199,7 @@ def preempted_events(plane: ControlPlane, preemptor_uid: str) -> set[str]:
     return victims
 
 
-def with_owner(plane: ControlPlane, manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+def with_owner(plane: PlaneApi, manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     """A workload's replica with its controller (``ownerReferences`` without a uid, scenarios.py): the owner is
     created, with no replicas (no controller manager runs here), the pod's labels as its selector and the pod as
     its template, so kube-scheduler's DefaultSelector finds it and PodTopologySpread's default constraints apply
@@ -230,7 +230,7 @@ def with_owner(plane: ControlPlane, manifest: Mapping[str, Any]) -> Mapping[str,
     return {**manifest, "metadata": {**meta, "ownerReferences": [{**owner, "uid": uid}]}}
 
 
-def observe_pod(plane: ControlPlane, manifest: Mapping[str, Any], *, timeout: float,
+def observe_pod(plane: SchedulingPlane, manifest: Mapping[str, Any], *, timeout: float,
                 scheduler_names: Collection[str] | None = None) -> Observation:
     """Create ``manifest`` and report what the scheduler did within ``timeout`` seconds.
 
@@ -314,7 +314,7 @@ class PreemptorRef:
         object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
 
-def gather_evidence(plane: ControlPlane, preemptor: PreemptorRef, before: PodMarks, log: SchedulerLog,
+def gather_evidence(plane: PlaneApi, preemptor: PreemptorRef, before: PodMarks, log: SchedulerLog,
                     message: str) -> PreemptionEvidence:
     """The evidence now: the pods on the nominated node, the Preempted Events, the log's hints.
 
@@ -337,7 +337,7 @@ def gather_evidence(plane: ControlPlane, preemptor: PreemptorRef, before: PodMar
     )
 
 
-def _observe_preemption(plane: ControlPlane, preemptor: PreemptorRef, before: PodMarks, log: SchedulerLog,
+def _observe_preemption(plane: PlaneApi, preemptor: PreemptorRef, before: PodMarks, log: SchedulerLog,
                         deadline: float, timeout: float) -> Observation:
     evidence = PreemptionEvidence()
     message = ""
@@ -364,7 +364,7 @@ def _preempts(preemptor: PreemptorRef, evidence: PreemptionEvidence, message: st
                        log_only_victims=tuple(sorted(log_only)), before=before)
 
 
-def late_victims(plane: ControlPlane, observation: Observation) -> set[str]:
+def late_victims(plane: PlaneApi, observation: Observation) -> set[str]:
     """Victims of this preemption seen only after its observation was complete: marked on its node since the pod
     was created, or named by a Preempted Event (an Event in a terminating namespace is refused, so both)."""
     late = preempted_events(plane, observation.uid) if observation.uid else set()
@@ -374,7 +374,7 @@ def late_victims(plane: ControlPlane, observation: Observation) -> set[str]:
     return late - set(observation.victims)
 
 
-def settle(plane: ControlPlane, observation: Observation, namespace: str, *, timeout: float) -> Observation:
+def settle(plane: PlaneApi, observation: Observation, namespace: str, *, timeout: float) -> Observation:
     """Leave the cluster as it will be for the next pod (see the module docstring)."""
     name = observation.pod_name
     if not name:

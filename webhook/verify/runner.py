@@ -16,7 +16,7 @@ from webhook.cluster.snapshot import ClusterState
 from webhook.config import ScoringStrategyConfig
 from webhook.errors import PreemptGuardError
 from webhook.observe.compare import ERROR, Comparison, Observed, Predicted, compare
-from webhook.verify.controlplane import ControlPlane
+from webhook.verify.controlplane import ControlPlane, PlaneApi
 from webhook.verify.engine import Prediction, SchedulerConfig, check_snapshot, predict, state_from_objects
 from webhook.verify.loader import (
     STORAGE_AND_DEVICE_KINDS,
@@ -59,7 +59,7 @@ def _pod_key(manifest: dict[str, object]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name') or meta.get('generateName') or '?'}"
 
 
-def state_of_plane(plane: ControlPlane) -> ClusterState:
+def state_of_plane(plane: PlaneApi) -> ClusterState:
     """The cluster as the API server holds it, as PreemptGuard's informers would see it: every storage and device
     kind was listed, so one without objects is known to be empty (a claim that is not there is missing), not "not
     known" as in a snapshot taken without it."""

@@ -459,9 +459,9 @@ class Reference:
         for name in potential:
             got = self.select_victims(pod, name)
             if isinstance(got[0], list):
-                candidates[name] = got  # type: ignore[assignment]
+                candidates[name] = got
             else:
-                dry[name] = got[1]  # type: ignore[assignment]
+                dry[name] = got[1]
         if not candidates:
             return {**out, "preemption_status": msg([dry.get(n, not_helpful) for n in names])}
 

@@ -10,7 +10,14 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from webhook.cluster.model import LabelSelector, LabelSelectorRequirement, Node, NodeSelectorTerm, Pod
+from webhook.cluster.model import (
+    LabelSelector,
+    LabelSelectorRequirement,
+    Node,
+    NodeSelectorTerm,
+    Pod,
+    PodAffinityTerm,
+)
 from webhook.preemption.results import ScoringArgs
 
 if TYPE_CHECKING:
@@ -338,15 +345,15 @@ class ReferenceScoring:
                 hit = True
                 topology[(key, node.labels[key])] = topology.get((key, node.labels[key]), 0) + weight
 
-        def incoming_matches(term: object, other: Pod) -> bool:
-            t = term  # the incoming pod's term with its namespaceSelector merged into namespaces
-            namespaces = set(t.namespaces) or ({pod.namespace} if t.namespace_selector is None else set())  # type: ignore[attr-defined]
-            selector = t.namespace_selector  # type: ignore[attr-defined]
+        def incoming_matches(t: PodAffinityTerm, other: Pod) -> bool:
+            # the incoming pod's term with its namespaceSelector merged into namespaces
+            namespaces = set(t.namespaces) or ({pod.namespace} if t.namespace_selector is None else set())
+            selector = t.namespace_selector
             if selector is not None:
                 if selector.is_empty():
-                    return sel_ok(t.label_selector, other.labels)  # type: ignore[attr-defined]
+                    return sel_ok(t.label_selector, other.labels)
                 namespaces |= {ns for ns, labels in ns_objects.items() if sel_ok(selector, labels)}
-            return other.namespace in namespaces and sel_ok(t.label_selector, other.labels)  # type: ignore[attr-defined]
+            return other.namespace in namespaces and sel_ok(t.label_selector, other.labels)
 
         for other, name in world.values():
             node = self.ref.nodes[name]

@@ -218,6 +218,70 @@ def test_the_index_kept_pod_change_by_pod_change_equals_one_built_afresh(data: s
     assert computed(state, cfg) == reference(state, cfg)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_recount_in_steps_with_pod_changes_between_them_equals_one_built_afresh(data: st.DataObject) -> None:
+    """The exposure scan recounts a namespace whose PDB selectors changed one step of pods at a time, giving the event
+    loop (and so the informers) a turn between steps: what changed meanwhile is neither lost nor counted twice."""
+    state, cfg = data.draw(clusters())
+    index = index_of(state)
+    state.pod_listener = index.pod_changed
+    namespace = data.draw(st.sampled_from(NAMESPACES))
+    state.upsert(PodDisruptionBudget("pdb-new", namespace, data.draw(st.sampled_from(
+        [LabelSelector({"app": "web"}), LabelSelector({"app": "batch"})])), 1))
+    steps = index.recount(namespace, state.pdbs_in(namespace), state.pods_by_namespace.get(namespace, {}).values(),
+                          step=data.draw(st.integers(1, 3)))
+    assert steps is not None
+    for change in data.draw(changes(state)):  # pod changes only: this recount is about one PDB change
+        next(steps, None)
+        if isinstance(change, str):
+            state.delete("Pod", change)
+        elif isinstance(change, Pod):
+            state.upsert(change)
+    for _ in steps:
+        pass
+    table = access_table(state, cfg)
+    fresh = index_of(state)
+    assert [index.exposure(ns, state.pdbs_in(ns), table, state.namespaces, "tenant") for ns in NAMESPACES] == \
+        [fresh.exposure(ns, state.pdbs_in(ns), table, state.namespaces, "tenant") for ns in NAMESPACES]
+
+
+def test_a_recount_counts_a_bounded_step_of_pods_at_a_time_and_takes_over_only_at_its_end() -> None:
+    pods = [victim(f"web-{i}", labels={"app": "web"}) for i in range(1000)]
+    state = cluster([HIGH, LOW], pods, [])
+    index = index_of(state)
+    state.pod_listener = index.pod_changed
+    pdb = PodDisruptionBudget("web", "team-b", LabelSelector({"app": "web"}), 0)
+    state.upsert(pdb)
+    steps = index.recount("team-b", [pdb], state.pods_by_namespace["team-b"].values(), step=100)
+    assert steps is not None
+    table = access_table(state, config())
+    taken = 0
+    for _ in steps:
+        taken += 1
+        # Until its last step the namespace reads the counts in use (and its PDB selects nothing yet).
+        assert index.exposure("team-b", [pdb], table, state.namespaces, "tenant").pdbs[0].pods == 0
+    assert taken == 10
+    assert index.exposure("team-b", [pdb], table, state.namespaces, "tenant").pdbs[0].pods == 1000
+    assert index.recount("team-b", [pdb], state.pods_by_namespace["team-b"].values()) is None  # counted now
+
+
+def test_an_abandoned_recount_leaves_the_counts_in_use_and_keeps_no_log() -> None:
+    state = cluster([HIGH, LOW], [victim(f"web-{i}", labels={"app": "web"}) for i in range(10)], [])
+    index = index_of(state)
+    state.pod_listener = index.pod_changed
+    pdb = PodDisruptionBudget("web", "team-b", LabelSelector({"app": "web"}), 0)
+    steps = index.recount("team-b", [pdb], state.pods_by_namespace["team-b"].values(), step=2)
+    assert steps is not None
+    next(steps)
+    steps.close()  # e.g. the scan was cancelled
+    state.upsert(victim("web-late", labels={"app": "web"}))
+    assert not index._recounts
+    table = access_table(state, config())
+    assert index.exposure("team-b", [pdb], table, state.namespaces, "tenant").bands[0].pods == 11
+    assert index.recount("team-b", [pdb], state.pods_by_namespace["team-b"].values()) is not None  # still to do
+
+
 @settings(max_examples=200, deadline=None)
 @given(clusters())
 def test_a_report_never_names_another_namespace_or_another_namespace_s_pod(drawn: tuple[ClusterState, Config]) -> None:

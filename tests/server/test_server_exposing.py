@@ -1,6 +1,7 @@
 """The PolicyReport writer of the exposure scan (webhook.server.exposing.ReportWriter), against a stand-in for the
 API door: what the API holds is read once per term, unchanged reports are never rewritten, a missing CRD is one
-warning and no writes, an unreachable API server is retried calmly, never in a tight loop."""
+warning and no writes, an unreachable API server is retried calmly, never in a tight loop. And the scan itself
+(ExposureScanner) shares the event loop: a recount of a namespace's pods is done in steps."""
 
 from __future__ import annotations
 
@@ -11,13 +12,18 @@ from typing import Any, cast
 import pytest
 from prometheus_client import CollectorRegistry
 
+from webhook.cluster.model import LabelSelector, Namespace, Pod, PodDisruptionBudget, PriorityClass
+from webhook.cluster.snapshot import ClusterState
+from webhook.config import Config
 from webhook.errors import ApiError, ClusterUnavailable
 from webhook.exposure import NamespaceExposure, PreemptingClass, PriorityBand
+from webhook.exposure.compute import RECOUNT_STEP
 from webhook.exposure.report import HASH_ANNOTATION, policy_report
 from webhook.kubeapi import KubeClient
 from webhook.server import exposing
-from webhook.server.exposing import ReportWriter
+from webhook.server.exposing import ExposureScanner, ReportWriter
 from webhook.server.tenant_metrics import TenantMetrics
+from webhook.sources.source import MemorySource
 
 
 class Door:
@@ -91,3 +97,34 @@ async def test_an_unreachable_api_server_is_retried_calmly(monkeypatch: pytest.M
     await run_for(target, 0.55)
     assert 3 <= len(door.applied) <= 7  # about one try per RETRY_SECONDS, not thousands
     assert target.pending == 1  # still waiting its turn
+
+
+async def test_a_scan_recounting_a_namespace_gives_the_event_loop_back_between_steps_of_pods() -> None:
+    """A namespace's PDB selector changed (or the replica just started): its pods are counted again, a bounded step at
+    a time with the loop given back between steps, not in one go (~50 ms of the loop for 20,000 pods)."""
+    state = ClusterState()
+    state.upsert(Namespace("team-b"))
+    state.upsert(PriorityClass("low", 10))
+    scanner = ExposureScanner(MemorySource(state), TenantMetrics(CollectorRegistry()), Config, lambda: True, None,
+                              slice_seconds=0.0, max_duty=1.0)  # every step a turn of the loop
+    state.add_pod_listener(scanner.pod_changed)
+    for i in range(10 * RECOUNT_STEP):
+        state.upsert(Pod(name=f"web-{i}", namespace="team-b", node_name="n1", priority=10, priority_class_name="low",
+                         phase="Running", labels={"app": "web"}))
+    state.upsert(PodDisruptionBudget("web", "team-b", LabelSelector({"app": "web"}), 1))
+    turns = 0
+
+    async def other_work() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_work())
+    await asyncio.sleep(0)
+    before = turns
+    await scanner.scan()
+    other.cancel()
+    assert turns - before >= 10  # one turn per step of RECOUNT_STEP pods at least
+    (budget,) = scanner.exposures["team-b"].pdbs
+    assert budget.pods == 10 * RECOUNT_STEP

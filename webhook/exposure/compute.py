@@ -10,14 +10,16 @@ protected here: that list is a moment of an eviction, not who the budget is for.
 ``ExposureIndex`` keeps the counts current pod change by pod change (the cluster state's pod listener), so the
 server's scan never walks a namespace's pods again for a pod change: it only re-reads a namespace's counts, in
 O(bands x classes). Only a change of a namespace's PDB *selectors* recounts that namespace's pods
-(``pdbs_changed``). ``compute_exposure``, the one-call form the plugin uses, fills an index from a state.
+(``pdbs_changed``, or ``recount`` in steps of ``RECOUNT_STEP`` pods that the server's scan paces: at 15,000 nodes a
+namespace holds ~20,000 pods, counted whole in ~50 ms of the event loop). ``compute_exposure``, the one-call form
+the plugin uses, fills an index from a state.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.cluster.model import LabelSelector, Namespace, Pod, PodDisruptionBudget
@@ -30,6 +32,9 @@ from webhook.preemption.framework.pdb import PdbIndex
 
 # How many pod names a PDB's entry lists (its count is always whole): a PolicyReport is one etcd object.
 PDB_POD_NAMES = 20
+# Pods one step of ``ExposureIndex.recount`` counts (a few hundred microseconds): the caller may give the event
+# loop back between steps.
+RECOUNT_STEP = 256
 
 # What decides which pods a namespace's PDBs select: (name, selector) of each, by name.
 PdbSelectors = tuple[tuple[str, LabelSelector | None], ...]
@@ -89,12 +94,23 @@ class _Namespace:
             del band.classes[pod.priority_class_name]
 
 
+class _Recount:
+    """A namespace's pods being counted again under new PDB selectors, and the changes to replay once they are."""
+
+    __slots__ = ("counted", "pending")
+
+    def __init__(self, counted: _Namespace) -> None:
+        self.counted = counted
+        self.pending: list[tuple[Pod, int]] = []
+
+
 class ExposureIndex:
     """Every namespace's running pods by band and PDB, kept current by ``pod_changed``; ``dirty`` collects the
     namespaces whose counts changed since the caller last took them (``take_dirty``)."""
 
     def __init__(self) -> None:
         self._namespaces: dict[str, _Namespace] = {}
+        self._recounts: dict[str, _Recount] = {}
         self.dirty: set[str] = set()
 
     # ---- feeding ----------------------------------------------------------------------------------
@@ -105,11 +121,17 @@ class ExposureIndex:
         if was and now and old is not None and new is not None and _counted_alike(old, new):
             return  # a status update: nothing counted changes
         if was and old is not None:
-            self._counts(old.namespace).count(old, -1)
-            self.dirty.add(old.namespace)
+            self._change(old, -1)
         if now and new is not None:
-            self._counts(new.namespace).count(new, 1)
-            self.dirty.add(new.namespace)
+            self._change(new, 1)
+
+    def _change(self, pod: Pod, sign: int) -> None:
+        namespace = pod.namespace
+        self._counts(namespace).count(pod, sign)
+        self.dirty.add(namespace)
+        recount = self._recounts.get(namespace)
+        if recount is not None:  # replayed on the new counts once the pods listed before it are counted
+            recount.pending.append((pod, sign))
 
     def add_pods(self, pods: Iterable[Pod]) -> None:
         for pod in pods:
@@ -117,20 +139,53 @@ class ExposureIndex:
 
     def pdbs_changed(self, namespace: str, pdbs: Iterable[PodDisruptionBudget], pods: Iterable[Pod]) -> bool:
         """The namespace's PDBs now: when their selectors differ from those counted, its ``pods`` are counted
-        again (O(its pods)); True then."""
-        selectors = pdb_selectors(pdbs)
-        current = self._namespaces.get(namespace)
-        if (current.selectors if current is not None else ()) == selectors:
+        again (O(its pods), in one call); True then."""
+        steps = self.recount(namespace, pdbs, pods)
+        if steps is None:
             return False
-        counted = self._namespaces[namespace] = _Namespace(namespace, selectors)
-        for pod in pods:
-            if pod.namespace == namespace and running_pod(pod):
-                counted.count(pod, 1)
-        self.dirty.add(namespace)
+        for _ in steps:
+            pass
         return True
+
+    def recount(self, namespace: str, pdbs: Iterable[PodDisruptionBudget], pods: Iterable[Pod],
+                step: int = RECOUNT_STEP) -> Iterator[None] | None:
+        """``pdbs_changed`` in steps: None when the selectors are those counted (or being counted); else the steps.
+        The first lists ``pods`` (the namespace's pods in the cluster state, a live view) and each counts ``step``
+        of them; pod changes that arrive between two steps still update the counts in use and are replayed onto the
+        new ones, which replace them after the last step. A newer ``recount`` of the namespace (or ``forget``)
+        abandons an unfinished one, as does closing its iterator."""
+        selectors = pdb_selectors(pdbs)
+        running = self._recounts.get(namespace)
+        current = running.counted if running is not None else self._namespaces.get(namespace)
+        if (current.selectors if current is not None else ()) == selectors:
+            return None
+        return self._recount_steps(namespace, selectors, pods, max(1, step))
+
+    def _recount_steps(self, namespace: str, selectors: PdbSelectors, pods: Iterable[Pod],
+                       step: int) -> Iterator[None]:
+        # Listed and registered in one step of the caller's, so the replay holds exactly the changes after the list.
+        recount = self._recounts[namespace] = _Recount(_Namespace(namespace, selectors))
+        listed = list(pods)
+        counted = recount.counted
+        try:
+            for start in range(0, len(listed), step):
+                for pod in listed[start:start + step]:
+                    if pod.namespace == namespace and running_pod(pod):
+                        counted.count(pod, 1)
+                yield
+                if self._recounts.get(namespace) is not recount:
+                    return  # superseded or forgotten meanwhile
+            for pod, sign in recount.pending:
+                counted.count(pod, sign)
+            self._namespaces[namespace] = counted
+            self.dirty.add(namespace)
+        finally:
+            if self._recounts.get(namespace) is recount:
+                del self._recounts[namespace]
 
     def forget(self, namespace: str) -> None:
         self._namespaces.pop(namespace, None)
+        self._recounts.pop(namespace, None)
         self.dirty.discard(namespace)
 
     def take_dirty(self) -> set[str]:

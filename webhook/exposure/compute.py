@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from webhook.cluster.model import LabelSelector, Namespace, Pod, PodDisruptionBudget
@@ -148,7 +148,7 @@ class ExposureIndex:
         return True
 
     def recount(self, namespace: str, pdbs: Iterable[PodDisruptionBudget], pods: Iterable[Pod],
-                step: int = RECOUNT_STEP) -> Iterator[None] | None:
+                step: int = RECOUNT_STEP) -> Generator[None, None, None] | None:
         """``pdbs_changed`` in steps: None when the selectors are those counted (or being counted); else the steps.
         The first lists ``pods`` (the namespace's pods in the cluster state, a live view) and each counts ``step``
         of them; pod changes that arrive between two steps still update the counts in use and are replayed onto the
@@ -162,7 +162,7 @@ class ExposureIndex:
         return self._recount_steps(namespace, selectors, pods, max(1, step))
 
     def _recount_steps(self, namespace: str, selectors: PdbSelectors, pods: Iterable[Pod],
-                       step: int) -> Iterator[None]:
+                       step: int) -> Generator[None, None, None]:
         # Listed and registered in one step of the caller's, so the replay holds exactly the changes after the list.
         recount = self._recounts[namespace] = _Recount(_Namespace(namespace, selectors))
         listed = list(pods)

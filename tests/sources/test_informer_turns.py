@@ -1,0 +1,111 @@
+"""The informers share the event loop with the admissions: a burst of watch events and the reconcile of a LIST are
+applied a bounded batch at a time, with a turn of the loop between batches (an admission never waits behind a
+whole burst or a whole relist). Counted in turns of the loop, not timed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import orjson
+from fake_apiserver import pod
+
+from webhook.cluster.model import ClusterObject
+from webhook.cluster.snapshot import ClusterState
+from webhook.kubeapi import ApiAnswer, KubeClient
+from webhook.sources import informer as informer_module
+from webhook.sources.informer import PODS, Informer, InformerSettings
+
+
+class TurnCounter:
+    """A task that counts the turns of the event loop it gets."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            self.turns += 1
+            await asyncio.sleep(0)
+
+    async def __aenter__(self) -> TurnCounter:
+        self._task = asyncio.create_task(self._run())
+        await asyncio.sleep(0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+class BurstApi:
+    """The two calls an informer makes: a LIST of ``listed`` pods in one page, and a watch whose stream hands over
+    ``burst`` ADDED events at once, as one read of a busy stream does (no await between them)."""
+
+    def __init__(self, listed: int = 0, burst: int = 0) -> None:
+        self.listed = [pod(f"listed-{i}", "team-a", node_name="n1") for i in range(listed)]
+        self.burst = burst
+
+    async def request(self, method: str, path: str, **_: Any) -> ApiAnswer:
+        for i, item in enumerate(self.listed):
+            item["metadata"]["resourceVersion"] = str(i + 1)
+        return ApiAnswer(200, orjson.dumps({"metadata": {"resourceVersion": "100"}, "items": self.listed}))
+
+    @contextlib.asynccontextmanager
+    async def watch(self, path: str, **_: Any) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        async def events() -> AsyncIterator[dict[str, Any]]:
+            for i in range(self.burst):
+                raw = pod(f"burst-{i}", "team-a", node_name="n1")
+                raw["metadata"]["resourceVersion"] = str(1000 + i)
+                yield {"type": "ADDED", "object": raw}
+
+        yield events()
+
+
+def informer_on(api: BurstApi, state: ClusterState) -> Informer:
+    return Informer(cast(KubeClient, api), PODS, state, InformerSettings(watch_timeout_seconds=1))
+
+
+def turns_at_each_write(state: ClusterState, counter: TurnCounter) -> list[int]:
+    """The loop's turn count at every pod write to ``state``."""
+    seen: list[int] = []
+    upsert = state.upsert
+
+    def recorded(obj: ClusterObject) -> None:
+        seen.append(counter.turns)
+        upsert(obj)
+
+    state.upsert = recorded  # type: ignore[method-assign]
+    return seen
+
+
+async def test_a_burst_of_watch_events_is_applied_a_bounded_batch_per_turn_of_the_loop() -> None:
+    state = ClusterState()
+    api = BurstApi(burst=10 * informer_module._WATCH_BATCH_EVENTS)
+    informer = informer_on(api, state)
+    async with TurnCounter() as counter:
+        writes = turns_at_each_write(state, counter)
+        await informer.watch_once()
+    assert len(state.pods) == api.burst and informer.resource_version == str(1000 + api.burst - 1)
+    # Never more than a batch of events between two turns of the loop.
+    batches = [writes.count(turn) for turn in sorted(set(writes))]
+    assert len(batches) >= 10 and max(batches) <= informer_module._WATCH_BATCH_EVENTS
+
+
+async def test_a_list_is_reconciled_into_the_state_a_bounded_slice_per_turn_of_the_loop() -> None:
+    state = ClusterState()
+    stale = pod("gone", "team-a", node_name="n1")
+    state.upsert(PODS.convert(stale))
+    api = BurstApi(listed=5 * informer_module._REPLACE_BATCH)
+    informer = informer_on(api, state)
+    async with TurnCounter() as counter:
+        writes = turns_at_each_write(state, counter)
+        await informer.list_and_replace()
+    assert sorted(state.pods) == sorted(f"team-a/listed-{i}" for i in range(len(api.listed)))  # the stale one gone
+    batches = [writes.count(turn) for turn in sorted(set(writes))]
+    assert len(batches) >= 5 and max(batches) <= informer_module._REPLACE_BATCH

@@ -25,6 +25,7 @@ from webhook.prediction.service import PredictionService
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import Authenticator, KubernetesAuthenticator, NoAuthentication
 from webhook.server.client_auth import client_certificate_middleware
+from webhook.server.collection import SurvivorFreezer
 from webhook.server.connections import GuardedTCPSite
 from webhook.server.events import PodEvents
 from webhook.server.handlers import (
@@ -116,21 +117,30 @@ async def _config_lifecycle(app: web.Application) -> AsyncIterator[None]:
         yield
 
 
-async def freeze_gc_once_ready(source: ClusterSource, poll_seconds: float = 0.1) -> None:
-    """After the cache's initial sync, exclude everything alive from garbage collection (``gc.freeze``)."""
+async def freeze_gc_once_ready(source: ClusterSource, poll_seconds: float = 0.1,
+                               freezer: SurvivorFreezer | None = None) -> None:
+    """After the cache's initial sync, exclude everything alive from garbage collection (``gc.freeze``); then, with
+    a ``freezer`` (a live cluster, whose cache keeps changing), freeze the survivors of each full collection too."""
     while not source.is_ready():
         await asyncio.sleep(poll_seconds)
     gc.collect()
     gc.freeze()
     log.info("cluster cache synced: %d objects excluded from garbage collection", gc.get_freeze_count())
+    if freezer is not None:
+        freezer.install()
 
 
 async def _gc_lifecycle(app: web.Application) -> AsyncIterator[None]:
     task = None
+    freezer = None
     if app[SETTINGS_KEY].freeze_gc_after_sync:
-        task = asyncio.create_task(freeze_gc_once_ready(app[SOURCE_KEY]), name="preemptguard-gc-freeze")
+        source = app[SOURCE_KEY]
+        freezer = SurvivorFreezer() if source.api is not None else None
+        task = asyncio.create_task(freeze_gc_once_ready(source, freezer=freezer), name="preemptguard-gc-freeze")
     yield
     await cancel_and_wait(task)
+    if freezer is not None:
+        freezer.uninstall()
 
 
 async def warm_up_predictor_once_ready(app: web.Application, poll_seconds: float = 0.1) -> None:

@@ -1,0 +1,119 @@
+"""The collector beside a live cache (webhook.server.collection.SurvivorFreezer): each full collection's survivors
+are frozen, so the next walks only what came since; once the frozen set outgrew its bound, one complete walk frees
+what died frozen in reference cycles. The policy against counted stand-ins, then once with the real collector."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from webhook.server.app import freeze_gc_once_ready
+from webhook.server.collection import SurvivorFreezer
+from webhook.sources.source import MemorySource
+
+
+class Collector:
+    """Stand-ins for gc.freeze, gc.unfreeze and gc.get_freeze_count."""
+
+    def __init__(self, frozen: int) -> None:
+        self.frozen = frozen
+        self.calls: list[str] = []
+
+    def freeze(self) -> None:
+        self.calls.append("freeze")
+
+    def unfreeze(self) -> None:
+        self.calls.append("unfreeze")
+
+    def count(self) -> int:
+        return self.frozen
+
+
+def freezer_on(collector: Collector) -> SurvivorFreezer:
+    freezer = SurvivorFreezer(1.25, freeze=collector.freeze, unfreeze=collector.unfreeze, frozen_count=collector.count)
+    freezer.baseline = collector.count()
+    return freezer
+
+
+def test_the_survivors_of_full_collections_only_are_frozen() -> None:
+    collector = Collector(frozen=1000)
+    freezer = freezer_on(collector)
+    for generation in (0, 1, 0):
+        freezer("stop", {"generation": generation})
+    freezer("start", {"generation": 2})
+    assert collector.calls == []
+    freezer("stop", {"generation": 2})
+    assert collector.calls == ["freeze"] and freezer.refreezes == 1
+
+
+def test_a_frozen_set_past_its_bound_is_walked_once_completely_then_frozen_again_with_a_new_bound() -> None:
+    collector = Collector(frozen=1000)
+    freezer = freezer_on(collector)
+    collector.frozen = 1250  # within the bound: pods replaced by newer ones, a few cycles
+    freezer("stop", {"generation": 2})
+    collector.frozen = 1300
+    freezer("stop", {"generation": 2})  # past it: unfrozen, the next full collection walks everything
+    assert collector.calls == ["freeze", "unfreeze"] and freezer.complete_walks == 1
+    collector.frozen = 0
+    collector.calls.clear()
+    freezer("stop", {"generation": 1})
+    assert collector.calls == []
+    collector.frozen = 1100  # what survived the complete walk
+    freezer("stop", {"generation": 2})
+    assert collector.calls == ["freeze"] and freezer.baseline == 1100
+
+
+@pytest.fixture
+def real_freezer() -> Iterator[SurvivorFreezer]:
+    gc.collect()
+    gc.freeze()
+    freezer = SurvivorFreezer(1.25)
+    freezer.install()
+    try:
+        yield freezer
+    finally:
+        freezer.uninstall()
+        gc.unfreeze()
+
+
+class Node:
+    def __init__(self) -> None:
+        self.me = self  # a reference cycle: only the cyclic collector frees it
+
+
+def test_with_the_collector_survivors_are_frozen_and_a_complete_walk_frees_cycles_that_died_frozen(
+        real_freezer: SurvivorFreezer) -> None:
+    kept = [[i] for i in range(1000)]  # tracked objects alive across a full collection
+    before = gc.get_freeze_count()
+    gc.collect()
+    assert gc.get_freeze_count() >= before + len(kept)  # survivors frozen: the next full collection skips them
+    cycles = [Node() for _ in range(int(real_freezer.baseline * 0.3) + 10)]
+    dead = [weakref.ref(cycle) for cycle in cycles]
+    gc.collect()  # the cycles, alive, are frozen with the other survivors: past the bound now
+    del cycles
+    gc.collect()  # past the bound: nothing frozen any more (the cycles died frozen, still held)
+    assert real_freezer.complete_walks == 1 and gc.get_freeze_count() == 0
+    assert all(ref() is not None for ref in dead[:10])
+    gc.collect()  # the complete walk: the cycles are freed, the survivors frozen again
+    assert all(ref() is None for ref in dead)
+    assert gc.get_freeze_count() >= len(kept) and real_freezer.baseline >= len(kept)
+    del kept
+
+
+async def test_serve_installs_the_freezer_once_the_cache_has_synced() -> None:
+    source = MemorySource(ready=False)
+    freezer = SurvivorFreezer()
+    task = asyncio.create_task(freeze_gc_once_ready(source, poll_seconds=0.01, freezer=freezer))
+    try:
+        await asyncio.sleep(0.05)
+        assert freezer not in gc.callbacks  # nothing frozen before the initial sync
+        source.ready = True
+        await asyncio.wait_for(task, 10)
+        assert freezer in gc.callbacks and freezer.baseline > 0
+    finally:
+        freezer.uninstall()
+        gc.unfreeze()

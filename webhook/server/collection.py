@@ -1,0 +1,68 @@
+"""The cyclic garbage collector beside a cluster cache that keeps changing (a live cluster's informers).
+
+``serve`` freezes the cache once it has synced (``gc.freeze``: full collections no longer walk it). But every watch
+event replaces a pod with a new object, which is not frozen: after an hour at 500 events/s every pod of the cache has
+been replaced, and a full collection walks the whole cache again, holding the event loop (and the GIL) for as long as
+the freeze's own collection took at start (~200 ms at 2,000 nodes, over a second at 15,000). Measured at 2,000 nodes,
+20 s of churn already made one full collection of 55 ms.
+
+``SurvivorFreezer`` freezes the survivors of every full (generation 2) collection, so the next one walks only what
+was allocated since. The price: an object frozen alive that later dies in a reference cycle is not reclaimed while
+frozen (objects without cycles, like the cache's pods, are freed by reference counting, frozen or not). So when the
+frozen set has grown past ``regrowth`` times what it was after the last complete walk (leaked cycles, or a cluster
+that grew), the freezer unfreezes everything instead: the next full collection walks it all once, frees those cycles,
+and its survivors are frozen again. Memory held by such cycles stays under ``regrowth - 1`` of the cache's objects.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from typing import Any
+
+DEFAULT_REGROWTH = 1.25
+
+
+class SurvivorFreezer:
+    """A ``gc.callbacks`` entry: after each full collection, ``freeze`` its survivors, or ``unfreeze`` every object
+    once the frozen set outgrew ``regrowth`` times its size after the last complete walk."""
+
+    def __init__(self, regrowth: float = DEFAULT_REGROWTH, *, freeze: Callable[[], None] = gc.freeze,
+                 unfreeze: Callable[[], None] = gc.unfreeze,
+                 frozen_count: Callable[[], int] = gc.get_freeze_count) -> None:
+        if regrowth <= 1:
+            raise ValueError("regrowth must be above 1")
+        self.regrowth = regrowth
+        self.freeze = freeze
+        self.unfreeze = unfreeze
+        self.frozen_count = frozen_count
+        self.baseline = 0
+        self.refreezes = 0  # full collections whose survivors were frozen
+        self.complete_walks = 0  # times every object was unfrozen for the next full collection
+        self._walking = False
+
+    def install(self) -> None:
+        """Start after the first ``gc.freeze`` (its count is the baseline)."""
+        self.baseline = self.frozen_count()
+        if self not in gc.callbacks:
+            gc.callbacks.append(self)
+
+    def uninstall(self) -> None:
+        if self in gc.callbacks:
+            gc.callbacks.remove(self)
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase != "stop" or info.get("generation") != 2:
+            return
+        if self._walking:  # this collection walked every object: its survivors are the new baseline
+            self.freeze()
+            self.baseline = self.frozen_count()
+            self._walking = False
+            return
+        if self.frozen_count() > self.baseline * self.regrowth:
+            self.unfreeze()
+            self._walking = True
+            self.complete_walks += 1
+            return
+        self.freeze()
+        self.refreezes += 1

@@ -326,3 +326,17 @@ def test_not_scheduled_differs_when_kube_scheduler_refuses_the_pod(h: Harness) -
     h.upsert(preemptor(refused=True, message="0/1 nodes are available"))
     h.later(DEFAULT_UNSCHEDULABLE_SETTLE_SECONDS)
     assert h.verdicts == [Verdict.OUTCOME_DIFFERS] and h.decisions[0].observed.outcome == Outcome.UNSCHEDULABLE
+
+
+def test_a_bounded_tick_decides_at_most_its_share_and_says_when_more_are_due() -> None:
+    """A burst of admissions whose pods were never created ends its window all at once: the server decides them a
+    slice per turn of its event loop (webhook.server.observing), never the whole burst in one go."""
+    h = Harness(window_seconds=60)
+    for i in range(250):
+        h.predict(f"p{i}", Predicted(Outcome.FITS, "n1"), name=f"web-{i}")
+    h.clock.now += 61
+    assert h.tracker.tick(max_decisions=100) is True and len(h.decisions) == 100
+    assert h.tracker.tick(max_decisions=100) is True and len(h.decisions) == 200
+    assert h.tracker.tick(max_decisions=100) is False and len(h.decisions) == 250
+    assert set(h.verdicts) == {Verdict.UNOBSERVED} and len(h.tracker) == 0
+    assert [d.record.prediction_id for d in h.decisions] == [f"p{i}" for i in range(250)]  # oldest first

@@ -60,3 +60,38 @@ def test_the_event_is_a_legacy_core_event_on_the_pod() -> None:
         "firstTimestamp": "2025-06-02T09:30:01Z", "lastTimestamp": "2025-06-02T09:30:01Z",
         "source": {"component": "preemptguard"}, "reportingComponent": "preemptguard.io/webhook",
         "reportingInstance": "preemptguard-7d9c-abcde"}
+
+
+async def test_the_observer_decides_a_burst_a_slice_per_turn_of_the_event_loop() -> None:
+    import asyncio
+
+    from webhook.observe.compare import Predicted
+    from webhook.observe.tracker import PredictionRecord
+    from webhook.preemption.results import Outcome
+    from webhook.server.observing import TICK_DECISIONS
+
+    app = make_app(LiveLooking(), ServerSettings(observe_window_seconds=60, observe_tick_seconds=0.01))
+    observer = app[OBSERVER_KEY]
+    now = [1000.0]
+    observer.tracker.clock = lambda: now[0]
+    for i in range(5 * TICK_DECISIONS):
+        observer.tracker.follow(PredictionRecord(f"p{i}", "team-a", f"web-{i}", 1000, Predicted(Outcome.FITS, "n1")))
+    now[0] += 61
+    left: list[int] = []
+
+    async def watch() -> None:
+        while True:
+            left.append(len(observer.tracker))
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
+    runner = asyncio.create_task(observer.run())
+    for _ in range(1000):
+        await asyncio.sleep(0.005)
+        if not observer.tracker:
+            break
+    runner.cancel()
+    watcher.cancel()
+    assert len(observer.tracker) == 0
+    # The loop ran between slices: the other task saw the count go down a slice at a time.
+    assert {n for n in left if 0 < n < 5 * TICK_DECISIONS} >= {k * TICK_DECISIONS for k in range(1, 5)}

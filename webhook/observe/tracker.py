@@ -161,13 +161,19 @@ class PredictionTracker:
         elif old is not None and old.node_name and not old.deleting and not old.preempted_by_scheduler:
             self._victim_deleted(old)
 
-    def tick(self) -> None:
-        """Decide what time decides: settled nominations and refusals, the window's end; forget stale marks."""
+    def tick(self, max_decisions: int | None = None) -> bool:
+        """Decide what time decides: settled nominations and refusals, the window's end; forget stale marks. With
+        ``max_decisions``, stop after that many (each is rendered and reported: a burst of admissions whose pods were
+        never created ends its window in one tick); True when it stopped there and more are due."""
         now = self.clock()
+        budget = max_decisions if max_decisions is not None else -1
         while self._following:
+            if budget == 0:
+                return True
             oldest = next(iter(self._following.values()))
             if now - oldest.since < self.window_seconds:
                 break
+            budget -= 1
             if oldest.record.predicted.outcome == Outcome.NOT_SCHEDULED and oldest.refused_at is None:
                 # Another scheduler's pod: kube-scheduler neither nominated it nor refused it all along.
                 self._decide(oldest, Observed(Outcome.NOT_SCHEDULED, message=(
@@ -176,15 +182,22 @@ class PredictionTracker:
             self._unobserved(oldest, f"no scheduling decision seen within the {self.window_seconds:g}s window")
         for nominated in [f for on_node in self._nominated.values() for f in on_node]:
             if now - nominated.nominated_at >= self.settle_seconds:
+                if budget == 0:
+                    return True
+                budget -= 1
                 self._decide_preemption(nominated, "")
         for refused in list(self._refused.values()):
             if refused.refused_at is not None and now - refused.refused_at >= self.unschedulable_settle_seconds:
+                if budget == 0:
+                    return True
+                budget -= 1
                 self._decide(refused, Observed(Outcome.UNSCHEDULABLE, message=refused.message))
         for node, marks in list(self._marks.items()):
             while marks and now - marks[0].at > VICTIM_MEMORY_SECONDS:
                 marks.popleft()
             if not marks:
                 del self._marks[node]
+        return False
 
     def close(self) -> None:
         """Shutting down: every prediction still followed is ``unobserved`` (none is kept across a restart)."""

@@ -34,7 +34,8 @@ class Collector:
 
 
 def freezer_on(collector: Collector) -> SurvivorFreezer:
-    freezer = SurvivorFreezer(1.25, freeze=collector.freeze, unfreeze=collector.unfreeze, frozen_count=collector.count)
+    freezer = SurvivorFreezer(1.25, check_every=1, freeze=collector.freeze, unfreeze=collector.unfreeze,
+                              frozen_count=collector.count)
     freezer.baseline = collector.count()
     return freezer
 
@@ -48,6 +49,23 @@ def test_the_survivors_of_full_collections_only_are_frozen() -> None:
     assert collector.calls == []
     freezer("stop", {"generation": 2})
     assert collector.calls == ["freeze"] and freezer.refreezes == 1
+
+
+def test_the_frozen_set_is_counted_every_few_full_collections_only() -> None:
+    collector = Collector(frozen=1000)
+    counted = 0
+
+    def count() -> int:
+        nonlocal counted
+        counted += 1
+        return collector.frozen
+
+    freezer = SurvivorFreezer(1.25, check_every=4, freeze=collector.freeze, unfreeze=collector.unfreeze,
+                              frozen_count=count)
+    freezer.baseline = 1000
+    for _ in range(8):
+        freezer("stop", {"generation": 2})
+    assert counted == 2 and collector.calls == ["freeze"] * 8
 
 
 def test_a_frozen_set_past_its_bound_is_walked_once_completely_then_frozen_again_with_a_new_bound() -> None:
@@ -71,7 +89,7 @@ def test_a_frozen_set_past_its_bound_is_walked_once_completely_then_frozen_again
 def real_freezer() -> Iterator[SurvivorFreezer]:
     gc.collect()
     gc.freeze()
-    freezer = SurvivorFreezer(1.25)
+    freezer = SurvivorFreezer(1.25, check_every=1)
     freezer.install()
     try:
         yield freezer

@@ -12,32 +12,35 @@ frozen (objects without cycles, like the cache's pods, are freed by reference co
 frozen set has grown past ``regrowth`` times what it was after the last complete walk (leaked cycles, or a cluster
 that grew), the freezer unfreezes everything instead: the next full collection walks it all once, frees those cycles,
 and its survivors are frozen again. Memory held by such cycles stays under ``regrowth - 1`` of the cache's objects.
-Counting the frozen set walks it (17 ms for 2,000,000 objects), so it is counted every ``check_every`` full
-collections only.
+Counting the frozen set walks it (17 ms for 2,000,000 objects), and full collections of a small young set come
+often, so it is counted at most once every ``check_seconds``.
 """
 
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Callable
 from typing import Any
 
 DEFAULT_REGROWTH = 1.25
-DEFAULT_CHECK_EVERY = 16
+DEFAULT_CHECK_SECONDS = 60.0
 
 
 class SurvivorFreezer:
     """A ``gc.callbacks`` entry: after each full collection, ``freeze`` its survivors, or ``unfreeze`` every object
     once the frozen set outgrew ``regrowth`` times its size after the last complete walk."""
 
-    def __init__(self, regrowth: float = DEFAULT_REGROWTH, *, check_every: int = DEFAULT_CHECK_EVERY,
-                 freeze: Callable[[], None] = gc.freeze,
+    def __init__(self, regrowth: float = DEFAULT_REGROWTH, *, check_seconds: float = DEFAULT_CHECK_SECONDS,
+                 clock: Callable[[], float] = time.monotonic, freeze: Callable[[], None] = gc.freeze,
                  unfreeze: Callable[[], None] = gc.unfreeze,
                  frozen_count: Callable[[], int] = gc.get_freeze_count) -> None:
         if regrowth <= 1:
             raise ValueError("regrowth must be above 1")
         self.regrowth = regrowth
-        self.check_every = max(1, check_every)
+        self.check_seconds = check_seconds
+        self.clock = clock
+        self._checked = clock()
         self.freeze = freeze
         self.unfreeze = unfreeze
         self.frozen_count = frozen_count
@@ -64,10 +67,17 @@ class SurvivorFreezer:
             self.baseline = self.frozen_count()
             self._walking = False
             return
-        if (self.refreezes + 1) % self.check_every == 0 and self.frozen_count() > self.baseline * self.regrowth:
+        if self._check_due() and self.frozen_count() > self.baseline * self.regrowth:
             self.unfreeze()
             self._walking = True
             self.complete_walks += 1
             return
         self.freeze()
         self.refreezes += 1
+
+    def _check_due(self) -> bool:
+        now = self.clock()
+        if now - self._checked < self.check_seconds:
+            return False
+        self._checked = now
+        return True

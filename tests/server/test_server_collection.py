@@ -89,6 +89,10 @@ def test_a_frozen_set_past_its_bound_is_walked_once_completely_then_frozen_again
 
 @pytest.fixture
 def real_freezer() -> Iterator[SurvivorFreezer]:
+    """The freezer on the real collector, whose automatic collections are off meanwhile: only the test's own
+    ``gc.collect()`` calls run (and call the freezer), in a known order."""
+    was_enabled = gc.isenabled()
+    gc.disable()
     gc.collect()
     gc.freeze()
     freezer = SurvivorFreezer(1.25, check_seconds=0)
@@ -98,6 +102,8 @@ def real_freezer() -> Iterator[SurvivorFreezer]:
     finally:
         freezer.uninstall()
         gc.unfreeze()
+        if was_enabled:
+            gc.enable()
 
 
 class Node:

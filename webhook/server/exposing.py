@@ -53,7 +53,7 @@ from webhook.sources.source import ClusterSource
 log = logging.getLogger("webhook.exposure")
 
 DEFAULT_INTERVAL_SECONDS = 2.0
-DEFAULT_SLICE_SECONDS = 0.004
+DEFAULT_SLICE_SECONDS = 0.001
 DEFAULT_MAX_DUTY = 0.2
 DEFAULT_WRITES_PER_SECOND = 10.0
 CRD_RETRY_SECONDS = 60.0

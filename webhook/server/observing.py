@@ -42,7 +42,7 @@ from webhook.tasks import running_in_background
 log = logging.getLogger("webhook.observe")
 
 # Decisions made between two turns of the event loop at most.
-TICK_DECISIONS = 100
+TICK_DECISIONS = 25
 
 
 class PredictionObserver:

@@ -59,12 +59,12 @@ _VERY_SHORT_WATCH_SECONDS = 1.0
 # Listed objects converted between two yields to the event loop.
 _CONVERT_BATCH = 100
 # Listed objects reconciled into the state between two yields (an upsert with its listeners: ~6 us per pod).
-_REPLACE_BATCH = 500
+_REPLACE_BATCH = 100
 # Watch events applied between two yields at most, and the time after which the informer yields sooner: one read of
 # the stream can hold dozens of events (more after any pause), each ~80 us to decode, convert and apply, and an
 # admission must not wait behind the whole batch.
-_WATCH_BATCH_EVENTS = 32
-_WATCH_BATCH_SECONDS = 0.002
+_WATCH_BATCH_EVENTS = 8
+_WATCH_BATCH_SECONDS = 0.0005
 
 
 @dataclass(frozen=True, slots=True)

@@ -265,9 +265,9 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
     labels = read_labels(meta.get("labels"), "metadata.labels")
     node_name = _interned_str(spec.get("nodeName"), "spec.nodeName")
     priority = spec.get("priority")
+    if priority is not None and type(priority) is not int:
+        priority = json_int(priority, "spec.priority")
     if priority is not None:
-        if type(priority) is not int:
-            priority = json_int(priority, "spec.priority")
         priority = _shared_priority(priority)
     priority_class_name = _interned_str(spec.get("priorityClassName"), "spec.priorityClassName")
     preemption_policy = spec.get("preemptionPolicy")

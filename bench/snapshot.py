@@ -39,7 +39,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PREVIEW_PATH, READYZ_PATH = "/preview", "/readyz"
 Figures = dict[str, Any]
-# The key prefix of one round's raw preview latencies (ms) of a kind, pooled over the rounds by ``merge_rounds``.
+# The key prefix of one round's raw preview latencies (ms) of a kind (beside that round's own p50/p99, which
+# bench/scale.py reads), pooled over the rounds by ``merge_rounds``.
 LATENCIES = "latencies "
 
 
@@ -129,7 +130,10 @@ def measure_serve(tree: Path, snapshot: Path, samples: int) -> Figures:
             figures: Figures = {"ready": ready, "rss": rss, "peak": peak}
             connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=60)
             for kind in ("preempt", "unschedulable"):
-                figures[LATENCIES + kind] = preview_latencies(connection, kind, samples)
+                latencies = preview_latencies(connection, kind, samples)
+                figures[f"{kind} p50"] = percentile(latencies, 50)
+                figures[f"{kind} p99"] = percentile(latencies, 99)
+                figures[LATENCIES + kind] = latencies
             figures["peak after previews"] = memory_mib(process.pid)[1]
             return figures
         finally:
@@ -193,7 +197,7 @@ def median(values: list[float]) -> float:
 
 def merge_rounds(rounds: list[Figures]) -> Figures:
     """Each figure's median over the rounds, never the best run: on a shared machine the lowest of a few runs is
-    the luckiest, not the typical. A percentile of previews (``... p50``/``... p99``) is taken over every round's
+    the luckiest, not the typical. A preview percentile (``KIND p50``/``KIND p99``) is taken over every round's
     latencies pooled (``LATENCIES``), so a p99 of three rounds of 200 previews rests on 600 of them."""
     merged: Figures = {}
     for key in dict.fromkeys(k for r in rounds for k in r if not k.startswith(LATENCIES)):

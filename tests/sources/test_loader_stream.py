@@ -93,6 +93,23 @@ def test_the_items_of_each_chunk_are_parsed_at_once(monkeypatch: pytest.MonkeyPa
     assert len(text) // 1024 - 2 <= len(texts) <= len(text) // 1024 + 2
 
 
+@pytest.mark.parametrize("window", [8, 300, 1 << 16])
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_items_longer_or_shorter_than_the_batch_window(monkeypatch: pytest.MonkeyPatch, window: int,
+                                                      chunk: int) -> None:
+    monkeypatch.setattr(jsonstream, "BATCH_CHARS", window)
+    monkeypatch.setattr(jsonstream, "CHUNK_BYTES", chunk)
+    document = cluster(40)
+    document["items"].insert(7, {"kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"k": "x" * 2000}})
+    text = json.dumps(document, indent=4)
+    expected = orjson.loads(text)["items"]
+    texts = counted_orjson(monkeypatch)
+    assert items_of(parts_of_json(text)) == expected
+    assert all(t.startswith("[") for t in texts)  # every item in a batch, the big one too
+    if window == 1 << 16 and chunk == 1 << 20:
+        assert len(texts) == 1
+
+
 @pytest.mark.parametrize("chunk", [16, 1 << 20])
 def test_a_false_end_marker_falls_back_to_one_item_then_the_scanner(monkeypatch: pytest.MonkeyPatch,
                                                                      chunk: int) -> None:

@@ -7,8 +7,8 @@ scanner (``json.JSONDecoder.raw_decode``, which parses one value and says where 
 Most items are parsed by orjson on bounded slices: kubectl indents its output (``json.MarshalIndent``), so an
 item that starts on its own line at some indentation ends at a line holding only that indentation and ``}`` (a
 raw newline never occurs inside a JSON string, so this marker is structural). The items of the text read so far
-are parsed at once: from the next item's start to the *last* marker in the buffer (``str.rfind``, which reads
-back over one item, not forward over every item), the slice is wrapped in ``[``/``]`` and parsed by one
+are parsed at once: from the next item's start to the *last* marker in the next ``BATCH_CHARS`` (``str.rfind``,
+which reads back over one item, not forward over every item), the slice is wrapped in ``[``/``]`` and parsed by one
 ``orjson.loads`` into the list of those items. JSON reads left to right with one token of lookahead, so if the
 wrapped slice is an array, its elements are exactly the items the whole text holds there; a wrong guess can only
 fail. Then one item is tried alone (its first marker), and when that fails too, that item and the rest go
@@ -34,6 +34,9 @@ import orjson
 from webhook.sources.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, ByteStream, Part
 
 CHUNK_BYTES = 1 << 20
+# How much text one orjson call parses into items at most (unless one item is longer): a few dozen kubectl
+# items, so the parsed dicts alive at once stay a few hundred KB, not a chunk's worth.
+BATCH_CHARS = 1 << 16
 # How far past an item's start the end marker is looked for before the item goes to the standard scanner.
 MARKER_LOOKAHEAD = 16 * CHUNK_BYTES
 # A parse error this close to the end of the buffer may only mean the value continues in the next chunk.
@@ -161,11 +164,15 @@ class _ItemReader:
         marker = self._indent_marker()
         if marker is None:
             return None
-        end = text.buf.rfind(marker, text.pos)
-        while end < 0:
+        while True:
+            window = text.pos + BATCH_CHARS
+            end = text.buf.rfind(marker, text.pos, window)
+            if end < 0:  # no item ends in the window: the first end after it (an item longer than the window)
+                end = text.buf.find(marker, window - len(marker))
+            if end >= 0:
+                break
             if len(text.buf) - text.pos > MARKER_LOOKAHEAD or not text.more():
                 return None
-            end = text.buf.rfind(marker, text.pos)
         start, end = text.pos, end + len(marker)
         try:
             values = orjson.loads("[" + text.buf[start:end] + "]")

@@ -20,6 +20,8 @@ from webhook.preemption.framework.preemption import (
     default_candidate_score,
     nodes_where_preemption_might_help,
 )
+from webhook.preemption.framework.summary import NodeSummary
+from webhook.preemption.framework.types import START_NOW_NS
 from webhook.preemption.framework.view import ClusterView
 from webhook.preemption.plugins.defaultpreemption import bounded_dry_run
 from webhook.preemption.plugins.defaultpreemption.bounded_dry_run import (
@@ -83,12 +85,15 @@ PATHS = {
 
 
 def _crowded_cluster(rng: random.Random) -> tuple[ClusterState, Pod]:
-    """Nodes filled with pods of three priorities with few distinct start times, some nodes twins of others (ties in
-    every criterion), PDBs of which one allows no disruption (violations), sometimes a nominated pod (a node off the
-    bulk path), and a pod that usually has to preempt."""
+    """Nodes filled with pods of three priorities with few distinct start times (or of one priority with many), some
+    nodes twins of others (ties in every criterion), PDBs of which one allows no disruption (violations), sometimes
+    a nominated pod (a node off the bulk path), and a pod that usually has to preempt."""
     state = ClusterState()
     state.upsert(PodDisruptionBudget("strict", "default", LabelSelector(FrozenMap({"app": "a"})), 0))
     state.upsert(PodDisruptionBudget("loose", "default", LabelSelector(FrozenMap({"app": "b"})), rng.choice([0, 1])))
+    # A third of the clusters: every pod of one priority, started at many times (the victims' count decides, and
+    # which start of the level bounds them).
+    one_level = rng.random() < 0.3
     count = 0
     for _ in range(rng.randint(1, 12)):
         cpu, memory, slots = rng.choice([1000, 2000]), rng.choice([1000, 2000]), rng.choice([4, 8, 110])
@@ -100,8 +105,11 @@ def _crowded_cluster(rng: random.Random) -> tuple[ClusterState, Pod]:
                 break
             used_cpu += requests.milli_cpu
             used_memory += requests.memory
-            pods.append((requests, rng.choice(["a", "a", "b", "c"]), rng.choice([0, 0, 100, 100, 1000]),
-                         rng.choice([None, 1, 2, 3])))
+            if one_level:
+                pods.append((requests, rng.choice(["a", "b", "c", "c"]), 0, rng.randint(1, 40)))
+            else:
+                pods.append((requests, rng.choice(["a", "a", "b", "c"]), rng.choice([0, 0, 100, 100, 1000]),
+                             rng.choice([None, 1, 2, 3])))
         for _twin in range(rng.choice([1, 1, 2, 3])):  # twins: the same node and pods under other names
             name = f"n{count:02d}"
             count += 1
@@ -156,3 +164,13 @@ def test_bounded_dry_run_equals_the_exhaustive_one_on_crowded_clusters(path: str
             assert _tied(bounded) == _tied(exhaustive), seed
     # The cases a wrong bound would get wrong are drawn often.
     assert seen["preempts"] >= 140 and seen["ties"] >= 50 and seen["violations"] >= 30, seen
+
+
+def test_the_kth_latest_start_of_a_level_falls_back_to_the_latest_when_the_level_has_fewer_pods() -> None:
+    starts = {"a": (0, 5), "b": (0, 1), "c": (0, 3), "d": (100, 2), "e": (100, None)}
+    pods = [Pod(name, "default", uid=name, node_name="n", priority=priority, start_time_ns=start)
+            for name, (priority, start) in starts.items()]
+    summary = NodeSummary.build(Node("n", allocatable=Resources(milli_cpu=1000, memory=1000, pods=10)), pods)
+    assert summary.levels == [0, 100]
+    assert [summary.latest_start(0, k) for k in (1, 2, 3, 4)] == [5, 3, 1, 5]
+    assert [summary.latest_start(1, k) for k in (1, 2, 3)] == [START_NOW_NS, 2, START_NOW_NS]

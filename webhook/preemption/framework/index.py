@@ -72,7 +72,8 @@ class OrderKey(NamedTuple):
       "free"    what is free now in ``dim``
       "level"   what is free in ``dim`` once every pod with priority <= ``priority`` is gone
       "top"     what is free in ``dim`` once the ``victims`` pods with priority <= ``priority`` largest in it are gone
-      "latest"  the latest start among the node's pods of priority exactly ``priority`` (-1 without any)
+      "latest"  the latest start among the node's pods of priority exactly ``priority`` (-1 without any); with
+                ``victims`` k > 1, the k-th latest (the latest when they are fewer)
       "alloc"   allocatable in ``dim``
       "min"     the node's lowest pod priority
     """
@@ -113,7 +114,9 @@ def order_value(key: OrderKey, summary: NodeSummary) -> int:
         return summary.free[dim] + sums[min(k, len(sums)) - 1]
     if kind == "latest":
         at = bisect.bisect_left(summary.levels, level)
-        return summary.level_latest_start[at] if at < len(summary.levels) and summary.levels[at] == level else -1
+        if at < len(summary.levels) and summary.levels[at] == level:
+            return summary.level_latest_start[at] if k <= 1 else summary.latest_start(at, k)
+        return -1
     if kind == "alloc":
         alloc = summary.node.allocatable
         return (alloc.milli_cpu, alloc.memory, alloc.ephemeral_storage, alloc.pods)[dim]

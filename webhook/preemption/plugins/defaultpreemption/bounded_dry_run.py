@@ -280,7 +280,9 @@ def _dry_run_by_latest_start(ctx: PredictionContext, group: set[str], level: int
     first (= bound order, read off the index), until a bound exceeds the best score."""
     if not group:
         return
-    key = order_key("latest", level)
+    # At the cluster's lowest level, ``count`` victims or more all have the top priority (nothing is lower): the
+    # earliest of them started no later than the count-th latest pod of the level.
+    key = order_key("latest", level, 0, count if level == lowest else 0)
     order = ctx.view.index.order(key)
     summaries = ctx.view.index.summaries
     total = priority_sum_bound(level, count, lowest)

@@ -167,8 +167,9 @@ def bounded_dry_run(ctx: PredictionContext, potential: Collection[str]) -> DryRu
 
     With fit monotone in the pods removed, a node's bound follows from the lowest priority level whose removal
     (with every level below) makes room (``node_bound``). The cluster's priority levels are visited in
-    ascending order; the nodes that first make room at a level come from the capacity orderings of the index
-    (set algebra, no per-node loop), and only they get a bound.
+    ascending order; the nodes that first make room at a level come from the capacity orderings of the index, one
+    victim count after another (the smallest slices first, few nodes checked one by one, a dense group walked
+    lazily), so the work follows the nodes within reach of the best bound rather than the cluster.
     """
     view = ctx.view
     index = view.index

@@ -283,7 +283,7 @@ def _dry_run_by_latest_start(ctx: PredictionContext, group: set[str], level: int
         return
     # At the cluster's lowest level, ``count`` victims or more all have the top priority (nothing is lower): the
     # earliest of them started no later than the count-th latest pod of the level.
-    key = order_key("latest", level, 0, count if level == lowest else 0)
+    key = order_key("latest", level, 0, count if level == lowest and count > 1 else 0)
     order = ctx.view.index.order(key)
     summaries = ctx.view.index.summaries
     total = priority_sum_bound(level, count, lowest)

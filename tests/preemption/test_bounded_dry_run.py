@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import random
+from collections import Counter
+from unittest import mock
 
-from webhook.cluster.model import Pod, PodDisruptionBudget, Resources
-from webhook.preemption.framework.preemption import LOWEST_NEGATED_START, CandidateScore
+import pytest
+
+from webhook.cluster.model import FrozenMap, LabelSelector, Node, Pod, PodDisruptionBudget, Resources
+from webhook.cluster.snapshot import ClusterState
+from webhook.preemption.framework import index as index_module
+from webhook.preemption.framework.preemption import (
+    LOWEST_NEGATED_START,
+    CandidateScore,
+    DryRun,
+    default_candidate_score,
+    nodes_where_preemption_might_help,
+)
+from webhook.preemption.framework.summary import NodeSummary
+from webhook.preemption.framework.types import START_NOW_NS
+from webhook.preemption.framework.view import ClusterView
+from webhook.preemption.plugins.defaultpreemption import bounded_dry_run
 from webhook.preemption.plugins.defaultpreemption.bounded_dry_run import (
     Bound,
     bound_order,
     priority_sum_bound,
     score_floor,
 )
-from webhook.preemption.results import Outcome
+from webhook.preemption.plugins.registry import default_preemption
+from webhook.preemption.results import Outcome, PreemptionArgs
+from webhook.preemption.schedule_one import find_nodes_that_fit_pod, new_context
 from webhook.preemption.simulate import simulate_pods
 
 from .reference import reference_predict
@@ -48,3 +68,109 @@ def test_bounds_sort_by_score_then_node_name() -> None:
     bounds = [Bound(high, "a", None, []), Bound(low, "b", 1, []), Bound(low, "a", None, [])]
     ordered = sorted(bounds, key=bound_order)
     assert [(b.score.top_priority, b.node) for b in ordered] == [(10, "a"), (10, "b"), (20, "a")]
+
+
+# ---- the bounded dry run against the exhaustive one, on random crowded clusters -------------------------------------
+
+# Which of the bounded dry run's paths run: its thresholds as they ship, then each pushed to one side.
+PATHS = {
+    "as shipped": {},
+    # Every check node by node (never a set operation with a slice), every one-victim group walked lazily.
+    "node by node": {"PER_NODE_COST": 10**9, "SMALL_GROUP_FACTOR": 10**9},
+    # Every check a set operation, no lazy walk; more than one victim bounded node by node.
+    "sets": {"PER_NODE_COST": 0, "SMALL_GROUP_FACTOR": 0, "MAX_COUNT_ORDER": 1},
+    # The lazy walk runs out of its budget at once: the group is gathered, less the nodes it dry-ran.
+    "walk cut short": {"PER_NODE_COST": 10**9, "SMALL_GROUP_FACTOR": 10**9, "MIN_WALK_STEPS": 1},
+}
+
+
+def _crowded_cluster(rng: random.Random) -> tuple[ClusterState, Pod]:
+    """Nodes filled with pods of three priorities with few distinct start times (or of one priority with many), some
+    nodes twins of others (ties in every criterion), PDBs of which one allows no disruption (violations), sometimes
+    a nominated pod (a node off the bulk path), and a pod that usually has to preempt."""
+    state = ClusterState()
+    state.upsert(PodDisruptionBudget("strict", "default", LabelSelector(FrozenMap({"app": "a"})), 0))
+    state.upsert(PodDisruptionBudget("loose", "default", LabelSelector(FrozenMap({"app": "b"})), rng.choice([0, 1])))
+    # A third of the clusters: every pod of one priority, started at many times (the victims' count decides, and
+    # which start of the level bounds them).
+    one_level = rng.random() < 0.3
+    count = 0
+    for _ in range(rng.randint(1, 12)):
+        cpu, memory, slots = rng.choice([1000, 2000]), rng.choice([1000, 2000]), rng.choice([4, 8, 110])
+        pods = []
+        used_cpu = used_memory = 0
+        while len(pods) < min(slots, 8):
+            requests = Resources(milli_cpu=rng.choice([100, 200, 300, 500]), memory=rng.choice([100, 300, 500]))
+            if used_cpu + requests.milli_cpu > cpu or used_memory + requests.memory > memory:
+                break
+            used_cpu += requests.milli_cpu
+            used_memory += requests.memory
+            if one_level:
+                pods.append((requests, rng.choice(["a", "b", "c", "c"]), 0, rng.randint(1, 40)))
+            else:
+                pods.append((requests, rng.choice(["a", "a", "b", "c"]), rng.choice([0, 0, 100, 100, 1000]),
+                             rng.choice([None, 1, 2, 3])))
+        for _twin in range(rng.choice([1, 1, 2, 3])):  # twins: the same node and pods under other names
+            name = f"n{count:02d}"
+            count += 1
+            state.upsert(Node(name, allocatable=Resources(milli_cpu=cpu, memory=memory, pods=slots)))
+            for j, (requests, app, priority, start) in enumerate(pods):
+                state.upsert(Pod(f"{name}-{j}", "default", uid=f"{name}-{j}", labels=FrozenMap({"app": app}),
+                                 node_name=name, priority=priority, phase="Running", start_time_ns=start,
+                                 requests=requests))
+            if rng.random() < 0.1:
+                state.upsert(Pod(f"nom-{name}", "default", uid=f"nom-{name}", nominated_node_name=name, priority=2000,
+                                 requests=Resources(milli_cpu=200, memory=100)))
+    pod = Pod("new", "default", uid="new", priority=rng.choice([500, 1000, 2000]),
+              requests=Resources(milli_cpu=rng.choice([300, 700, 1200]), memory=rng.choice([0, 300, 800])))
+    return state, pod
+
+
+def _tied(dry: DryRun) -> dict[str, tuple[str, ...]]:
+    tied = set(dry.tied)
+    return {c.node: tuple(v.key for v in c.victims) for c in dry.candidates if c.node in tied}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_bounded_dry_run_equals_the_exhaustive_one_on_crowded_clusters(path: str) -> None:
+    seen: Counter[str] = Counter()
+    with contextlib.ExitStack() as patches:
+        for name, value in PATHS[path].items():
+            for module in (bounded_dry_run, index_module):
+                if hasattr(module, name):
+                    patches.enter_context(mock.patch.object(module, name, value))
+        for seed in range(300):
+            state, pod = _crowded_cluster(random.Random(seed))
+            ctx = new_context(ClusterView(state), pod, PreemptionArgs())
+            filtered = find_nodes_that_fit_pod(ctx)
+            if filtered.fit_node is not None:
+                continue
+            potential = filtered.potential
+            if potential is None:
+                potential = set(nodes_where_preemption_might_help(filtered.statuses, ctx.view.node_names))
+            evaluator = default_preemption(ctx.args).evaluator
+            exhaustive = evaluator.dry_run_preemption(ctx, sorted(potential), exhaustive=True)
+            bounded = evaluator.dry_run_preemption(ctx, potential)
+            assert bounded.candidate_count == len(exhaustive.candidates), seed
+            if exhaustive.best is None:
+                assert bounded.best is None, seed
+                continue
+            seen["preempts"] += 1
+            seen["ties"] += len(exhaustive.tied) > 1
+            seen["violations"] += exhaustive.best.num_pdb_violations > 0
+            assert bounded.best is not None, seed
+            assert default_candidate_score(bounded.best) == default_candidate_score(exhaustive.best), seed
+            assert bounded.tied == exhaustive.tied, seed
+            assert _tied(bounded) == _tied(exhaustive), seed
+    # The cases a wrong bound would get wrong are drawn often.
+    assert seen["preempts"] >= 140 and seen["ties"] >= 50 and seen["violations"] >= 30, seen
+
+
+def test_the_kth_latest_start_of_a_level_falls_back_to_the_latest_when_the_level_has_fewer_pods() -> None:
+    starts = {"a": (0, 5), "b": (0, 1), "c": (0, 3), "d": (100, 2), "e": (100, None)}
+    pods = [Pod(name, "default", uid=name, node_name="n", priority=priority, start_time_ns=start)
+            for name, (priority, start) in starts.items()]
+    summary = NodeSummary.build(Node("n", allocatable=Resources(milli_cpu=1000, memory=1000, pods=10)), pods)
+    assert summary.levels == [0, 100]
+    assert [summary.latest_start(0, k) for k in (1, 2, 3, 4)] == [5, 3, 1, 5]
+    assert [summary.latest_start(1, k) for k in (1, 2, 3)] == [START_NOW_NS, 2, START_NOW_NS]

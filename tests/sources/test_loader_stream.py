@@ -63,16 +63,66 @@ def test_json_items_equal_the_whole_document(monkeypatch: pytest.MonkeyPatch, in
 
 
 def test_kubectl_indented_items_are_parsed_by_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = Counter[str]()
+    text = json.dumps(cluster(10), indent=4)
+    expected = orjson.loads(text)["items"]
+    texts = counted_orjson(monkeypatch)
+    parts = parts_of_json(text)
+    # The items of one buffer (the whole text here) go to orjson at once: one call, not one per item.
+    assert len(texts) == 1 and items_of(parts) == expected
+
+
+def counted_orjson(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts the stream hands to orjson from now on."""
+    texts: list[str] = []
     original = jsonstream.orjson.loads
 
     def counting(text: str) -> object:
-        calls["orjson"] += 1
+        texts.append(text)
         return original(text)
 
     monkeypatch.setattr(jsonstream.orjson, "loads", counting)
-    parts = parts_of_json(json.dumps(cluster(10), indent=4))
-    assert calls["orjson"] == 11 and len(items_of(parts)) == 11
+    return texts
+
+
+def test_the_items_of_each_chunk_are_parsed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonstream, "CHUNK_BYTES", 1024)
+    text = json.dumps(cluster(200), indent=4)
+    expected = orjson.loads(text)["items"]
+    texts = counted_orjson(monkeypatch)
+    assert items_of(parts_of_json(text)) == expected
+    assert len(text) // 1024 - 2 <= len(texts) <= len(text) // 1024 + 2
+
+
+@pytest.mark.parametrize("window", [8, 300, 1 << 16])
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_items_longer_or_shorter_than_the_batch_window(monkeypatch: pytest.MonkeyPatch, window: int,
+                                                      chunk: int) -> None:
+    monkeypatch.setattr(jsonstream, "BATCH_CHARS", window)
+    monkeypatch.setattr(jsonstream, "CHUNK_BYTES", chunk)
+    document = cluster(40)
+    document["items"].insert(7, {"kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"k": "x" * 2000}})
+    text = json.dumps(document, indent=4)
+    expected = orjson.loads(text)["items"]
+    texts = counted_orjson(monkeypatch)
+    assert items_of(parts_of_json(text)) == expected
+    assert all(t.startswith("[") for t in texts)  # every item in a batch, the big one too
+    if window == 1 << 16 and chunk == 1 << 20:
+        assert len(texts) == 1
+
+
+@pytest.mark.parametrize("chunk", [16, 1 << 20])
+def test_a_false_end_marker_falls_back_to_one_item_then_the_scanner(monkeypatch: pytest.MonkeyPatch,
+                                                                     chunk: int) -> None:
+    # The last "\n  }" closes an inner object that another "}" follows on the same line: the batch up to it is no
+    # array; the first item alone, up to its own marker, is; the second alone is not, and the scanner reads it.
+    monkeypatch.setattr(jsonstream, "CHUNK_BYTES", chunk)
+    text = '{"items": [\n  {\n    "kind": "Namespace"\n  },\n  {\n    "a": {"x": 1\n  }}\n], "kind": "List"}'
+    expected = orjson.loads(text)["items"]
+    texts = counted_orjson(monkeypatch)
+    assert items_of(parts_of_json(text)) == expected
+    assert texts[-1] == '{\n    "a": {"x": 1\n  }'  # the second item's false marker: the scanner read it
+    first = '{\n    "kind": "Namespace"\n  }'
+    assert first in texts or f"[{first}]" in texts  # the first item by its marker (alone, or a batch of one)
 
 
 def test_an_item_that_is_not_indented_like_kubectl_falls_back_to_the_scanner() -> None:

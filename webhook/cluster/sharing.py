@@ -10,6 +10,7 @@ a value read again is only read again.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Hashable
 from typing import Any, TypeVar
 
@@ -25,17 +26,30 @@ SHARED_LIMIT = 1 << 16
 class BoundedCache(dict[_K, _V]):
     """A dict of at most ``limit`` entries, emptied when full."""
 
-    __slots__ = ("limit",)
+    __slots__ = ("__weakref__", "limit")
 
     def __init__(self, limit: int = FAST_PATH_LIMIT) -> None:
         super().__init__()
         self.limit = limit
+        _EVERY_CACHE[id(self)] = self
 
     def remember(self, key: _K, value: _V) -> _V:
         if len(self) >= self.limit:
             self.clear()
         self[key] = value
         return value
+
+
+# Every live BoundedCache (by id: a dict is not hashable), for ``forget_read_values``.
+_EVERY_CACHE: weakref.WeakValueDictionary[int, BoundedCache[Any, Any]] = weakref.WeakValueDictionary()
+
+
+def forget_read_values() -> None:
+    """Empty every cache of the reader, as if each had just filled up: after a bulk read (a snapshot's load) they
+    hold tens of thousands of raw items and keys that nothing reads again (at 450,000 pods ~12 MB, which the
+    predictor's index, built next, then reuses: bench/snapshot.py)."""
+    for cache in list(_EVERY_CACHE.values()):
+        cache.clear()
 
 
 SHARED_VALUES: BoundedCache[Hashable, Any] = BoundedCache(SHARED_LIMIT)

@@ -149,8 +149,9 @@ class ClusterState:
     def upsert(self, obj: ClusterObject) -> None:
         self.version += 1
         if isinstance(obj, Pod):
-            old = self._remove_pod(obj.key)
-            self._add_pod(obj)
+            key = obj.key  # a new string each time it is read: once per upsert (450,000 at a snapshot's load)
+            old = self._remove_pod(key)
+            self._add_pod(obj, key)
             if self.pod_listener is not None:
                 self.pod_listener(old, obj)
         elif isinstance(obj, PriorityClass):
@@ -260,8 +261,7 @@ class ClusterState:
         if pod.nominated_node_name:
             self._touch_node(pod.nominated_node_name)
 
-    def _add_pod(self, pod: Pod) -> None:
-        key = pod.key
+    def _add_pod(self, pod: Pod, key: str) -> None:
         self._touch_pod_nodes(pod)
         self.pods[key] = pod
         self.pods_by_namespace.setdefault(pod.namespace, {})[key] = pod

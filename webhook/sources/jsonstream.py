@@ -4,13 +4,18 @@ The text is decoded in bounded chunks. The top-level object's fields are read wi
 scanner (``json.JSONDecoder.raw_decode``, which parses one value and says where it ends); the elements of its
 ``items`` array are yielded one at a time (webhook/sources/docparts.py).
 
-Most items are parsed by orjson on a bounded slice: kubectl indents its output (``json.MarshalIndent``), so an
-item that starts on its own line at some indentation ends at the first line holding only that indentation and
-``}`` (a raw newline never occurs inside a JSON string, so this marker is structural). orjson accepts the slice
-only if it is exactly one value, so a wrong guess can only fail, never mis-parse; then that item and the rest go
-through the standard scanner. On the 5,000-node dump of bench/snapshot.py orjson on these slices parsed the items
-in 4.1 s of CPU, the standard scanner alone in 5.8 s, ijson's C backend (an extra dependency) in 5.1 s, and orjson
-on the whole 560 MB document in 8.1 s with a 2.5 GB peak.
+Most items are parsed by orjson on bounded slices: kubectl indents its output (``json.MarshalIndent``), so an
+item that starts on its own line at some indentation ends at a line holding only that indentation and ``}`` (a
+raw newline never occurs inside a JSON string, so this marker is structural). The items of the text read so far
+are parsed at once: from the next item's start to the *last* marker in the next ``BATCH_CHARS`` (``str.rfind``,
+which reads back over one item, not forward over every item), the slice is wrapped in ``[``/``]`` and parsed by one
+``orjson.loads`` into the list of those items. JSON reads left to right with one token of lookahead, so if the
+wrapped slice is an array, its elements are exactly the items the whole text holds there; a wrong guess can only
+fail. Then one item is tried alone (its first marker), and when that fails too, that item and the rest go
+through the standard scanner. On the 5,000-node dump of bench/snapshot.py orjson on one-item slices parsed the
+items in 4.1 s of CPU, the standard scanner alone in 5.8 s, ijson's C backend (an extra dependency) in 5.1 s,
+and orjson on the whole 560 MB document in 8.1 s with a 2.5 GB peak; on the 15,000-node dump, finding each
+item's end forward took as long as a third of the parse, and a call per item most of the rest of its overhead.
 
 Both parsers are held to orjson's reading of a whole document, which the loader used before: a number that is
 infinite as a double, and ``NaN``/``Infinity``, are syntax errors; integers beyond 64 bits read as floats. Any
@@ -29,6 +34,9 @@ import orjson
 from webhook.sources.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, ByteStream, Part
 
 CHUNK_BYTES = 1 << 20
+# How much text one orjson call parses into items at most (unless one item is longer): a few dozen kubectl
+# items, so the parsed dicts alive at once stay a few hundred KB, not a chunk's worth.
+BATCH_CHARS = 1 << 16
 # How far past an item's start the end marker is looked for before the item goes to the standard scanner.
 MARKER_LOOKAHEAD = 16 * CHUNK_BYTES
 # A parse error this close to the end of the buffer may only mean the value continues in the next chunk.
@@ -119,28 +127,67 @@ class _TextBuffer:
 
 
 class _ItemReader:
-    """The elements of the ``items`` array, by orjson on marker-bounded slices while that works."""
+    """The elements of the ``items`` array: by orjson on marker-bounded slices while that works (several items
+    at once, then one), else by the standard scanner."""
 
     def __init__(self, text: _TextBuffer) -> None:
         self.text = text
         self.by_marker = True
+        self.batched = True
 
-    def item(self) -> object:
+    def items(self) -> list[object]:
+        """The next item, or the next several; at least one."""
         text = self.text
-        if self.by_marker:
-            found = self._by_marker()
-            if found is not _NOT_FOUND:
+        if self.batched:
+            found = self._batch()
+            if found is not None:
                 return found
+            self.batched = False  # one item at a time from here on, so a bad guess is paid once
+        if self.by_marker:
+            item = self._by_marker()
+            if item is not _NOT_FOUND:
+                return [item]
             self.by_marker = False  # the output is not indented like kubectl's: the scanner from here on
-        return text.value()
+        return [text.value()]
 
-    def _by_marker(self) -> object:
+    def _indent_marker(self) -> str | None:
+        """``"\n" + indent + "}"``, the end of an item that starts at ``pos`` on its own line; None otherwise."""
         text = self.text
         line_start = text.buf.rfind("\n", 0, text.pos) + 1
         indent = text.buf[line_start:text.pos]
         if not line_start or text.buf[text.pos] != "{" or indent.strip(" \t"):
+            return None
+        return "\n" + indent + "}"
+
+    def _batch(self) -> list[object] | None:
+        text = self.text
+        marker = self._indent_marker()
+        if marker is None:
+            return None
+        while True:
+            window = text.pos + BATCH_CHARS
+            end = text.buf.rfind(marker, text.pos, window)
+            if end < 0:  # no item ends in the window: the first end after it (an item longer than the window)
+                end = text.buf.find(marker, window - len(marker))
+            if end >= 0:
+                break
+            if len(text.buf) - text.pos > MARKER_LOOKAHEAD or not text.more():
+                return None
+        start, end = text.pos, end + len(marker)
+        try:
+            values = orjson.loads("[" + text.buf[start:end] + "]")
+        except orjson.JSONDecodeError:
+            return None
+        if not values:  # only whitespace between (cannot be: the slice starts with "{"); never return no item
+            return None
+        text.pos = end
+        return values
+
+    def _by_marker(self) -> object:
+        text = self.text
+        marker = self._indent_marker()
+        if marker is None:
             return _NOT_FOUND
-        marker = "\n" + indent + "}"
         end = text.buf.find(marker, text.pos)
         while end < 0:
             searched = len(text.buf) - text.pos
@@ -213,8 +260,9 @@ def _items(text: _TextBuffer) -> Iterator[Part]:
     while True:
         if not text.peek():
             raise JsonSyntaxError("the items array is not closed")
-        yield ITEM, index, reader.item()
-        index += 1
+        for item in reader.items():
+            yield ITEM, index, item
+            index += 1
         char = text.peek()
         text.pos += 1
         if char == "]":

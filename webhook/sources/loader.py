@@ -28,6 +28,7 @@ import yaml
 
 from webhook.cluster.model import ClusterObject
 from webhook.cluster.reader import object_from_dict
+from webhook.cluster.sharing import forget_read_values
 from webhook.cluster.snapshot import OPTIONAL_KINDS, ClusterState
 from webhook.errors import InvalidInput, SnapshotError
 from webhook.sources.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, ByteStream, Part, TextStream
@@ -238,6 +239,7 @@ def read_snapshot(snapshot: SnapshotFile, kinds: Counter[str], progress: Progres
     """The ``ClusterState`` of an opened snapshot file, streamed (see the module docstring)."""
     with collections_paused():
         state = _read_snapshot(snapshot, kinds, progress)
+    forget_read_values()
     # A file holding no object of an optional kind is a snapshot taken without it, not a cluster without any.
     state.unknown_kinds = {kind for kind in OPTIONAL_KINDS if not kinds[kind]}
     return state

@@ -132,6 +132,14 @@ class NodeSummary:
             self._pdb_matches = found
         return found[1]
 
+    def latest_start(self, level_index: int, k: int) -> int:
+        """The ``k``-th latest start among the pods of ``levels[level_index]`` (the latest when it has fewer): they
+        lie together in ``pods``, earliest first (``importance_key``)."""
+        end = len(self.pods) - (self.cumulative[level_index - 1][PODS] if level_index else 0)
+        if k <= 1 or end - (len(self.pods) - self.cumulative[level_index][PODS]) < k:
+            return self.level_latest_start[level_index]
+        return start_key(self.pods[end - k])
+
     def largest_first(self, level_index: int) -> tuple[list[int], list[int], list[int]]:
         """Running sums of cpu, memory, ephemeral-storage of the pods at or below a level, largest first."""
         found = self._largest_first.get(level_index)

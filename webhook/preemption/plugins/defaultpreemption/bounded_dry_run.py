@@ -21,8 +21,13 @@ from webhook.preemption.deadline import DEADLINE_STRIDE
 from webhook.preemption.framework.context import PredictionContext
 from webhook.preemption.framework.index import (
     MIN_PRIORITY_ORDER,
+    PER_NODE_COST,
+    Bounds,
     StateIndex,
+    cutting_bounds,
     free_order,
+    holding,
+    holds,
     intersect_at_least,
     order_key,
     order_value,
@@ -60,6 +65,8 @@ MAX_COUNT_ORDER = 4
 DRY_RUNS_PER_DEADLINE_CHECK = 64
 # A group this many times smaller than the cluster is sorted by itself instead of found in an ordering's walk.
 SMALL_GROUP_FACTOR = 8
+# A lazy walk (``_walk_dense_group``) checks at least this many nodes before it gathers its group instead.
+MIN_WALK_STEPS = 64
 
 
 class Bound(NamedTuple):
@@ -160,8 +167,9 @@ def bounded_dry_run(ctx: PredictionContext, potential: Collection[str]) -> DryRu
 
     With fit monotone in the pods removed, a node's bound follows from the lowest priority level whose removal
     (with every level below) makes room (``node_bound``). The cluster's priority levels are visited in
-    ascending order; the nodes that first make room at a level come from the capacity orderings of the index
-    (set algebra, no per-node loop), and only they get a bound.
+    ascending order; the nodes that first make room at a level come from the capacity orderings of the index, one
+    victim count after another (the smallest slices first, few nodes checked one by one, a dense group walked
+    lazily), so the work follows the nodes within reach of the best bound rather than the cluster.
     """
     view = ctx.view
     index = view.index
@@ -201,39 +209,57 @@ def bounded_dry_run(ctx: PredictionContext, potential: Collection[str]) -> DryRu
     best = BestCandidates()
     for candidate in general:
         best.offer(candidate)
-    seen: set[str] = set()
-    for position, level in enumerate(levels):
+    # The nodes that made room at the level before (None at the first): done there, left out at the next.
+    previous: Bounds | None = None
+    for level in levels:
         if best.score is not None and best.score.pdb_violations == 0 and best.score.top_priority < level:
             break  # every bound from here on starts with (0, level), worse than the best
-        fitting = candidates_plain if position == len(levels) - 1 else nodes_with_room(index, searchable, wants, level)
-        # At the first level nothing is seen yet: ``fitting`` is read as it is (it may be every node, the index's
-        # own set), and ``seen`` is a new set at each later level, never changed in place.
-        remaining = fitting - seen if seen else fitting
-        seen = seen | fitting if seen else fitting
+        room = room_bounds(wants, level)
         slow_batch = []
         while pending and pending[0].score.top_priority <= level:
             slow_batch.append(pending.pop(0))
         _dry_run_batch(ctx, slow_batch, best)
+        # The nodes that first make room at ``level`` are never gathered whole (at 15,000 nodes each such set costs
+        # a few tenths of a millisecond): each victim count's are found from the capacity orderings, few first.
+        taken: set[str] | None = set()  # this level's nodes within the counts done so far (None: not gathered)
         count = 0
-        while remaining:
+        while True:
             count += 1
+            if taken is None:
+                taken = _first_room(index, searchable, room + _within_count_bounds(wants, level, count - 1), previous)
             if count > MAX_COUNT_ORDER:
-                _dry_run_batch(ctx, _plain_bounds(ctx, remaining, level), best)
+                rest = _first_room(index, searchable, room, previous)
+                _dry_run_batch(ctx, _plain_bounds(ctx, rest - taken if taken else rest, level), best)
                 break
-            # The nodes whose victim-count bound is exactly ``count``; their bound differs only in the lowest
-            # pod priority of the node (a term of the priority sum) and the latest start at ``level``.
-            batch = _within_count(index, remaining, wants, level, count)
-            # A new set: ``batch`` may be ``remaining`` itself (every node within the count); a subset of it, so
-            # of the same size only when it is all of it.
-            remaining = set() if len(batch) == len(remaining) else remaining - batch
-            group = batch if count == 1 else batch.intersection(index.order(MIN_PRIORITY_ORDER).below(lowest + 1))
-            _dry_run_by_latest_start(ctx, group, level, count, lowest, best)
+            # The nodes whose victim-count bound is ``count`` at most: those of the counts before are done.
+            bounds = room + _within_count_bounds(wants, level, count)
+            visited: set[str] = set()
+            if count == 1:
+                walked = _walk_dense_group(ctx, searchable, bounds, previous, level, lowest, best)
+                if walked is not None:
+                    done, visited = walked
+                    if done:
+                        taken = None
+                        if best.beats(score_floor(level, 2, lowest)):
+                            break
+                        continue
+                    # The walk ran out of its budget: the group is gathered, less the nodes it dry-ran.
+            within = _first_room(index, searchable, bounds, previous)
+            # Every node left (``searchable`` itself: no bound leaves any out, none made room before) is within it.
+            last = within is searchable
+            batch = within - taken if taken else within
+            taken = within
+            # Their bound differs only in the lowest pod priority of the node (a term of the priority sum) and the
+            # latest start at ``level``.
+            group = batch if count == 1 else _with_lowest_level(index, batch, lowest)
+            _dry_run_by_latest_start(ctx, group - visited if visited else group, level, count, lowest, best)
             rest = set() if len(group) == len(batch) else batch - group  # ``group`` is a subset of ``batch``
             if rest and not best.beats(score_floor(level, count, second)):
                 _dry_run_batch(ctx, _plain_bounds(ctx, rest, level), best)
             # Every node left at this level has at least count + 1 victims, and at least its top one at ``level``.
-            if best.beats(score_floor(level, count + 1, lowest)):
+            if last or best.beats(score_floor(level, count + 1, lowest)):
                 break
+        previous = room
     _dry_run_batch(ctx, pending, best)
     picked = best.pick()
     chosen, tied = picked if picked is not None else (None, ())
@@ -255,7 +281,9 @@ def _dry_run_by_latest_start(ctx: PredictionContext, group: set[str], level: int
     first (= bound order, read off the index), until a bound exceeds the best score."""
     if not group:
         return
-    key = order_key("latest", level)
+    # At the cluster's lowest level, ``count`` victims or more all have the top priority (nothing is lower): the
+    # earliest of them started no later than the count-th latest pod of the level.
+    key = order_key("latest", level, 0, count if level == lowest and count > 1 else 0)
     order = ctx.view.index.order(key)
     summaries = ctx.view.index.summaries
     total = priority_sum_bound(level, count, lowest)
@@ -281,12 +309,91 @@ def _dry_run_by_latest_start(ctx: PredictionContext, group: set[str], level: int
             ctx.check_deadline()
 
 
-def _within_count(index: StateIndex, nodes: set[str], wants: list[Want], level: int, count: int) -> set[str]:
-    """The ``nodes`` where removing ``count`` pods at or below ``level`` may make room: per resource,
-    the ``count`` largest requests cover the shortfall, and ``count`` pods free enough slots."""
+def _walk_dense_group(ctx: PredictionContext, nodes: set[str], bounds: Bounds, previous: Bounds | None, level: int,
+                      lowest: int, best: BestCandidates) -> tuple[bool, set[str]] | None:
+    """Exact dry runs of the ``nodes`` within one victim of room at ``level`` (``bounds``; not made room at the level
+    before, ``previous``), latest start at ``level`` first, until a bound exceeds the best score, found lazily: a
+    walk down the latest-start ordering checks each node it meets, and stops at the first node the best beats.
+
+    Only where they may be many (an eighth of the cluster or more, by the orderings' counts): gathering them would
+    touch thousands of nodes where the walk checks a few. None: they may be few (the caller gathers them); else
+    whether the walk is done, and the nodes it dry-ran (when it met too many outsiders, the caller gathers the rest).
+    """
+    index = ctx.view.index
+    summaries = index.summaries
+    sized = cutting_bounds(index, bounds)
+    visited: set[str] = set()
+    if sized is None:
+        return True, visited
+    total = len(summaries)
+    most = sized[0][0] if sized else total
+    if most * SMALL_GROUP_FACTOR < total:
+        return None
+    checks = [(key, value) for _, key, value in sized]
+    # Checking a node costs about PER_NODE_COST times a set operation's step over it: past that many checks,
+    # gathering the group is cheaper.
+    budget = max(most // PER_NODE_COST, MIN_WALK_STEPS)
+    order = index.order(order_key("latest", level))
+    names, values = order.names, order.values
+    total_sum = priority_sum_bound(level, 1, lowest)
+    for step, i in enumerate(range(len(names) - 1, -1, -1)):
+        if step >= budget:
+            return False, visited
+        name = names[i]
+        if name not in nodes:
+            continue
+        summary = summaries[name]
+        if not holds(summary, checks) or (previous is not None and holds(summary, previous)):
+            continue
+        if best.beats(new_score(CandidateScore, (0, level, total_sum, 1, -values[i]))):
+            return True, visited
+        candidate = select_victims_by_resources(ctx.pod, summary, [], ctx.pdbs).candidate
+        assert candidate is not None  # fit is monotone: the node failed with every pod, fits without them
+        best.offer(candidate)
+        visited.add(name)
+        if not len(visited) % DRY_RUNS_PER_DEADLINE_CHECK:
+            ctx.check_deadline()
+    return True, visited
+
+
+def room_bounds(wants: list[Want], level: int) -> Bounds:
+    """Where the pod has room once every pod at or below ``level`` is gone (``nodes_with_room``'s bounds)."""
+    return [(free_order(dim, level), want) for dim, want in wants]
+
+
+def _within_count_bounds(wants: list[Want], level: int, count: int) -> Bounds:
+    """Where removing ``count`` pods at or below ``level`` may make room: per resource, the ``count`` largest
+    requests cover the shortfall, and ``count`` pods free enough slots."""
     bounds = [(free_order(PODS), 1 - count)]
     bounds += [(order_key("top", level, dim, count), want) for dim, want in wants if dim != PODS]
-    return intersect_at_least(index, nodes, bounds)
+    return bounds
+
+
+def _first_room(index: StateIndex, nodes: set[str], bounds: Bounds, previous: Bounds | None) -> set[str]:
+    """The ``nodes`` where every bound holds and, with ``previous`` (the room bounds of a lower level), some bound of
+    ``previous`` fails: the nodes that first make room at a level (room is monotone in the level). ``nodes`` itself
+    when every bound holds on every node and there is no lower level (read it, never change it)."""
+    found = intersect_at_least(index, nodes, bounds)
+    if previous is None or not found:
+        return found
+    if len(found) * PER_NODE_COST < len(index.summaries):
+        done = holding(index, found, previous)
+    else:
+        done = intersect_at_least(index, found, previous)
+    return found - done if done else found
+
+
+def _with_lowest_level(index: StateIndex, nodes: set[str], lowest: int) -> set[str]:
+    """The ``nodes`` holding a pod of priority ``lowest`` (the cluster's lowest): ``nodes`` itself when every node
+    does."""
+    order = index.order(MIN_PRIORITY_ORDER)
+    count = order.count_below(lowest + 1)
+    if count >= len(index.summaries):
+        return nodes
+    if len(nodes) * PER_NODE_COST < count:
+        summaries = index.summaries
+        return {name for name in nodes if order_value(MIN_PRIORITY_ORDER, summaries[name]) <= lowest}
+    return nodes.intersection(order.below(lowest + 1))
 
 
 def _dry_run_batch(ctx: PredictionContext, batch: list[Bound], best: BestCandidates) -> None:

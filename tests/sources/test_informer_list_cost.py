@@ -85,3 +85,21 @@ def test_nested_lists_resume_collections_only_when_the_last_ends_and_never_enabl
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+async def test_the_first_list_reads_big_pages_and_a_relist_while_serving_small_ones(
+        fake_api: FakeApiServer, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big pages spare the API server's watch cache its per-page walk while nothing waits on the informer; once
+    synced, admissions share its loop, so a relist reads pages that decode quickly."""
+    seed_cluster(fake_api)
+    answers = record_list_answers(fake_api, monkeypatch)
+    api = await KubeClient.connect(kubeconfig=str(kubeconfig))
+    try:
+        informer = Informer(api, PODS, ClusterState(), InformerSettings(page_size=4, relist_page_size=2))
+        await informer.list_and_replace()
+        initial = len(answers)
+        await informer.list_and_replace()
+    finally:
+        await api.close()
+    assert initial == 2  # 5 pods in pages of 4
+    assert len(answers) - initial == 3  # the relist: pages of 2

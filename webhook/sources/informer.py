@@ -141,6 +141,9 @@ class InformerSettings:
     # garbage, and `serve` waited 138 s for its lists (bench/scale.py, 15,000 nodes). 5,000 cuts that tenfold for
     # ~40 MB more transient memory here (a parsed page of 5,000 pods, and the next one fetched meanwhile).
     page_size: int = 5000
+    # Once synced, admissions wait on this loop while a relist decodes each page in one orjson call (~85 ms for
+    # 5,000 pods): a relist reads pages of at most this many objects, client-go's size, ~9 ms each.
+    relist_page_size: int = 500
     # Server-side watch timeout; each watch picks a value in [t, 2t) like client-go, to spread renewals.
     watch_timeout_seconds: int = 300
     backoff_base_seconds: float = 0.2
@@ -307,8 +310,11 @@ class Informer:
             await asyncio.sleep(0)
 
     async def list_all(self) -> tuple[list[ClusterObject], str]:
+        settings = self.settings
+        page_size = min(settings.page_size, settings.relist_page_size) if self.synced.is_set() \
+            else settings.page_size
         try:
-            return await self._list_pages(self.settings.page_size)
+            return await self._list_pages(page_size)
         except ApiError as exc:
             if not exc.expired:
                 raise

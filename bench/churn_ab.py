@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,22 +34,7 @@ for extra in (ROOT, ROOT / "bench"):
 
 import scale  # noqa: E402
 
-from webhook.verify.controlplane import ControlPlane, free_port, kube_bin_dir  # noqa: E402
-
-
-def start_replica(tree: Path, kubeconfig: Path, workdir: Path, name: str) -> scale.Replica:
-    """``preempt-guard serve --kubeconfig`` of ``tree`` (bench/scale.py's start_replica, for any checkout)."""
-    config = workdir / "preemptguard.yaml"
-    config.write_text("prediction:\n  previewsPerMinute: 0\n", encoding="utf-8")
-    port, metrics_port = free_port(), free_port()
-    log = workdir / f"{name}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "webhook.cli", "serve", "--kubeconfig", str(kubeconfig), "--tls-self-signed",
-             "--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics_port), "--config", str(config),
-             "--log-level", "warning"],
-            stdout=out, stderr=subprocess.STDOUT, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)})
-    return scale.Replica(scale.watched(process, name), port, metrics_port, log, time.monotonic())
+from webhook.verify.controlplane import ControlPlane, kube_bin_dir  # noqa: E402
 
 
 def probe(prober: scale.Prober, samples: int | None = None, until: Any = None) -> dict[str, list[float]]:
@@ -77,7 +59,7 @@ def figures_of(found: dict[str, list[float]]) -> dict[str, float]:
 def measure(tree: Path, args: argparse.Namespace, plane: ControlPlane, loader: Path, workdir: Path,
             name: str) -> dict[str, Any]:
     kubeconfig = plane.kubeconfig()
-    replica = start_replica(tree, kubeconfig, workdir, name)
+    replica = scale.start_replica(kubeconfig, workdir, name, tree)
     try:
         ready = replica.wait_ready()
         scale.CORES.isolate([c.process.pid for c in plane.components], [replica])

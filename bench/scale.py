@@ -349,7 +349,8 @@ def insecure_context() -> ssl.SSLContext:
     return context
 
 
-def start_replica(kubeconfig: Path, workdir: Path, name: str) -> Replica:
+def start_replica(kubeconfig: Path, workdir: Path, name: str, tree: Path = ROOT) -> Replica:
+    """``preempt-guard serve --kubeconfig`` of the checkout ``tree`` (this one, or bench/churn_ab.py's baseline)."""
     from webhook.verify.controlplane import free_port
 
     config = workdir / "preemptguard.yaml"
@@ -361,7 +362,7 @@ def start_replica(kubeconfig: Path, workdir: Path, name: str) -> Replica:
             [sys.executable, "-m", "webhook.cli", "serve", "--kubeconfig", str(kubeconfig), "--tls-self-signed",
              "--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics_port), "--config", str(config),
              "--log-level", "warning"],
-            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=out, stderr=subprocess.STDOUT, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
             preexec_fn=CORES.webhook_side())
     return Replica(watched(process, name), port, metrics_port, log, time.monotonic())
 

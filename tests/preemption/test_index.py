@@ -12,6 +12,7 @@ too.
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +26,9 @@ from webhook.preemption.framework.index import (
     free_order,
     index_sync_is_cheap,
     intersect_at_least,
+    preview_index,
     state_index,
+    sync_if_cheap,
 )
 from webhook.preemption.framework.summary import CPU, MEMORY, PODS
 from webhook.preemption.plugins.defaultpreemption import bounded_dry_run
@@ -108,6 +111,27 @@ def test_index_sync_is_cheap_only_for_a_built_index_and_few_changed_nodes() -> N
         state.upsert(dataclasses.replace(state.pods[f"default/low{i}"], priority=2))
     assert not index_sync_is_cheap(state)
     assert not index_sync_is_cheap(state, max_nodes=69) and index_sync_is_cheap(state, max_nodes=70)
+
+
+def test_sync_if_cheap_refreshes_the_built_indexes_between_predictions_and_never_waits_or_rebuilds() -> None:
+    state = ladder_cluster(100)
+    assert sync_if_cheap(state) and state_index(state).version < 0  # nothing built: nothing to refresh
+    simulate_pods(state, [Pod("new", "default", priority=10)])
+    index, preview = state_index(state), preview_index(state)
+    preview.sync()
+    state.upsert(dataclasses.replace(state.pods["default/low1"], priority=1))
+    assert index.version < state.settled_version and preview.version < state.settled_version
+    assert sync_if_cheap(state)
+    assert index.version == preview.version == state.settled_version
+    assert_index_matches_fresh(state)
+    state.upsert(dataclasses.replace(state.pods["default/low2"], priority=1))
+    with index.lock:  # a prediction holds the admission index (another thread in the server): it is left alone
+        done = ThreadPoolExecutor(1).submit(sync_if_cheap, state).result(timeout=10)
+    assert not done and index.version < state.settled_version == preview.version
+    for i in range(70):  # more changed nodes than a turn of the event loop may refresh: left to a prediction
+        state.upsert(dataclasses.replace(state.pods[f"default/low{i}"], priority=2))
+    assert not sync_if_cheap(state) and index.version < state.settled_version
+    assert sync_if_cheap(state, max_nodes=70) and index.version == state.settled_version
 
 
 def test_intersect_at_least_equals_the_intersection_of_the_orderings_slices() -> None:

@@ -37,7 +37,7 @@ from webhook.cluster.snapshot import ClusterState
 from webhook.config import SchedulerConfig
 from webhook.errors import PredictionCancelled, PredictionTimeout
 from webhook.preemption.deadline import Deadline
-from webhook.preemption.framework.index import index_sync_is_cheap, preview_index
+from webhook.preemption.framework.index import index_sync_is_cheap, preview_index, sync_if_cheap
 from webhook.preemption.results import (
     DEFAULT_SCORE_WEIGHTS,
     PreemptionArgs,
@@ -250,3 +250,17 @@ class PredictionService:
             stop.cancel("the server is shutting down")
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.preview_executor.shutdown(wait=False, cancel_futures=True)
+
+
+# How often a live server catches the predictor's indexes up with the watch events (``keep_index_fresh``): at 500
+# events/s, ~12 changed nodes a turn, under a millisecond of the event loop.
+INDEX_REFRESH_SECONDS = 0.025
+
+
+async def keep_index_fresh(state: ClusterState, interval_seconds: float = INDEX_REFRESH_SECONDS,
+                           max_nodes: int = 64) -> None:
+    """Forever: every ``interval_seconds``, refresh the nodes the watch changed in the state's built indexes
+    (``sync_if_cheap``), so an admission finds them current instead of paying for every event since the last."""
+    while True:
+        await asyncio.sleep(interval_seconds)
+        sync_if_cheap(state, max_nodes)

@@ -21,7 +21,7 @@ from aiohttp import web
 from webhook.admission.pipeline import PodAdmission, PodStep
 from webhook.config import Config, LiveConfig
 from webhook.errors import ConfigError
-from webhook.prediction.service import PredictionService
+from webhook.prediction.service import PredictionService, keep_index_fresh
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import Authenticator, KubernetesAuthenticator, NoAuthentication
 from webhook.server.client_auth import client_certificate_middleware
@@ -159,7 +159,12 @@ async def warm_up_predictor_once_ready(app: web.Application, poll_seconds: float
 
 async def _predictor_lifecycle(app: web.Application) -> AsyncIterator[None]:
     async with running_in_background(warm_up_predictor_once_ready(app), name="preemptguard-predictor-warm-up"):
-        yield
+        if app[SOURCE_KEY].api is None:  # a snapshot never changes: nothing to keep fresh
+            yield
+        else:
+            async with running_in_background(keep_index_fresh(app[SOURCE_KEY].state),
+                                             name="preemptguard-index-refresh"):
+                yield
     app[PREDICTOR_KEY].shutdown()
 
 

@@ -1,0 +1,32 @@
+"""A live server catches the predictor's index up with the watch between admissions (webhook/prediction/service.py
+``keep_index_fresh``): the next admission does not pay for every event since the last one."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fake_apiserver import FakeApiServer, pod
+
+from webhook.preemption.framework.index import state_index
+from webhook.server.testing import LoopbackWebhook
+
+
+async def eventually(condition: object, timeout: float = 10.0) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        if callable(condition) and condition():
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def test_the_predictors_index_follows_the_watch_without_an_admission(
+        fake_api: FakeApiServer, hook: LoopbackWebhook) -> None:
+    state = hook.source.state
+    index = state_index(state)
+    assert await eventually(lambda: index.version >= 0)  # built by the warm-up once the informers synced
+    fake_api.create(pod("late-0", "team-b", node_name="node-2", priority_class_name="low", priority=10, cpu="3"))
+    assert await eventually(lambda: "team-b/late-0" in state.pods)
+    assert await eventually(lambda: index.version == state.settled_version, timeout=5)
+    assert "late-0" in {p.name for p in index.summaries["node-2"].pods}

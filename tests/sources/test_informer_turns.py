@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import orjson
+import pytest
 from fake_apiserver import pod
 
 from webhook.cluster.model import ClusterObject
@@ -71,7 +72,7 @@ def informer_on(api: BurstApi, state: ClusterState) -> Informer:
     return Informer(cast(KubeClient, api), PODS, state, InformerSettings(watch_timeout_seconds=1))
 
 
-def turns_at_each_write(state: ClusterState, counter: TurnCounter) -> list[int]:
+def turns_at_each_write(state: ClusterState, counter: TurnCounter, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The loop's turn count at every pod write to ``state``."""
     seen: list[int] = []
     upsert = state.upsert
@@ -80,16 +81,17 @@ def turns_at_each_write(state: ClusterState, counter: TurnCounter) -> list[int]:
         seen.append(counter.turns)
         upsert(obj)
 
-    state.upsert = recorded  # type: ignore[method-assign]
+    monkeypatch.setattr(state, "upsert", recorded)
     return seen
 
 
-async def test_a_burst_of_watch_events_is_applied_a_bounded_batch_per_turn_of_the_loop() -> None:
+async def test_a_burst_of_watch_events_is_applied_a_bounded_batch_per_turn_of_the_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     state = ClusterState()
     api = BurstApi(burst=10 * informer_module._WATCH_BATCH_EVENTS)
     informer = informer_on(api, state)
     async with TurnCounter() as counter:
-        writes = turns_at_each_write(state, counter)
+        writes = turns_at_each_write(state, counter, monkeypatch)
         await informer.watch_once()
     assert len(state.pods) == api.burst and informer.resource_version == str(1000 + api.burst - 1)
     # Never more than a batch of events between two turns of the loop.
@@ -97,14 +99,15 @@ async def test_a_burst_of_watch_events_is_applied_a_bounded_batch_per_turn_of_th
     assert len(batches) >= 10 and max(batches) <= informer_module._WATCH_BATCH_EVENTS
 
 
-async def test_a_list_is_reconciled_into_the_state_a_bounded_slice_per_turn_of_the_loop() -> None:
+async def test_a_list_is_reconciled_into_the_state_a_bounded_slice_per_turn_of_the_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     state = ClusterState()
     stale = pod("gone", "team-a", node_name="n1")
     state.upsert(PODS.convert(stale))
     api = BurstApi(listed=5 * informer_module._REPLACE_BATCH)
     informer = informer_on(api, state)
     async with TurnCounter() as counter:
-        writes = turns_at_each_write(state, counter)
+        writes = turns_at_each_write(state, counter, monkeypatch)
         await informer.list_and_replace()
     assert sorted(state.pods) == sorted(f"team-a/listed-{i}" for i in range(len(api.listed)))  # the stale one gone
     batches = [writes.count(turn) for turn in sorted(set(writes))]

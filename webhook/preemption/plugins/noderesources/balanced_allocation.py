@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from webhook.cluster.model import Pod
 from webhook.preemption.framework.cycle_state import CycleState
 from webhook.preemption.framework.status import OK, SKIPPED, Status
+from webhook.preemption.framework.summary import CPU, MEMORY, NodeSummary
 from webhook.preemption.framework.types import MAX_NODE_SCORE, ScoringNodes
 from webhook.preemption.plugins.noderesources.resource_allocation import ResourceAllocationScorer
 from webhook.preemption.results import DEFAULT_RESOURCES, ResourceSpec
@@ -44,6 +45,28 @@ def balanced_resource_scorer(requested: Sequence[int], allocated: Sequence[int],
     return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without_pod) // 2
 
 
+def balanced_pair_scores(want_cpu: int, want_mem: int, summaries: Sequence[NodeSummary]) -> list[int]:
+    """``balanced_resource_scorer`` on cpu and memory (the requests as they are) for every node in one loop, with
+    Go's float operations in the same order: a node offering both has two fractions and std = |f0 - f1| / 2; one
+    offering fewer has std 0 with the pod and without, so 75."""
+    half = MAX_NODE_SCORE // 2
+    found = []
+    for summary in summaries:
+        alloc = summary.node.allocatable
+        have_cpu, have_mem = alloc.milli_cpu, alloc.memory
+        if not have_cpu or not have_mem:
+            found.append(half + half // 2)
+            continue
+        used = summary.used
+        had_cpu, had_mem = used[CPU], used[MEMORY]
+        cpu, mem = (had_cpu + want_cpu) / have_cpu, (had_mem + want_mem) / have_mem
+        with_pod = int((1 - abs(((cpu if cpu <= 1 else 1.0) - (mem if mem <= 1 else 1.0)) / 2)) * MAX_NODE_SCORE)
+        cpu, mem = had_cpu / have_cpu, had_mem / have_mem
+        without_pod = int((1 - abs(((cpu if cpu <= 1 else 1.0) - (mem if mem <= 1 else 1.0)) / 2)) * MAX_NODE_SCORE)
+        found.append(half + (half + with_pod - without_pod) // 2)
+    return found
+
+
 @dataclass(slots=True)
 class BalancedAllocationState:
     """PreScore: the pod's request of each resource."""
@@ -58,7 +81,7 @@ class BalancedAllocation:
     name = NAME
 
     def __init__(self, resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES) -> None:
-        self.scorer = ResourceAllocationScorer(resources, True, balanced_resource_scorer)
+        self.scorer = ResourceAllocationScorer(resources, True, balanced_resource_scorer, balanced_pair_scores)
 
     def pre_score(self, cycle: CycleState, pod: Pod, nodes: ScoringNodes) -> Status:
         requests = self.scorer.pod_requests(pod)

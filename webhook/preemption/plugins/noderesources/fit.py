@@ -22,7 +22,11 @@ from webhook.preemption.framework.index import StateIndex, free_order, intersect
 from webhook.preemption.framework.status import OK, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 from webhook.preemption.framework.summary import CPU, EPHEMERAL, MEMORY, PODS, NodeSummary, Usage
 from webhook.preemption.framework.types import NodeInfo, ScoringNodes
-from webhook.preemption.plugins.noderesources.resource_allocation import ResourceAllocationScorer, strategy_scorer
+from webhook.preemption.plugins.noderesources.resource_allocation import (
+    ResourceAllocationScorer,
+    strategy_pair_scores,
+    strategy_scorer,
+)
 from webhook.preemption.results import ScoringStrategy
 
 if TYPE_CHECKING:
@@ -100,7 +104,8 @@ class Fit:
     def __init__(self, strategy: ScoringStrategy | None = None) -> None:
         strategy = strategy or ScoringStrategy()
         self.strategy = strategy
-        self.scorer = ResourceAllocationScorer(strategy.resources, False, strategy_scorer(strategy))
+        self.scorer = ResourceAllocationScorer(strategy.resources, False, strategy_scorer(strategy),
+                                             strategy_pair_scores(strategy))
 
     def pre_filter(self, cycle: CycleState, pod: Pod, view: ClusterView, deadline: Deadline) -> Status:
         scalar = pod.requests.scalar

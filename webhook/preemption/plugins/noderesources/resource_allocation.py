@@ -27,6 +27,11 @@ from webhook.preemption.results import (
 
 # requested, allocated, allocatable (one entry per resource of the scorer; allocatable 0 = not scored) to a score.
 Scorer = Callable[[Sequence[int], Sequence[int], Sequence[int]], int]
+# The pod's cpu and memory requests and the scored nodes' sums to every node's score: the usual two resources in
+# one loop, without a tuple or a call per node. Measured (cProfile of a pod that fits at 15,000 nodes, 750 nodes
+# scored): the per-node ``Scorer`` was over half of the prediction; the same float and integer operations inline
+# cost a third of it.
+PairScores = Callable[[int, int, Sequence[NodeSummary]], list[int]]
 
 # RequestedToCapacityRatio's shape scores are 0..10 (config.MaxCustomPriorityScore), scaled to 0..100.
 MAX_CUSTOM_PRIORITY_SCORE = 10
@@ -99,6 +104,39 @@ def requested_to_capacity_ratio_scorer(resources: Sequence[ResourceSpec], shape:
     return scorer
 
 
+def least_allocated_pair(weight_cpu: int, weight_mem: int) -> PairScores:
+    """LeastAllocated on cpu and memory (``least_requested_score`` weighted, as ``_weighted_mean``) on the non-zero
+    requests, for every node in one loop."""
+    def scores(want_cpu: int, want_mem: int, summaries: Sequence[NodeSummary]) -> list[int]:
+        found = []
+        for summary in summaries:
+            alloc = summary.node.allocatable
+            have_cpu, have_mem = alloc.milli_cpu, alloc.memory
+            had_cpu, had_mem = summary.non_zero_used
+            node_score = weight_sum = 0
+            if have_cpu:
+                requested = had_cpu + want_cpu
+                if requested <= have_cpu:
+                    node_score += (have_cpu - requested) * MAX_NODE_SCORE // have_cpu * weight_cpu
+                weight_sum += weight_cpu
+            if have_mem:
+                requested = had_mem + want_mem
+                if requested <= have_mem:
+                    node_score += (have_mem - requested) * MAX_NODE_SCORE // have_mem * weight_mem
+                weight_sum += weight_mem
+            found.append(node_score // weight_sum if weight_sum else 0)
+        return found
+    return scores
+
+
+def strategy_pair_scores(strategy: ScoringStrategy) -> PairScores | None:
+    """The one-loop scores of a LeastAllocated strategy on cpu and memory (the default); None for the others."""
+    if strategy.type != LEAST_ALLOCATED or [r.name for r in strategy.resources] != ["cpu", "memory"]:
+        return None
+    cpu, memory = strategy.resources
+    return least_allocated_pair(cpu.weight, memory.weight)
+
+
 def strategy_scorer(strategy: ScoringStrategy) -> Scorer:
     weights = [r.weight for r in strategy.resources]
     if strategy.type == LEAST_ALLOCATED:
@@ -118,6 +156,7 @@ class ResourceAllocationScorer:
     resources: tuple[ResourceSpec, ...]
     use_requested: bool
     scorer: Scorer
+    pair_scores: PairScores | None = None  # ``scorer`` for exactly cpu and memory, every node in one loop
 
     def pod_requests(self, pod: Pod) -> list[int]:
         """``calculatePodResourceRequestList``: the pod's request of each resource."""
@@ -167,6 +206,9 @@ class ResourceAllocationScorer:
     def score(self, pod_requests: Sequence[int], nodes: ScoringNodes) -> list[int]:
         """The score of each scored node, with the pod's requests added."""
         if [r.name for r in self.resources] == ["cpu", "memory"]:
+            if self.pair_scores is not None:
+                want_cpu, want_mem = pod_requests
+                return self.pair_scores(want_cpu, want_mem, nodes.summaries())
             return self._score_cpu_and_memory(pod_requests, nodes)
         scores = []
         scorer = self.scorer

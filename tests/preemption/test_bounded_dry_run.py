@@ -174,3 +174,36 @@ def test_the_kth_latest_start_of_a_level_falls_back_to_the_latest_when_the_level
     assert summary.levels == [0, 100]
     assert [summary.latest_start(0, k) for k in (1, 2, 3, 4)] == [5, 3, 1, 5]
     assert [summary.latest_start(1, k) for k in (1, 2, 3)] == [START_NOW_NS, 2, START_NOW_NS]
+
+
+def test_one_victim_bound_reads_the_latest_pod_that_frees_the_shortfall_alone() -> None:
+    node = Node("n", allocatable=Resources(milli_cpu=1000, memory=1000, pods=4))
+
+    def pod(name: str, priority: int, cpu: int, memory: int, start: int | None) -> Pod:
+        return Pod(name, "default", uid=name, node_name="n", priority=priority, phase="Running", start_time_ns=start,
+                   requests=Resources(milli_cpu=cpu, memory=memory))
+
+    # Level 0: a big pod started at 5, a small one at 9 and a small one just bound ("now"); level 100 above.
+    pods = [pod("big", 0, 500, 100, 5), pod("small", 0, 100, 100, 9), pod("bound", 0, 100, 100, None),
+            pod("high", 100, 200, 100, 1)]
+    summary = NodeSummary.build(node, pods)  # 900m and 400 used: 100m free
+    one = priority_sum_bound(0, 1, 0)
+    bound = bounded_dry_run.one_victim_bound
+
+    def needs(cpu: int, memory: int = 0) -> Resources:
+        return Resources(milli_cpu=cpu, memory=memory)
+
+    # 450m asked, 100m free, 350m short: only the big pod frees it alone; the latest of the level ("now") does not.
+    assert bound(needs(450), summary, 0, 0) == CandidateScore(0, 0, one, 1, -5)
+    # 150m short 50m: every pod of the level frees it, the latest ("now") bounds.
+    assert bound(needs(150), summary, 0, 0) == CandidateScore(0, 0, one, 1, -START_NOW_NS)
+    # Memory counts only when the pod asks for it: 700 asked, 600 free, 100 short; every pod frees 100.
+    assert bound(needs(150, 700), summary, 0, 0) == CandidateScore(0, 0, one, 1, -START_NOW_NS)
+    assert bound(needs(450, 800), summary, 0, 0) == score_floor(0, 2, 0)  # 200 short: no pod frees it alone
+    # No pod frees 700m alone: two victims at least.
+    assert bound(needs(800), summary, 0, 0) == score_floor(0, 2, 0)
+    # A level the node does not hold, and a node without a free pod slot: the two-victim floor.
+    assert bound(needs(450), summary, 50, 0) == score_floor(50, 2, 0)
+    full = NodeSummary.build(dataclasses.replace(node, allocatable=Resources(milli_cpu=1000, memory=1000, pods=3)),
+                             pods)
+    assert bound(needs(450), full, 0, 0) == score_floor(0, 2, 0)

@@ -140,6 +140,20 @@ class NodeSummary:
             return self.level_latest_start[level_index]
         return start_key(self.pods[end - k])
 
+    def latest_start_freeing(self, level_index: int, short_cpu: int, short_mem: int, short_eph: int) -> int | None:
+        """The latest start among the pods of ``levels[level_index]`` that free each shortfall alone (a shortfall
+        <= 0 asks nothing); None when none does. They lie together in ``pods``, earliest first: the walk starts
+        at the latest and stops at the first that frees enough."""
+        end = len(self.pods) - (self.cumulative[level_index - 1][PODS] if level_index else 0)
+        first = len(self.pods) - self.cumulative[level_index][PODS]
+        pods = self.pods
+        for i in range(end - 1, first - 1, -1):
+            requests = pods[i].requests
+            if (requests.milli_cpu >= short_cpu and requests.memory >= short_mem
+                    and requests.ephemeral_storage >= short_eph):
+                return start_key(pods[i])
+        return None
+
     def largest_first(self, level_index: int) -> tuple[list[int], list[int], list[int]]:
         """Running sums of cpu, memory, ephemeral-storage of the pods at or below a level, largest first."""
         found = self._largest_first.get(level_index)

@@ -265,8 +265,12 @@ class WebhookMetrics:
     def record_request(self, endpoint: str, code: int) -> None:
         self._requests[endpoint, str(code)].inc()
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, names: Iterable[str] = ()) -> bytes:
+        """The text format; with ``names``, only those series (a family's ``_total``, ``_count``, ... by their
+        sample names), as the Prometheus client libraries answer ``?name[]=``: what is not asked is not collected
+        into the answer, so a reader of one gauge does not pay for rendering every series."""
+        wanted = list(names)
+        return generate_latest(self.registry.restricted_registry(wanted) if wanted else self.registry)
 
 
 class InformerCollector:
@@ -276,10 +280,20 @@ class InformerCollector:
         self.status = status
 
     def describe(self) -> list[Metric]:
-        return []  # collected at scrape time only (the kinds are the source's)
+        """The families without samples (their kinds are the source's, read at each scrape): their names let the
+        registry answer ``?name[]=`` with them."""
+        return list(self._families().values())
 
     def collect(self) -> Iterable[Metric]:
-        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+        families = self._families()
+        for kind, status in self.status().items():
+            for key, family in families.items():
+                family.add_metric([kind], _number(status.get(key)))
+        return families.values()
+
+    @staticmethod
+    def _families() -> dict[str, GaugeMetricFamily | CounterMetricFamily]:
+        return {
             "resourceVersion": GaugeMetricFamily(
                 "preemptguard_informer_resource_version",
                 "The last resourceVersion the informer applied to the cluster cache (0 when not a number).",
@@ -293,10 +307,6 @@ class InformerCollector:
             "listedBytes": CounterMetricFamily("preemptguard_informer_listed_bytes",
                                                "Bytes of LIST answers read.", labels=["kind"]),
         }
-        for kind, status in self.status().items():
-            for key, family in families.items():
-                family.add_metric([kind], _number(status.get(key)))
-        return families.values()
 
 
 def _number(value: object) -> float:
@@ -353,7 +363,7 @@ def make_metrics_app(metrics: WebhookMetrics,
     tenant-redacted (docs/interfaces.md §9)."""
 
     async def serve_metrics(request: web.Request) -> web.Response:
-        response = web.Response(body=metrics.render())
+        response = web.Response(body=metrics.render(request.query.getall("name[]", [])))
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 

@@ -19,7 +19,8 @@ import pytest
 from controlplane import REPO, ControlPlaneError, kube_bin_dir
 
 FIGURES = (
-    "load objects/s", "load seconds", "listed MB", "ready", "predicting", "RSS ready", "RSS peak", "RSS per pod",
+    "load objects/s", "load seconds", "listed MB", "ready", "predicting", "exposure scanned", "RSS ready", "RSS peak",
+    "RSS per pod",
     *(f"{endpoint} {kind} {q}" for endpoint in ("mutate", "preview") for kind in ("fit", "preempt", "unschedulable")
       for q in ("p50", "p99")),
     "churn achieved", *(f"churn mutate {kind} p99" for kind in ("fit", "preempt", "unschedulable")),

@@ -54,14 +54,17 @@ class Framework:
     with a Score method but no weight there does not score (disabled in the profile's score point).
     """
 
-    __slots__ = ("_active", "extensions", "filter_plugins", "node_filter_plugins", "plugins", "pre_filter_plugins",
-                 "pre_score_plugins", "score_plugins", "score_weights")
+    __slots__ = ("_active", "extensions", "filter_plugins", "node_filter_plugins", "normalizers", "plugins",
+                 "pre_filter_plugins", "pre_score_plugins", "score_plugins", "score_weights")
 
     def __init__(self, plugins: Sequence[Plugin], score_weights: Mapping[str, int] | None = None) -> None:
         self.plugins = tuple(plugins)
         weights = dict(score_weights or {})
         self.score_plugins = tuple(p for p in plugins if isinstance(p, ScorePlugin) and p.name in weights)
         self.score_weights = {p.name: weights[p.name] for p in self.score_plugins}
+        # Found once (upstream keeps ``ScoreExtensions()`` per plugin): an isinstance on a runtime-checkable
+        # protocol walks its members, ~50 µs per Score plugin per cycle, a tenth of a fitting pod's prediction.
+        self.normalizers = {p.name: p for p in self.score_plugins if isinstance(p, ScoreExtensions)}
         self.pre_score_plugins = tuple(p for p in plugins if isinstance(p, PreScorePlugin) and p.name in weights)
         self.pre_filter_plugins = tuple(p for p in plugins if isinstance(p, PreFilterPlugin))
         self.extensions = tuple(p for p in plugins if isinstance(p, PreFilterExtensions))
@@ -174,8 +177,9 @@ class Framework:
         weighted: list[list[int]] = []
         for plugin in plugins:
             scores = plugin.score(cycle, pod, nodes)
-            if isinstance(plugin, ScoreExtensions):
-                plugin.normalize_score(cycle, pod, nodes, scores)
+            normalizer = self.normalizers.get(plugin.name)
+            if normalizer is not None:
+                normalizer.normalize_score(cycle, pod, nodes, scores)
             if scores and (min(scores) < 0 or max(scores) > MAX_NODE_SCORE):
                 raise ScoreError(f"plugin {plugin.name!r} returns an invalid score {min(scores)}..{max(scores)}, it "
                                  f"should be in the range of [0, {MAX_NODE_SCORE}] after normalizing")

@@ -748,14 +748,14 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         if args.isolate:
             CORES.isolate([c.process.pid for c in plane.components], replicas)
         figures["isolated"] = CORES.active
+        prober = Prober(first, token)
+        prober.warm_up("mutate", "fit")
+        figures["predicting"] = time.monotonic() - first.started
         phase("first exposure scan")
         # Idle means steady: the exposure scan's first pass (every pod matched against its namespace's PDBs) is a
         # start-up transient like the lists, timed in its own row.
         figures["exposure scanned"] = first.wait_first_exposure_scan()
         phase("idle latencies")
-        prober = Prober(first, token)
-        prober.warm_up("mutate", "fit")
-        figures["predicting"] = time.monotonic() - first.started
         # An admission past its budget (allowed without a prediction) is counted, its latency kept, as under churn:
         # at 15,000 nodes one idle preempt probe of hundreds did, and stopping there lost every later figure.
         prober.tolerate_missing, prober.missing = True, 0

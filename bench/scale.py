@@ -22,9 +22,9 @@ For each size, in one run:
    first admission that carries a prediction; RSS when ready, peak RSS, RSS per pod; seconds to the end of the
    exposure scan's first pass (every pod matched against its namespace's PDBs, in slices of the event loop at a
    fifth of its time: a start-up transient like the lists; the latencies below are measured after it).
-4. Latency p50/p99 of ``POST /preview`` (bearer token: a TokenReview and SubjectAccessReviews per call, as in a
-   cluster) and ``POST /mutate/pods`` (an AdmissionReview, as the API server sends it) for a pod that fits, one
-   that preempts and one that cannot be placed; every answer is checked for that outcome.
+4. Latency p50/p99 of ``POST /preview`` (bearer token: a TokenReview and SubjectAccessReviews, their answers reused
+   10 s as in a cluster) and ``POST /mutate/pods`` (an AdmissionReview, as the API server sends it) for a pod that
+   fits, one that preempts and one that cannot be placed; every answer is checked for that outcome.
 5. The same while scaleload churns pods (create, update, delete, bound to random nodes) at 500 writes/s, with the
    informer lag: for every acknowledged write, from the moment the API server answered it (carrying the
    write's resourceVersion) until the webhook's ``preemptguard_informer_resource_version{kind="Pod"}``, polled

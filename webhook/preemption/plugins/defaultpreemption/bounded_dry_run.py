@@ -94,13 +94,20 @@ def score_floor(top: int, count: int, lowest: int) -> CandidateScore:
     return CandidateScore(0, top, priority_sum_bound(top, count, lowest), count, LOWEST_NEGATED_START)
 
 
+def shortfall(requests: Resources, free: Usage) -> tuple[int, int, int]:
+    """What a node lacks of the cpu, memory and ephemeral-storage the pod requests (<= 0: enough; a resource the pod
+    does not request lacks nothing, as Fit checks only those requested)."""
+    free_cpu, free_mem, free_eph, _ = free
+    return (requests.milli_cpu - free_cpu if requests.milli_cpu else 0,
+            requests.memory - free_mem if requests.memory else 0,
+            requests.ephemeral_storage - free_eph if requests.ephemeral_storage else 0)
+
+
 def minimum_victims(requests: Resources, free: Usage, summary: NodeSummary, level_index: int) -> int:
     """Fewest pods at or below ``summary.levels[level_index]`` whose removal can cover every shortfall."""
-    free_cpu, free_mem, free_eph, free_pods = free
+    free_pods = free[PODS]
     count = 1 - free_pods if free_pods < 0 else 1
-    short_cpu = requests.milli_cpu - free_cpu if requests.milli_cpu else 0
-    short_mem = requests.memory - free_mem if requests.memory else 0
-    short_eph = requests.ephemeral_storage - free_eph if requests.ephemeral_storage else 0
+    short_cpu, short_mem, short_eph = shortfall(requests, free)
     if short_cpu > 0 or short_mem > 0 or short_eph > 0:
         cpu_sums, mem_sums, eph_sums = summary.largest_first(level_index)
         if short_cpu > 0:
@@ -155,12 +162,9 @@ def one_victim_bound(requests: Resources, summary: NodeSummary, level: int, lowe
     "now"), the plain bound cannot cut the node, and at 15,000 nodes under 500 pod writes/s hundreds of nodes were
     dry-run per prediction (preempt p99 27 ms in-process)."""
     level_index = bisect.bisect_left(summary.levels, level)
-    free_cpu, free_mem, free_eph, free_pods = summary.free
-    if free_pods >= 0 and level_index < len(summary.levels) and summary.levels[level_index] == level:
-        latest = summary.latest_start_freeing(level_index, requests.milli_cpu - free_cpu if requests.milli_cpu else 0,
-                                              requests.memory - free_mem if requests.memory else 0,
-                                              requests.ephemeral_storage - free_eph if requests.ephemeral_storage
-                                              else 0)
+    free = summary.free
+    if free[PODS] >= 0 and level_index < len(summary.levels) and summary.levels[level_index] == level:
+        latest = summary.latest_start_freeing(level_index, *shortfall(requests, free))
         if latest is not None:
             return new_score(CandidateScore, (0, level, priority_sum_bound(level, 1, lowest), 1, -latest))
     return score_floor(level, 2, lowest)

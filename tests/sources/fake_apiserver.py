@@ -114,8 +114,13 @@ class FakeApiServer:
     """The fake server; ``async with FakeApiServer() as api:`` starts it on 127.0.0.1 (random port)."""
 
     def __init__(self, *, token: str | None = None, watch_expired_as_http_status: bool = False,
-                 not_served: frozenset[str] = frozenset(), forbidden: frozenset[str] = frozenset()) -> None:
+                 not_served: frozenset[str] = frozenset(), forbidden: frozenset[str] = frozenset(),
+                 history_limit: int | None = None) -> None:
         self.token = token
+        # Events kept for watches from an older resourceVersion (None: all until ``compact``), as the real
+        # server's watch cache keeps a bounded window; and a delay before each LIST page is answered.
+        self.history_limit = history_limit
+        self.list_delay_seconds = 0.0
         # API versions answered 404 (a release that does not serve them, e.g. resource.k8s.io/v1 before v1.34),
         # and resources (plural) answered 403 (a ClusterRole from before they were granted).
         self.not_served = not_served
@@ -449,6 +454,9 @@ class FakeApiServer:
     def _emit(self, resource: Resource, namespace: str | None, event_type: str, stored: _StoredObject) -> None:
         line = stored.event_line(resource, event_type)
         self.history.append((self.resource_version, resource, namespace, line))
+        if self.history_limit is not None and len(self.history) > self.history_limit:
+            del self.history[:len(self.history) - self.history_limit]
+            self.compacted_before = self.history[0][0] if self.history else self.resource_version + 1
         for watch in self.watches:
             if watch.resource is resource and (watch.namespace is None or watch.namespace == namespace):
                 watch.queue.put_nowait(line)
@@ -490,6 +498,8 @@ class FakeApiServer:
             return self._get_one(resource, rest[1], namespace)
         if request.query.get("watch") in ("1", "true"):
             return await self._watch(request, resource, namespace)
+        if self.list_delay_seconds:
+            await asyncio.sleep(self.list_delay_seconds)
         return self._list(request, resource, namespace)
 
     def _get_one(self, resource: Resource, name: str, namespace: str | None) -> web.Response:

@@ -1,12 +1,14 @@
 """List+watch informers feeding ``ClusterState`` from the Kubernetes API (one per kind).
 
-Each informer follows client-go's reflector: a paginated LIST records ``metadata.resourceVersion``,
-a WATCH from it (``allowWatchBookmarks``, server-side ``timeoutSeconds``) applies events in order and
-is renewed when the server ends it; ``410 Gone`` means the history is compacted, so the informer
-relists and reconciles the kind (as ``ClusterState.replace_kind`` does). Events and a LIST's reconcile are applied
-a bounded batch per turn of the event loop, which the admissions share. Errors back off exponentially with
-jitter. The wire format is read as raw JSON through the one door to the API (``webhook.kubeapi``), skipping
-kubernetes-asyncio's slow model deserialisation, and converted straight into the slim model.
+Each informer follows client-go's reflector: a paginated LIST records ``metadata.resourceVersion``, a WATCH from it
+(``allowWatchBookmarks``, server-side ``timeoutSeconds``) applies events in order and is renewed when the server
+ends it; ``410 Gone`` means the history is compacted, so the informer relists and reconciles the kind (as
+``ClusterState.replace_kind`` does). Unlike the reflector, the WATCH opens as soon as the LIST's first page names
+its resourceVersion, and its events are held until the LIST is in: a LIST slower than the history the API server's
+watch cache keeps would otherwise be answered 410 every time. Events and a LIST's reconcile are applied a bounded
+batch per turn of the event loop, which the admissions share. Errors back off exponentially with jitter. The wire
+format is read as raw JSON through the one door to the API (``webhook.kubeapi``), skipping kubernetes-asyncio's slow
+model deserialisation, and converted straight into the slim model.
 """
 
 from __future__ import annotations
@@ -210,6 +212,10 @@ class Informer:
         self.listed_bytes = 0  # bodies of every LIST page read (initial lists and relists)
         self._failures = 0
         self._task: asyncio.Task[None] | None = None
+        # While a LIST is read, the WATCH opened from its resourceVersion holds its events here (the newest object
+        # per key, None once deleted) with the newest resourceVersion seen; None: events are applied as they come.
+        self._held: dict[str, ClusterObject | None] | None = None
+        self._held_version: str | None = None
 
     @property
     def kind(self) -> str:
@@ -234,8 +240,9 @@ class Informer:
         while True:
             try:
                 if self.resource_version is None:
-                    await self.list_and_replace()
-                await self.watch_once()
+                    await self.list_and_watch()
+                else:
+                    await self.watch_once()
             except ApiError as exc:
                 if exc.expired and self.resource_version is not None:
                     log.info("%s watch expired (%s); relisting", self.kind, exc.message or exc.reason)
@@ -275,10 +282,41 @@ class Informer:
         self._failures = 0
 
     # ---- list -----------------------------------------------------------------------------------
-    async def list_and_replace(self) -> None:
-        """A full paginated LIST, reconciled into the state (objects gone from the server disappear)."""
+    async def list_and_watch(self) -> None:
+        """A full LIST reconciled into the state, then the WATCH from the LIST's resourceVersion until the server
+        ends it. The WATCH opens as soon as the first page names that version and holds its events until the
+        reconcile is done: the API server's watch cache keeps a bounded history (75 s at least, then as many events
+        as its capacity holds: eventFreshDuration in k8s.io/apiserver's cacher), and a LIST of 450,000 pods under
+        500 writes/s took ~105 s on this machine, so a WATCH opened after it was refused (410) and the informer
+        listed again, forever while the writes lasted (bench/scale.py's replica restarted under churn)."""
+        watch: asyncio.Task[None] | None = None
+
+        def open_watch(version: str) -> None:
+            nonlocal watch
+            if watch is not None:  # the LIST started over at another resourceVersion (its continue expired)
+                watch.cancel()
+            self._held, self._held_version = {}, None
+            watch = asyncio.create_task(self.watch_once(version), name=f"informer-{self.kind}-watch")
+
+        try:
+            await self.list_and_replace(on_version=open_watch)
+            await self._apply_held()
+            if watch is None:
+                await self.watch_once()
+            else:
+                await watch  # its error, if it ended with one while the LIST was read, is raised here
+        finally:
+            self._held = None
+            if watch is not None and not watch.done():
+                await cancel_and_wait(watch)
+            elif watch is not None and not watch.cancelled():
+                watch.exception()  # retrieved: the LIST's own error, if any, is the one raised
+
+    async def list_and_replace(self, on_version: Callable[[str], None] | None = None) -> None:
+        """A full paginated LIST, reconciled into the state (objects gone from the server disappear).
+        ``on_version`` is called with the LIST's resourceVersion as soon as its first page names it."""
         with LISTING:
-            objects, resource_version = await self.list_all()
+            objects, resource_version = await self.list_all(on_version)
             await self._replace_kind(objects)
         self.state.mark_known(self.kind)
         self.resource_version = resource_version
@@ -287,6 +325,29 @@ class Informer:
         if not self.synced.is_set():
             log.info("%s informer synced: %d objects at resourceVersion %s", self.kind, len(objects),
                      resource_version)
+            if self._held is None:
+                self.synced.set()
+
+    async def _apply_held(self) -> None:
+        """Apply the events held while the LIST was read (newer than it, the newest per key), a batch per turn of
+        the event loop; events still arriving meanwhile join the batches. Then events apply as they come."""
+        held = self._held
+        if held is None:
+            return
+        state, kind = self.state, self.kind
+        while held:
+            for _ in range(min(_REPLACE_BATCH, len(held))):
+                key, obj = held.popitem()
+                if obj is None:
+                    state.delete(kind, key)
+                else:
+                    state.upsert(obj)
+            await asyncio.sleep(0)
+        # No await since `held` was seen empty: no event can fall between the held ones and the live ones.
+        if self._held_version is not None:
+            self.resource_version = self._held_version
+        self._held = None
+        if not self.synced.is_set():
             self.synced.set()
 
     async def _replace_kind(self, objects: list[ClusterObject]) -> None:
@@ -309,22 +370,26 @@ class Informer:
                 state.upsert(obj)
             await asyncio.sleep(0)
 
-    async def list_all(self) -> tuple[list[ClusterObject], str]:
+    async def list_all(self, on_version: Callable[[str], None] | None = None) -> tuple[list[ClusterObject], str]:
         settings = self.settings
         page_size = min(settings.page_size, settings.relist_page_size) if self.synced.is_set() \
             else settings.page_size
         try:
-            return await self._list_pages(page_size)
+            return await self._list_pages(page_size, on_version)
         except ApiError as exc:
             if not exc.expired:
                 raise
             # The continue token expired mid-list: fall back to one unpaginated list (client-go pager).
             log.info("%s list continuation expired; listing without pagination", self.kind)
-            return await self._list_pages(0)
+            return await self._list_pages(0, on_version)
 
-    async def _list_pages(self, page_size: int) -> tuple[list[ClusterObject], str]:
+    async def _list_pages(self, page_size: int,
+                          on_version: Callable[[str], None] | None) -> tuple[list[ClusterObject], str]:
         objects: list[ClusterObject] = []
         page = await self._fetch_page(page_size, "")
+        # Every page of a paginated LIST is read at the first page's resourceVersion.
+        if on_version is not None:
+            on_version(str((page.get("metadata") or {}).get("resourceVersion") or ""))
         while True:
             meta = page.get("metadata") or {}
             token = str(meta.get("continue") or "")
@@ -363,14 +428,15 @@ class Informer:
             await asyncio.sleep(0)
 
     # ---- watch ----------------------------------------------------------------------------------
-    async def watch_once(self) -> None:
-        """One WATCH from ``resource_version`` until the server ends it; raises on errors and on 410."""
+    async def watch_once(self, since: str | None = None) -> None:
+        """One WATCH from ``since`` (``resource_version`` by default) until the server ends it; raises on errors
+        and on 410."""
         settings = self.settings
         server_timeout = random.randint(settings.watch_timeout_seconds, 2 * settings.watch_timeout_seconds - 1) \
             if settings.watch_timeout_seconds > 1 else settings.watch_timeout_seconds
         query = [
             ("watch", "true"),
-            ("resourceVersion", self.resource_version or ""),
+            ("resourceVersion", (self.resource_version if since is None else since) or ""),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(server_timeout)),
         ]
@@ -396,26 +462,37 @@ class Informer:
         self._touch()  # a watch the server closed at its timeout means we were current until now
 
     def apply_event(self, event: JsonObject) -> None:
-        """Apply one watch event to the state and advance the resourceVersion."""
+        """Apply one watch event to the state and advance the resourceVersion (or hold it while a LIST is read)."""
         event_type = event.get("type")
         raw = event.get("object")
         if not isinstance(raw, Mapping):
             raise ValueError(f"{self.kind} watch event {event_type!r} without an object")
         if event_type == "ERROR":
             raise api_error("WATCH", self.resource.list_path, 500, raw)
+        held = self._held
         if event_type in ("ADDED", "MODIFIED"):
             obj = self._convert(raw)
-            if obj is not None:
+            if obj is None:
+                pass
+            elif held is None:
                 self.state.upsert(obj)
+            else:
+                held[self.resource.object_key(raw)] = obj
         elif event_type == "DELETED":
-            self.state.delete(self.kind, self.resource.object_key(raw))
+            if held is None:
+                self.state.delete(self.kind, self.resource.object_key(raw))
+            else:
+                held[self.resource.object_key(raw)] = None
         elif event_type != "BOOKMARK":
             raise ValueError(f"{self.kind} watch: unknown event type {event_type!r}")
         meta = raw.get("metadata")
         if meta:
             resource_version = meta.get("resourceVersion")
             if resource_version:
-                self.resource_version = resource_version
+                if held is None:
+                    self.resource_version = resource_version
+                else:
+                    self._held_version = resource_version
         self.events_applied += 1
         self._touch()
 

@@ -1,0 +1,157 @@
+"""A LIST slower than the history the API server keeps: the WATCH opens from the LIST's resourceVersion as soon as
+the first page names it, holds its events until the LIST is in, and the informer syncs with one LIST, current.
+
+(bench/scale.py's replica restarted under 500 writes/s at 15,000 nodes listed for ~105 s; the watch cache's history
+was shorter, every WATCH opened after the LIST was refused 410 and the informer listed again, forever.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from fake_apiserver import FakeApiServer, fresh_state, pod, state_differences, wait_for, wait_until_consistent
+
+from webhook.cluster.snapshot import ClusterState
+from webhook.kubeapi import KubeClient
+from webhook.sources.informer import PODS, Informer, InformerSettings
+
+TOKEN = "slow-list-token"
+SETTINGS = InformerSettings(page_size=4, watch_timeout_seconds=30, backoff_base_seconds=0.01,
+                            backoff_cap_seconds=0.05, connect_timeout_seconds=1.0, request_timeout_seconds=5.0,
+                            watch_read_slack_seconds=5.0)
+
+
+@pytest.fixture
+async def short_history() -> AsyncIterator[FakeApiServer]:
+    """A server that keeps the last 3 events only, with 40 pods on 10 pages of 4, each page answered in 30 ms."""
+    async with FakeApiServer(token=TOKEN, history_limit=3) as server:
+        server.load(pod(f"p-{i}", f"ns-{i % 3}", node_name=f"node-{i % 5}") for i in range(40))
+        server.list_delay_seconds = 0.03
+        yield server
+
+
+async def _write_randomly(server: FakeApiServer, seed: int, every: float) -> None:
+    """Creates, updates (a label, a node) and deletes pods, one write per ``every`` seconds, until cancelled."""
+    rng = random.Random(seed)
+    made = 0
+    while True:
+        names = sorted(server.objects["pods"])
+        choice = rng.random()
+        if choice < 0.4 or not names:
+            made += 1
+            server.create(pod(f"new-{made}", f"ns-{made % 3}", node_name=f"node-{made % 5}"))
+        else:
+            namespace, name = rng.choice(names).split("/")
+            if choice < 0.7:
+                changed = server.get("Pod", name, namespace)
+                changed["metadata"]["labels"] = {"turn": str(made)}
+                changed["spec"]["nodeName"] = f"node-{rng.randrange(5)}"
+                server.update(changed)
+            else:
+                server.delete("Pod", name, namespace)
+        await asyncio.sleep(every)
+
+
+async def test_a_list_slower_than_the_history_syncs_once_while_the_writes_go_on(
+        short_history: FakeApiServer, tmp_path: Path) -> None:
+    server = short_history
+    api = await KubeClient.connect(kubeconfig=str(server.write_kubeconfig(tmp_path)))
+    informer = Informer(api, PODS, ClusterState(), SETTINGS)
+    writer = asyncio.create_task(_write_randomly(server, seed=29, every=0.005))
+    try:
+        informer.start()
+        await wait_for(lambda: informer.has_synced, timeout=5, what="the pod informer to sync")
+        # ~60 writes during the 0.3 s LIST, 3 kept: a WATCH opened after the LIST would be refused (410).
+        await asyncio.sleep(1.0)
+        assert not writer.done()
+        writer.cancel()
+        await wait_until_consistent(server, informer.state)
+        assert informer.relists == 1
+        assert server.resource_version > 100  # the writes did go on throughout
+        watches = [query for _, path, query in server.calls if path == "/api/v1/pods" and "watch" in query]
+        assert len(watches) == 1
+    finally:
+        writer.cancel()
+        await informer.stop()
+        await api.close()
+
+
+async def test_synced_means_the_writes_made_during_the_list_are_applied(
+        short_history: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first /readyz answers for a state as current as the WATCH: the pods written while the LIST was read
+    (one on a page already read deleted, one on a page not yet read changed, one new) are in at sync."""
+    server = short_history
+    original = server._list
+    pages = 0
+
+    def write_during_the_second_page(*args: object) -> object:
+        nonlocal pages
+        pages += 1
+        if pages == 2:
+            server.delete("Pod", "p-0", "ns-0")
+            changed = server.get("Pod", "p-39", "ns-0")
+            changed["metadata"]["labels"] = {"changed": "during-the-list"}
+            server.update(changed)
+            server.create(pod("during-the-list", "ns-1", node_name="node-1"))
+        return original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(server, "_list", write_during_the_second_page)
+    api = await KubeClient.connect(kubeconfig=str(server.write_kubeconfig(tmp_path)))
+    informer = Informer(api, PODS, ClusterState(), SETTINGS)
+    try:
+        informer.start()
+        await asyncio.wait_for(informer.synced.wait(), timeout=5)
+        pods = informer.state.pods
+        assert "ns-0/p-0" not in pods and "ns-1/during-the-list" in pods
+        assert pods["ns-0/p-39"].labels == {"changed": "during-the-list"}
+        assert state_differences(fresh_state(server), informer.state) == []
+        assert informer.resource_version == str(server.resource_version)
+    finally:
+        await informer.stop()
+        await api.close()
+
+
+async def test_a_list_started_over_at_another_version_watches_from_that_one(
+        short_history: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The continue token expires mid-LIST, so the LIST starts over unpaginated at a newer resourceVersion: the
+    WATCH opened from the first page's version is dropped (its events predate the new LIST) for one from the new."""
+    server = short_history
+    original = server._list
+    pages = 0
+
+    def compact_after_the_first_page(*args: object) -> object:
+        nonlocal pages
+        pages += 1
+        response = original(*args)  # type: ignore[arg-type]
+        if pages == 1:
+            server.create(pod("between", "ns-2", node_name="node-2"))
+            server.delete("Pod", "p-1", "ns-1")
+            server.compact()  # the continue token just handed out is now too old
+        return response
+
+    monkeypatch.setattr(server, "_list", compact_after_the_first_page)
+    first_version = str(server.resource_version)
+    api = await KubeClient.connect(kubeconfig=str(server.write_kubeconfig(tmp_path)))
+    informer = Informer(api, PODS, ClusterState(), SETTINGS)
+    try:
+        informer.start()
+        await asyncio.wait_for(informer.synced.wait(), timeout=5)
+        await wait_until_consistent(server, informer.state)
+        lists = [query for _, path, query in server.calls if path == "/api/v1/pods" and "watch" not in query]
+        assert [("continue" in q, "limit" in q) for q in lists] == [(False, True), (True, True), (False, False)]
+        def watch_versions() -> list[str]:
+            return [q["resourceVersion"] for _, path, q in server.calls if path == "/api/v1/pods" and "watch" in q]
+
+        new_version = str(server.resource_version)
+        await wait_for(lambda: new_version in watch_versions(), what="a WATCH from the new LIST's version")
+        assert watch_versions() == [first_version, new_version]
+        assert informer.relists == 1
+        server.create(pod("after", "ns-0", node_name="node-0"))
+        await wait_until_consistent(server, informer.state)
+    finally:
+        await informer.stop()
+        await api.close()

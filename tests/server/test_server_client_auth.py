@@ -4,8 +4,10 @@ presenting a client certificate of that CA (and, with --client-cn, of that name)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def serving_metrics_on_a_free_port(pki: dict[str, Path]) -> AsyncIterator[tuple[LoopbackWebhook, int]]:
+    """A webhook requiring client certificates, its metrics on a free port: a port picked free can be taken by
+    another process before the server binds it (0 turns the listener off), so a few tries."""
+    for attempt in range(5):
+        metrics_port = free_port()
+        settings_ = ServerSettings(host="127.0.0.1", port=0, metrics_port=metrics_port, tls_self_signed=True,
+                                   client_ca=pki["ca"])
+        webhook = LoopbackWebhook(MemorySource(ClusterState()), settings_, client_certificate=None)
+        try:
+            await webhook.__aenter__()
+        except ConfigError as exc:
+            if "--metrics-port" not in str(exc) or attempt == 4:
+                raise
+            continue
+        try:
+            yield webhook, metrics_port
+        finally:
+            await webhook.__aexit__(None, None, None)
+        return
 
 
 def write(path: Path, data: bytes) -> Path:
@@ -72,11 +96,7 @@ def hook(pki: dict[str, Path], who: str | None, *names: str) -> LoopbackWebhook:
 async def test_a_forged_review_without_a_client_certificate_is_refused_at_the_handshake(pki: dict[str, Path]) -> None:
     """CERT_REQUIRED: a caller without a certificate never reaches HTTP (it holds no connection slot either);
     kubelet probes, which carry none, are answered on the metrics listener."""
-    metrics_port = free_port()
-    cert = None
-    settings_ = ServerSettings(host="127.0.0.1", port=0, metrics_port=metrics_port, tls_self_signed=True,
-                               client_ca=pki["ca"])
-    async with LoopbackWebhook(MemorySource(ClusterState()), settings_, client_certificate=cert) as webhook:
+    async with serving_metrics_on_a_free_port(pki) as (webhook, metrics_port):
         for path in (MUTATE_PODS_PATH, VALIDATE_PRIORITYCLASSES_PATH, HEALTHZ_PATH):
             with pytest.raises((aiohttp.ClientError, ssl.SSLError)):
                 await webhook.post_json(path, FORGED)

@@ -38,11 +38,14 @@ from .reference import reference_predict
 from .support import apply_events, args_of, as_dict, changes, ladder_cluster, scenarios
 
 
-def assert_index_matches_fresh(state: ClusterState) -> None:
-    """The incrementally synced index holds what a build from scratch holds."""
+def assert_index_matches_fresh(state: ClusterState, *, sync: bool = True) -> None:
+    """The incrementally synced index holds what a build from scratch holds (``sync``: after a sync of its own;
+    else as it is, which must be current)."""
     cached = state_index(state)
-    with cached.lock:
-        cached.sync()
+    if sync:
+        with cached.lock:
+            cached.sync()
+    assert cached.version == state.settled_version
     fresh = StateIndex(state)
     fresh.sync()
     assert cached.node_names == fresh.node_names == sorted(state.nodes)
@@ -85,6 +88,49 @@ def test_bulk_paths_equal_reference_across_informer_events(data: st.DataObject) 
         assert fast == reference_predict(state, pods, **options)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_index_synced_in_slices_of_the_oldest_changes_equals_a_fresh_build(data: st.DataObject) -> None:
+    """``sync_oldest`` (the server's refresh between admissions) with more events arriving between slices: once it
+    says current, the index is what a build from scratch holds, with no sync of its own to mend a skipped node."""
+    state, pods, options = data.draw(scenarios())
+    simulate_pods(state, pods, args_of(options))  # builds the index
+    index = state_index(state)
+    slice_nodes = data.draw(st.integers(1, 3))
+    for _ in range(data.draw(st.integers(1, 4))):
+        apply_events(state, data.draw(changes(state)))
+        if data.draw(st.booleans()):
+            index.sync_oldest(slice_nodes)  # a slice; more events may follow before the next
+    backlog = state.node_changes_after(index.version)
+    assert backlog is not None
+    slices = 1  # each takes one change at least
+    while not index.sync_oldest(slice_nodes):
+        slices += 1
+        assert slices <= len(backlog) + 1, "the slices never catch up"
+    assert_index_matches_fresh(state, sync=False)
+
+
+def test_sync_oldest_takes_whole_changes_oldest_first_and_stops_the_version_before_the_rest() -> None:
+    state = ladder_cluster(8)
+    index = state_index(state)
+    index.sync()
+    start = state.settled_version
+    for i in (1, 2, 3):
+        state.upsert(dataclasses.replace(state.pods[f"default/low{i}"], priority=5))
+    moved = dataclasses.replace(state.pods["default/low5"], node_name="n006")
+    state.upsert(moved)  # one change of two nodes: leaves n005, lands on n006
+    assert not index.sync_oldest(2)
+    assert index.version == state.node_versions["n002"] > start
+    assert [p.priority for p in index.summaries["n002"].pods] == [5]
+    assert [p.priority for p in index.summaries["n003"].pods] == [0]  # not yet
+    assert not index.sync_oldest(1)  # n003's change alone
+    assert index.version == state.node_versions["n003"]
+    assert index.sync_oldest(1)  # the move: both of its nodes, though the slice is one node
+    assert index.version == state.settled_version
+    assert not index.summaries["n005"].pods and len(index.summaries["n006"].pods) == 2
+    assert_index_matches_fresh(state, sync=False)
+
+
 def test_state_reports_the_node_names_changed_since_a_version() -> None:
     state = ladder_cluster(3)
     mark = state.settled_version
@@ -113,7 +159,7 @@ def test_index_sync_is_cheap_only_for_a_built_index_and_few_changed_nodes() -> N
     assert not index_sync_is_cheap(state, max_nodes=69) and index_sync_is_cheap(state, max_nodes=70)
 
 
-def test_sync_if_cheap_refreshes_the_admission_index_between_predictions_and_never_waits_or_rebuilds() -> None:
+def test_sync_if_cheap_refreshes_the_admission_index_between_predictions_in_slices_and_never_waits() -> None:
     state = ladder_cluster(100)
     assert sync_if_cheap(state) and state_index(state).version < 0  # nothing built: nothing to refresh
     simulate_pods(state, [Pod("new", "default", priority=10)])
@@ -129,10 +175,11 @@ def test_sync_if_cheap_refreshes_the_admission_index_between_predictions_and_nev
     with index.lock:  # a prediction holds the admission index (another thread in the server): it is left alone
         done = ThreadPoolExecutor(1).submit(sync_if_cheap, state).result(timeout=10)
     assert not done and index.version < state.settled_version
-    for i in range(70):  # more changed nodes than a turn of the event loop may refresh: left to a prediction
+    for i in range(70):  # more changed nodes than one slice refreshes: the oldest 64 now, the rest at the next
         state.upsert(dataclasses.replace(state.pods[f"default/low{i}"], priority=2))
-    assert not sync_if_cheap(state) and index.version < state.settled_version
-    assert sync_if_cheap(state, max_nodes=70) and index.version == state.settled_version
+    assert not sync_if_cheap(state) and index.version == state.node_versions["n063"] < state.settled_version
+    assert sync_if_cheap(state) and index.version == state.settled_version
+    assert_index_matches_fresh(state, sync=False)
 
 
 def test_intersect_at_least_equals_the_intersection_of_the_orderings_slices() -> None:

@@ -298,19 +298,29 @@ class ClusterState:
         """Node names whose ``node_versions`` stamp moved after ``version``, in O(changes); None when the
         log no longer reaches back that far (then compare ``node_versions`` instead). Safe to call from
         another thread while the state is written: it may report a few names too many, never too few."""
+        changes = self.node_changes_after(version)
+        return None if changes is None else {name for _, name in changes}
+
+    def node_changes_after(self, version: int) -> list[tuple[int, str]] | None:
+        """The (stamp, node name) entries of the change log after ``version``, oldest first (a node once per change
+        of it); None when the log no longer reaches back that far. Thread-safe as ``nodes_changed_since``."""
         log = self._node_log
-        changed: set[str] = set()
+        changes: list[tuple[int, str]] = []
         i = len(log)
         while i > 0:
             i -= 1
             try:
-                stamp, name = log[i]
+                entry = log[i]
             except IndexError:  # the log was trimmed meanwhile
                 return None
-            if stamp <= version:
-                return changed
-            changed.add(name)
-        return None if len(log) == log.maxlen or version < 0 else changed
+            if entry[0] <= version:
+                changes.reverse()
+                return changes
+            changes.append(entry)
+        if len(log) == log.maxlen or version < 0:
+            return None
+        changes.reverse()
+        return changes
 
     def global_default_classes(self) -> list[PriorityClass]:
         return [pc for pc in self.priority_classes.values() if pc.global_default]

@@ -8,12 +8,14 @@ was shorter, every WATCH opened after the LIST was refused 410 and the informer 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from fake_apiserver import FakeApiServer, fresh_state, pod, state_differences, wait_for, wait_until_consistent
+from aiohttp import web
+from fake_apiserver import FakeApiServer, Resource, fresh_state, pod, state_differences, wait_for, wait_until_consistent
 
 from webhook.cluster.snapshot import ClusterState
 from webhook.kubeapi import KubeClient
@@ -88,7 +90,8 @@ async def test_synced_means_the_writes_made_during_the_list_are_applied(
     original = server._list
     pages = 0
 
-    def write_during_the_second_page(*args: object) -> object:
+    def write_during_the_second_page(request: web.Request, resource: Resource,
+                                     namespace: str | None) -> web.Response:
         nonlocal pages
         pages += 1
         if pages == 2:
@@ -97,7 +100,7 @@ async def test_synced_means_the_writes_made_during_the_list_are_applied(
             changed["metadata"]["labels"] = {"changed": "during-the-list"}
             server.update(changed)
             server.create(pod("during-the-list", "ns-1", node_name="node-1"))
-        return original(*args)  # type: ignore[arg-type]
+        return original(request, resource, namespace)
 
     monkeypatch.setattr(server, "_list", write_during_the_second_page)
     api = await KubeClient.connect(kubeconfig=str(server.write_kubeconfig(tmp_path)))
@@ -123,10 +126,11 @@ async def test_a_list_started_over_at_another_version_watches_from_that_one(
     original = server._list
     pages = 0
 
-    def compact_after_the_first_page(*args: object) -> object:
+    def compact_after_the_first_page(request: web.Request, resource: Resource,
+                                     namespace: str | None) -> web.Response:
         nonlocal pages
         pages += 1
-        response = original(*args)  # type: ignore[arg-type]
+        response = original(request, resource, namespace)
         if pages == 1:
             server.create(pod("between", "ns-2", node_name="node-2"))
             server.delete("Pod", "p-1", "ns-1")
@@ -152,6 +156,36 @@ async def test_a_list_started_over_at_another_version_watches_from_that_one(
         assert informer.relists == 1
         server.create(pod("after", "ns-0", node_name="node-0"))
         await wait_until_consistent(server, informer.state)
+    finally:
+        await informer.stop()
+        await api.close()
+
+
+async def test_a_list_without_a_resource_version_opens_no_watch_before_it_is_in(
+        short_history: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A WATCH without a resourceVersion starts with every object again (a server that names no version is not
+    asked for that while the LIST is read): the WATCH opens once the LIST is in, as client-go's reflector does."""
+    server = short_history
+    original = server._list
+
+    def without_a_version(request: web.Request, resource: Resource, namespace: str | None) -> web.Response:
+        response = original(request, resource, namespace)
+        assert isinstance(response.body, bytes)
+        body = json.loads(response.body)
+        body["metadata"].pop("resourceVersion", None)
+        return web.json_response(body)
+
+    monkeypatch.setattr(server, "_list", without_a_version)
+    api = await KubeClient.connect(kubeconfig=str(server.write_kubeconfig(tmp_path)))
+    informer = Informer(api, PODS, ClusterState(), SETTINGS)
+    try:
+        informer.start()
+        await asyncio.wait_for(informer.synced.wait(), timeout=5)
+        await wait_for(lambda: any("watch" in q for _, path, q in server.calls if path == "/api/v1/pods"),
+                       what="the WATCH")
+        kinds = ["watch" if "watch" in q else "list" for _, path, q in server.calls if path == "/api/v1/pods"]
+        assert kinds == ["list"] * 10 + ["watch"]
+        assert len(informer.state.pods) == 40
     finally:
         await informer.stop()
         await api.close()

@@ -295,8 +295,12 @@ class Informer:
             nonlocal watch
             if watch is not None:  # the LIST started over at another resourceVersion (its continue expired)
                 watch.cancel()
-            self._held, self._held_version = {}, None
-            watch = asyncio.create_task(self.watch_once(version), name=f"informer-{self.kind}-watch")
+                watch = None
+            self._held = None
+            # A WATCH without a resourceVersion would start with every object again: that one waits for the LIST.
+            if version:
+                self._held, self._held_version = {}, None
+                watch = asyncio.create_task(self.watch_once(version), name=f"informer-{self.kind}-watch")
 
         try:
             await self.list_and_replace(on_version=open_watch)

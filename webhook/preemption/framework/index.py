@@ -74,6 +74,10 @@ class OrderKey(NamedTuple):
       "top"     what is free in ``dim`` once the ``victims`` pods with priority <= ``priority`` largest in it are gone
       "latest"  the latest start among the node's pods of priority exactly ``priority`` (-1 without any); with
                 ``victims`` k > 1, the k-th latest (the latest when they are fewer)
+      "started" the latest start among the node's pods of priority exactly ``priority`` that have started (-1
+                without any)
+      "unstarted" what is free in ``dim`` once the pod of priority exactly ``priority`` not started yet and largest
+                in ``dim`` is gone (``NO_UNSTARTED`` without any such pod)
       "alloc"   allocatable in ``dim``
       "min"     the node's lowest pod priority
     """
@@ -92,7 +96,9 @@ def order_key(kind: str, priority: int = 0, dim: int = 0, victims: int = 0) -> O
 
 MIN_PRIORITY_ORDER = OrderKey("min")
 # Orderings that depend on a pod priority: dropped when no pod has that priority any more.
-PRIORITY_ORDERS = ("level", "top", "latest")
+PRIORITY_ORDERS = ("level", "top", "latest", "started", "unstarted")
+# The "unstarted" value of a node without a pod of that priority not started yet: below any want.
+NO_UNSTARTED = -(2**63)
 
 
 def free_order(dim: int, level: int | None = None) -> OrderKey:
@@ -117,6 +123,15 @@ def order_value(key: OrderKey, summary: NodeSummary) -> int:
         if at < len(summary.levels) and summary.levels[at] == level:
             return summary.level_latest_start[at] if k <= 1 else summary.latest_start(at, k)
         return -1
+    if kind == "started" or kind == "unstarted":
+        at = bisect.bisect_left(summary.levels, level)
+        if at < len(summary.levels) and summary.levels[at] == level:
+            if kind == "started":
+                return summary.latest_started(at)
+            largest = summary.largest_unstarted(at, dim)
+            if largest is not None:
+                return summary.free[dim] + largest
+        return -1 if kind == "started" else NO_UNSTARTED
     if kind == "alloc":
         alloc = summary.node.allocatable
         return (alloc.milli_cpu, alloc.memory, alloc.ephemeral_storage, alloc.pods)[dim]

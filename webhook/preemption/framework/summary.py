@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from webhook.cluster.model import Node, Pod
 from webhook.preemption.framework.pdb import PdbIndex
-from webhook.preemption.framework.types import importance_key, start_key
+from webhook.preemption.framework.types import START_NOW_NS, importance_key, start_key
 
 # What the pods of a node request, or what is free on it: (milli_cpu, memory, ephemeral_storage, pods), read with
 # the dimension constants (``used[PODS]``) or unpacked. A plain tuple: the index keeps seven per node, and the
@@ -153,6 +153,35 @@ class NodeSummary:
                     and requests.ephemeral_storage >= short_eph):
                 return start_key(pods[i])
         return None
+
+    def latest_started(self, level_index: int) -> int:
+        """The latest start among the pods of ``levels[level_index]`` that have started (-1 without any): the pods
+        not started yet (start "now") lie last among them."""
+        end = len(self.pods) - (self.cumulative[level_index - 1][PODS] if level_index else 0)
+        first = len(self.pods) - self.cumulative[level_index][PODS]
+        pods = self.pods
+        for i in range(end - 1, first - 1, -1):
+            started = start_key(pods[i])
+            if started != START_NOW_NS:
+                return started
+        return -1
+
+    def largest_unstarted(self, level_index: int, dim: int) -> int | None:
+        """The largest request in ``dim`` (1 for ``PODS``: the slot) among the pods of ``levels[level_index]`` not
+        started yet; None without any."""
+        end = len(self.pods) - (self.cumulative[level_index - 1][PODS] if level_index else 0)
+        first = len(self.pods) - self.cumulative[level_index][PODS]
+        pods = self.pods
+        largest: int | None = None
+        for i in range(end - 1, first - 1, -1):
+            pod = pods[i]
+            if start_key(pod) != START_NOW_NS:
+                break
+            requests = pod.requests
+            value = (requests.milli_cpu, requests.memory, requests.ephemeral_storage, 1)[dim]
+            if largest is None or value > largest:
+                largest = value
+        return largest
 
     def largest_first(self, level_index: int) -> tuple[list[int], list[int], list[int]]:
         """Running sums of cpu, memory, ephemeral-storage of the pods at or below a level, largest first."""

@@ -8,6 +8,7 @@ was shorter, every WATCH opened after the LIST was refused 410 and the informer 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 from collections.abc import AsyncIterator
@@ -36,6 +37,19 @@ async def short_history() -> AsyncIterator[FakeApiServer]:
         yield server
 
 
+@contextlib.asynccontextmanager
+async def running_pod_informer(server: FakeApiServer, tmp_path: Path) -> AsyncIterator[Informer]:
+    """A started pod informer of ``server`` (into a fresh state), stopped at the end of the block."""
+    api = await KubeClient.connect(kubeconfig=str(server.write_kubeconfig(tmp_path)))
+    informer = Informer(api, PODS, ClusterState(), SETTINGS)
+    try:
+        informer.start()
+        yield informer
+    finally:
+        await informer.stop()
+        await api.close()
+
+
 async def _write_randomly(server: FakeApiServer, seed: int, every: float) -> None:
     """Creates, updates (a label, a node) and deletes pods, one write per ``every`` seconds, until cancelled."""
     rng = random.Random(seed)
@@ -61,25 +75,21 @@ async def _write_randomly(server: FakeApiServer, seed: int, every: float) -> Non
 async def test_a_list_slower_than_the_history_syncs_once_while_the_writes_go_on(
         short_history: FakeApiServer, tmp_path: Path) -> None:
     server = short_history
-    api = await KubeClient.connect(kubeconfig=str(server.write_kubeconfig(tmp_path)))
-    informer = Informer(api, PODS, ClusterState(), SETTINGS)
     writer = asyncio.create_task(_write_randomly(server, seed=29, every=0.005))
     try:
-        informer.start()
-        await wait_for(lambda: informer.has_synced, timeout=5, what="the pod informer to sync")
-        # ~60 writes during the 0.3 s LIST, 3 kept: a WATCH opened after the LIST would be refused (410).
-        await asyncio.sleep(1.0)
-        assert not writer.done()
-        writer.cancel()
-        await wait_until_consistent(server, informer.state)
-        assert informer.relists == 1
-        assert server.resource_version > 100  # the writes did go on throughout
-        watches = [query for _, path, query in server.calls if path == "/api/v1/pods" and "watch" in query]
-        assert len(watches) == 1
+        async with running_pod_informer(server, tmp_path) as informer:
+            await wait_for(lambda: informer.has_synced, timeout=5, what="the pod informer to sync")
+            # ~60 writes during the 0.3 s LIST, 3 kept: a WATCH opened after the LIST would be refused (410).
+            await asyncio.sleep(1.0)
+            assert not writer.done()
+            writer.cancel()
+            await wait_until_consistent(server, informer.state)
+            assert informer.relists == 1
+            assert server.resource_version > 100  # the writes did go on throughout
+            watches = [query for _, path, query in server.calls if path == "/api/v1/pods" and "watch" in query]
+            assert len(watches) == 1
     finally:
         writer.cancel()
-        await informer.stop()
-        await api.close()
 
 
 async def test_synced_means_the_writes_made_during_the_list_are_applied(
@@ -103,19 +113,13 @@ async def test_synced_means_the_writes_made_during_the_list_are_applied(
         return original(request, resource, namespace)
 
     monkeypatch.setattr(server, "_list", write_during_the_second_page)
-    api = await KubeClient.connect(kubeconfig=str(server.write_kubeconfig(tmp_path)))
-    informer = Informer(api, PODS, ClusterState(), SETTINGS)
-    try:
-        informer.start()
+    async with running_pod_informer(server, tmp_path) as informer:
         await asyncio.wait_for(informer.synced.wait(), timeout=5)
         pods = informer.state.pods
         assert "ns-0/p-0" not in pods and "ns-1/during-the-list" in pods
         assert pods["ns-0/p-39"].labels == {"changed": "during-the-list"}
         assert state_differences(fresh_state(server), informer.state) == []
         assert informer.resource_version == str(server.resource_version)
-    finally:
-        await informer.stop()
-        await api.close()
 
 
 async def test_a_list_started_over_at_another_version_watches_from_that_one(
@@ -139,10 +143,7 @@ async def test_a_list_started_over_at_another_version_watches_from_that_one(
 
     monkeypatch.setattr(server, "_list", compact_after_the_first_page)
     first_version = str(server.resource_version)
-    api = await KubeClient.connect(kubeconfig=str(server.write_kubeconfig(tmp_path)))
-    informer = Informer(api, PODS, ClusterState(), SETTINGS)
-    try:
-        informer.start()
+    async with running_pod_informer(server, tmp_path) as informer:
         await asyncio.wait_for(informer.synced.wait(), timeout=5)
         await wait_until_consistent(server, informer.state)
         lists = [query for _, path, query in server.calls if path == "/api/v1/pods" and "watch" not in query]
@@ -156,9 +157,6 @@ async def test_a_list_started_over_at_another_version_watches_from_that_one(
         assert informer.relists == 1
         server.create(pod("after", "ns-0", node_name="node-0"))
         await wait_until_consistent(server, informer.state)
-    finally:
-        await informer.stop()
-        await api.close()
 
 
 async def test_a_list_without_a_resource_version_opens_no_watch_before_it_is_in(
@@ -176,16 +174,10 @@ async def test_a_list_without_a_resource_version_opens_no_watch_before_it_is_in(
         return web.json_response(body)
 
     monkeypatch.setattr(server, "_list", without_a_version)
-    api = await KubeClient.connect(kubeconfig=str(server.write_kubeconfig(tmp_path)))
-    informer = Informer(api, PODS, ClusterState(), SETTINGS)
-    try:
-        informer.start()
+    async with running_pod_informer(server, tmp_path) as informer:
         await asyncio.wait_for(informer.synced.wait(), timeout=5)
         await wait_for(lambda: any("watch" in q for _, path, q in server.calls if path == "/api/v1/pods"),
                        what="the WATCH")
         kinds = ["watch" if "watch" in q else "list" for _, path, q in server.calls if path == "/api/v1/pods"]
         assert kinds == ["list"] * 10 + ["watch"]
         assert len(informer.state.pods) == 40
-    finally:
-        await informer.stop()
-        await api.close()

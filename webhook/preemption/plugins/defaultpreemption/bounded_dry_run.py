@@ -406,12 +406,7 @@ def _walk_dense_group(ctx: PredictionContext, nodes: set[str], bounds: Bounds, p
             return True, visited
         if refine and best.beats(one_victim_bound(ctx.pod.requests, summary, level, lowest)):
             continue
-        candidate = select_victims_by_resources(ctx.pod, summary, [], ctx.pdbs).candidate
-        assert candidate is not None  # fit is monotone: the node failed with every pod, fits without them
-        best.offer(candidate)
-        visited.add(name)
-        if not len(visited) % DRY_RUNS_PER_DEADLINE_CHECK:
-            ctx.check_deadline()
+        _offer_dry_run(ctx, summary, best, visited)
     return True, visited
 
 
@@ -437,12 +432,18 @@ def _offer_early(ctx: PredictionContext, early: Iterable[str], level: int, lowes
         summary = summaries[name]
         if not in_group(summary) or best.beats(one_victim_bound(requests, summary, level, lowest)):
             continue
-        candidate = select_victims_by_resources(ctx.pod, summary, [], ctx.pdbs).candidate
-        assert candidate is not None  # fit is monotone: the node failed with every pod, fits without them
-        best.offer(candidate)
-        visited.add(name)
-        if not len(visited) % DRY_RUNS_PER_DEADLINE_CHECK:
-            ctx.check_deadline()
+        _offer_dry_run(ctx, summary, best, visited)
+
+
+def _offer_dry_run(ctx: PredictionContext, summary: NodeSummary, best: BestCandidates, visited: set[str]) -> None:
+    """The exact dry run of a plain node within one victim of room, its candidate offered and the node counted in
+    ``visited`` (the deadline checked every so many)."""
+    candidate = select_victims_by_resources(ctx.pod, summary, [], ctx.pdbs).candidate
+    assert candidate is not None  # fit is monotone: the node failed with every pod, fits without them
+    best.offer(candidate)
+    visited.add(summary.node.name)
+    if not len(visited) % DRY_RUNS_PER_DEADLINE_CHECK:
+        ctx.check_deadline()
 
 
 def _within_count_bounds(wants: list[Want], level: int, count: int) -> Bounds:

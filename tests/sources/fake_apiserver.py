@@ -121,6 +121,11 @@ class FakeApiServer:
         # server's watch cache keeps a bounded window; and a delay before each LIST page is answered.
         self.history_limit = history_limit
         self.list_delay_seconds = 0.0
+        # Called with the number of LIST pages answered so far (this one included), before the page is read from
+        # the store and after it is: writes there land before or after that page's snapshot.
+        self.list_pages = 0
+        self.before_list_page: Callable[[int], None] | None = None
+        self.after_list_page: Callable[[int], None] | None = None
         # API versions answered 404 (a release that does not serve them, e.g. resource.k8s.io/v1 before v1.34),
         # and resources (plural) answered 403 (a ClusterRole from before they were granted).
         self.not_served = not_served
@@ -500,7 +505,13 @@ class FakeApiServer:
             return await self._watch(request, resource, namespace)
         if self.list_delay_seconds:
             await asyncio.sleep(self.list_delay_seconds)
-        return self._list(request, resource, namespace)
+        self.list_pages += 1
+        if self.before_list_page is not None:
+            self.before_list_page(self.list_pages)
+        response = self._list(request, resource, namespace)
+        if self.after_list_page is not None:
+            self.after_list_page(self.list_pages)
+        return response
 
     def _get_one(self, resource: Resource, name: str, namespace: str | None) -> web.Response:
         stored = self.objects[resource.plural].get(self._key(resource, name, namespace))

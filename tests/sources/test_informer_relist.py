@@ -85,20 +85,14 @@ async def test_http_410_on_watch_relists(tmp_path: Path) -> None:
 
 
 async def test_expired_continue_token_falls_back_to_a_full_list(
-        fake_api: FakeApiServer, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        fake_api: FakeApiServer, kubeconfig: Path) -> None:
     seed_cluster(fake_api)
-    original = fake_api._list
-    pages = 0
 
-    def compact_after_first_page(*args: object) -> object:
-        nonlocal pages
-        pages += 1
-        response = original(*args)  # type: ignore[arg-type]
-        if pages == 1:
+    def compact_after_first_page(page: int) -> None:
+        if page == 1:
             fake_api.compact()  # the continue token just handed out is now too old
-        return response
 
-    monkeypatch.setattr(fake_api, "_list", compact_after_first_page)
+    fake_api.after_list_page = compact_after_first_page
     api_client = await KubeClient.connect(kubeconfig=str(kubeconfig))
     try:
         informer = Informer(api_client, PODS, ClusterState(), InformerSettings(page_size=2))

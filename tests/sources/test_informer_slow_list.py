@@ -93,26 +93,20 @@ async def test_a_list_slower_than_the_history_syncs_once_while_the_writes_go_on(
 
 
 async def test_synced_means_the_writes_made_during_the_list_are_applied(
-        short_history: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        short_history: FakeApiServer, tmp_path: Path) -> None:
     """The first /readyz answers for a state as current as the WATCH: the pods written while the LIST was read
     (one on a page already read deleted, one on a page not yet read changed, one new) are in at sync."""
     server = short_history
-    original = server._list
-    pages = 0
 
-    def write_during_the_second_page(request: web.Request, resource: Resource,
-                                     namespace: str | None) -> web.Response:
-        nonlocal pages
-        pages += 1
-        if pages == 2:
+    def write_during_the_second_page(page: int) -> None:
+        if page == 2:
             server.delete("Pod", "p-0", "ns-0")
             changed = server.get("Pod", "p-39", "ns-0")
             changed["metadata"]["labels"] = {"changed": "during-the-list"}
             server.update(changed)
             server.create(pod("during-the-list", "ns-1", node_name="node-1"))
-        return original(request, resource, namespace)
 
-    monkeypatch.setattr(server, "_list", write_during_the_second_page)
+    server.before_list_page = write_during_the_second_page
     async with running_pod_informer(server, tmp_path) as informer:
         await asyncio.wait_for(informer.synced.wait(), timeout=5)
         pods = informer.state.pods
@@ -123,25 +117,18 @@ async def test_synced_means_the_writes_made_during_the_list_are_applied(
 
 
 async def test_a_list_started_over_at_another_version_watches_from_that_one(
-        short_history: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        short_history: FakeApiServer, tmp_path: Path) -> None:
     """The continue token expires mid-LIST, so the LIST starts over unpaginated at a newer resourceVersion: the
     WATCH opened from the first page's version is dropped (its events predate the new LIST) for one from the new."""
     server = short_history
-    original = server._list
-    pages = 0
 
-    def compact_after_the_first_page(request: web.Request, resource: Resource,
-                                     namespace: str | None) -> web.Response:
-        nonlocal pages
-        pages += 1
-        response = original(request, resource, namespace)
-        if pages == 1:
+    def compact_after_the_first_page(page: int) -> None:
+        if page == 1:
             server.create(pod("between", "ns-2", node_name="node-2"))
             server.delete("Pod", "p-1", "ns-1")
             server.compact()  # the continue token just handed out is now too old
-        return response
 
-    monkeypatch.setattr(server, "_list", compact_after_the_first_page)
+    server.after_list_page = compact_after_the_first_page
     first_version = str(server.resource_version)
     async with running_pod_informer(server, tmp_path) as informer:
         await asyncio.wait_for(informer.synced.wait(), timeout=5)

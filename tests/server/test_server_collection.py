@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from webhook.server.app import freeze_gc_once_ready
-from webhook.server.collection import SurvivorFreezer
+from webhook.server.collection import SurvivorFreezer, finish_complete_walk
 from webhook.sources.source import MemorySource
 
 
@@ -33,9 +33,9 @@ class Collector:
         return self.frozen
 
 
-def freezer_on(collector: Collector) -> SurvivorFreezer:
-    freezer = SurvivorFreezer(1.25, check_seconds=0, freeze=collector.freeze, unfreeze=collector.unfreeze,
-                              frozen_count=collector.count)
+def freezer_on(collector: Collector, youngest: int = 2) -> SurvivorFreezer:
+    freezer = SurvivorFreezer(1.25, youngest=youngest, check_seconds=0, freeze=collector.freeze,
+                              unfreeze=collector.unfreeze, frozen_count=collector.count)
     freezer.baseline = collector.count()
     return freezer
 
@@ -49,6 +49,51 @@ def test_the_survivors_of_full_collections_only_are_frozen() -> None:
     assert collector.calls == []
     freezer("stop", {"generation": 2})
     assert collector.calls == ["freeze"] and freezer.refreezes == 1
+
+
+def test_from_generation_0_the_survivors_of_every_collection_are_frozen() -> None:
+    collector = Collector(frozen=1000)
+    freezer = freezer_on(collector, youngest=0)
+    for generation in (0, 1, 0, 2):
+        freezer("start", {"generation": generation})
+        freezer("stop", {"generation": generation})
+    assert collector.calls == ["freeze"] * 4 and freezer.refreezes == 4
+
+
+def test_from_generation_1_young_collections_are_left_alone() -> None:
+    collector = Collector(frozen=1000)
+    freezer = freezer_on(collector, youngest=1)
+    for generation in (0, 0, 1, 0):
+        freezer("stop", {"generation": generation})
+    assert collector.calls == ["freeze"]
+
+
+def test_a_complete_walk_freezes_nothing_until_a_full_collection_which_serve_runs_itself() -> None:
+    collector = Collector(frozen=1000)
+    freezer = freezer_on(collector, youngest=0)
+    collected: list[str] = []
+
+    def collect() -> None:
+        collected.append("full")
+        freezer("stop", {"generation": 2})
+
+    assert not finish_complete_walk(freezer, collect) and collected == []  # no walk started: nothing to do
+    collector.frozen = 1300
+    freezer("stop", {"generation": 0})  # past the bound: everything unfrozen
+    assert collector.calls == ["unfreeze"] and freezer.walking
+    collector.frozen = 0
+    for generation in (0, 1, 0):  # young collections during the walk: survivors left for the full one
+        freezer("stop", {"generation": generation})
+    assert collector.calls == ["unfreeze"]
+    collector.frozen = 1050
+    assert finish_complete_walk(freezer, collect) and collected == ["full"]
+    assert collector.calls == ["unfreeze", "freeze"] and not freezer.walking and freezer.baseline == 1050
+    assert not finish_complete_walk(freezer, collect) and collected == ["full"]
+
+
+def test_a_generation_that_is_none_is_refused() -> None:
+    with pytest.raises(ValueError, match="generation"):
+        SurvivorFreezer(youngest=3)
 
 
 def test_the_frozen_set_is_counted_once_a_minute_at_most() -> None:
@@ -87,15 +132,15 @@ def test_a_frozen_set_past_its_bound_is_walked_once_completely_then_frozen_again
     assert collector.calls == ["freeze"] and freezer.baseline == 1100
 
 
-@pytest.fixture
-def real_freezer() -> Iterator[SurvivorFreezer]:
+@pytest.fixture(params=[2, 0], ids=["full-collections", "every-collection"])
+def real_freezer(request: pytest.FixtureRequest) -> Iterator[SurvivorFreezer]:
     """The freezer on the real collector, whose automatic collections are off meanwhile: only the test's own
     ``gc.collect()`` calls run (and call the freezer), in a known order."""
     was_enabled = gc.isenabled()
     gc.disable()
     gc.collect()
     gc.freeze()
-    freezer = SurvivorFreezer(1.25, check_seconds=0)
+    freezer = SurvivorFreezer(1.25, youngest=request.param, check_seconds=0)
     freezer.install()
     try:
         yield freezer
@@ -128,6 +173,27 @@ def test_with_the_collector_survivors_are_frozen_and_a_complete_walk_frees_cycle
     assert all(ref() is None for ref in dead)
     assert gc.get_freeze_count() >= len(kept) and real_freezer.baseline >= len(kept)
     del kept
+
+
+def test_from_generation_0_a_young_collection_freezes_its_survivors_with_the_collector() -> None:
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.collect()
+    gc.freeze()
+    freezer = SurvivorFreezer(1.25, youngest=0, check_seconds=3600)
+    freezer.install()
+    try:
+        kept = [[i] for i in range(1000)]  # young, tracked, alive across a generation-0 collection
+        before = gc.get_freeze_count()
+        gc.collect(0)
+        assert gc.get_freeze_count() >= before + len(kept) and freezer.refreezes == 1
+        assert gc.get_count()[0] < 100  # nothing young left for the next collection to walk
+        del kept
+    finally:
+        freezer.uninstall()
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
 
 
 async def test_serve_installs_the_freezer_once_the_cache_has_synced() -> None:

@@ -25,7 +25,7 @@ from webhook.prediction.service import PredictionService, keep_index_fresh
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import Authenticator, KubernetesAuthenticator, NoAuthentication
 from webhook.server.client_auth import client_certificate_middleware
-from webhook.server.collection import SurvivorFreezer
+from webhook.server.collection import SurvivorFreezer, finish_complete_walk
 from webhook.server.connections import GuardedTCPSite
 from webhook.server.events import PodEvents
 from webhook.server.handlers import (
@@ -130,15 +130,25 @@ async def freeze_gc_once_ready(source: ClusterSource, poll_seconds: float = 0.1,
         freezer.install()
 
 
+async def finish_complete_walks(freezer: SurvivorFreezer, poll_seconds: float = 1.0) -> None:
+    """Forever: the full collection of a complete walk the freezer started (``finish_complete_walk``)."""
+    while True:
+        await asyncio.sleep(poll_seconds)
+        finish_complete_walk(freezer)
+
+
 async def _gc_lifecycle(app: web.Application) -> AsyncIterator[None]:
-    task = None
+    task = walks = None
     freezer = None
     if app[SETTINGS_KEY].freeze_gc_after_sync:
         source = app[SOURCE_KEY]
-        freezer = SurvivorFreezer() if source.api is not None else None
+        freezer = SurvivorFreezer(youngest=0) if source.api is not None else None
         task = asyncio.create_task(freeze_gc_once_ready(source, freezer=freezer), name="preemptguard-gc-freeze")
+        if freezer is not None:
+            walks = asyncio.create_task(finish_complete_walks(freezer), name="preemptguard-gc-complete-walks")
     yield
     await cancel_and_wait(task)
+    await cancel_and_wait(walks)
     if freezer is not None:
         freezer.uninstall()
 

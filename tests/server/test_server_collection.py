@@ -91,6 +91,32 @@ def test_a_complete_walk_freezes_nothing_until_a_full_collection_which_serve_run
     assert not finish_complete_walk(freezer, collect) and collected == ["full"]
 
 
+def test_what_a_warming_server_builds_after_the_freeze_becomes_the_baseline_at_the_first_check() -> None:
+    collector = Collector(frozen=1000)
+    now = [0.0]
+    freezer = SurvivorFreezer(1.25, youngest=0, check_seconds=60, clock=lambda: now[0], freeze=collector.freeze,
+                              unfreeze=collector.unfreeze, frozen_count=collector.count)
+    was_enabled = gc.isenabled()
+    gc.disable()  # only this test's calls reach the freezer
+    try:
+        freezer.install()
+    finally:
+        freezer.uninstall()
+        if was_enabled:
+            gc.enable()
+    assert freezer.baseline == 1000
+    collector.frozen = 1700  # the predictor's index and the exposure scan, built after the cache's freeze
+    now[0] += 30
+    freezer("stop", {"generation": 0})  # no check yet
+    now[0] += 30
+    freezer("stop", {"generation": 0})  # the first check: the warm server's count is the baseline, no walk
+    assert collector.calls == ["freeze", "freeze"] and freezer.baseline == 1700 and freezer.complete_walks == 0
+    collector.frozen = 2200  # past 1.25 x the new baseline: leaked cycles
+    now[0] += 60
+    freezer("stop", {"generation": 0})
+    assert collector.calls[-1] == "unfreeze" and freezer.complete_walks == 1
+
+
 def test_a_generation_that_is_none_is_refused() -> None:
     with pytest.raises(ValueError, match="generation"):
         SurvivorFreezer(youngest=3)

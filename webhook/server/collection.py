@@ -61,10 +61,13 @@ class SurvivorFreezer:
         self.refreezes = 0  # collections whose survivors were frozen
         self.complete_walks = 0  # times every object was unfrozen for the next full collection
         self._walking = False
+        self._settling = False  # set by ``install``: the first check after it takes the baseline
 
     def install(self) -> None:
-        """Start after the first ``gc.freeze`` (its count is the baseline)."""
+        """Start after the first ``gc.freeze`` (its count is the baseline until the first check, see ``__call__``)."""
         self.baseline = self.frozen_count()
+        self._settling = True
+        self._checked = self.clock()
         if self not in gc.callbacks:
             gc.callbacks.append(self)
 
@@ -82,7 +85,14 @@ class SurvivorFreezer:
                 self.baseline = self.frozen_count()
                 self._walking = False
             return
-        if self._check_due() and self.frozen_count() > self.baseline * self.regrowth:
+        if self._settling and self._check_due():
+            # What a warming server builds after the cache's freeze (the predictor's index, the exposure scan's
+            # matches: +72 % at 15,000 nodes) is alive, not leaked: a complete walk then freed 0.07 % of the
+            # frozen set and held the event loop 1.27 s (an instrumented serve on bench/scale.py's cluster). The
+            # first check's count is the baseline instead.
+            self._settling = False
+            self.baseline = max(self.baseline, self.frozen_count())
+        elif self._check_due() and self.frozen_count() > self.baseline * self.regrowth:
             self.unfreeze()
             self._walking = True
             self.complete_walks += 1

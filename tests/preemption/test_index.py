@@ -22,6 +22,7 @@ from webhook.cluster.model import Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption import schedule_one
 from webhook.preemption.framework.index import (
+    SortedNames,
     StateIndex,
     free_order,
     index_sync_is_cheap,
@@ -63,8 +64,9 @@ def assert_index_matches_fresh(state: ClusterState, *, sync: bool = True) -> Non
     assert cached.nominated_nodes == fresh.nominated_nodes
     for key, order in list(cached._orders.items()):
         rebuilt = fresh.order(key)
-        assert sorted(zip(order.values, order.names, strict=True)) == sorted(
-            zip(rebuilt.values, rebuilt.names, strict=True)), key
+        kept = list(zip(order.values, order.names, strict=True))
+        assert kept == sorted(kept), key  # still in (value, name) order after every refresh
+        assert sorted(kept) == sorted(zip(rebuilt.values, rebuilt.names, strict=True)), key
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -205,3 +207,19 @@ def test_intersect_at_least_equals_the_intersection_of_the_orderings_slices() ->
             assert sum(index.order(key).count_at_least(value) for key, value in bounds) == sum(
                 len(index.order(key).at_least(value)) for key, value in bounds)
     assert index.order(free_order(CPU)).count_below(110) == len(index.order(free_order(CPU)).below(110)) == 10
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from("abcdefgh")), unique_by=lambda p: p[1], min_size=1),
+       st.data())
+def test_moving_a_node_in_an_ordering_equals_discarding_and_adding_it(pairs: list[tuple[int, str]],
+                                                                     data: st.DataObject) -> None:
+    """Equal values (runs of nodes with the same free capacity) and moves by 0, 1 or across the whole list."""
+    order = SortedNames(pairs)
+    for _ in range(data.draw(st.integers(1, 6))):
+        value, name = data.draw(st.sampled_from(sorted(zip(order.values, order.names, strict=True))))
+        after = data.draw(st.integers(-1, 7))
+        expected = sorted([(v, n) for v, n in zip(order.values, order.names, strict=True) if n != name]
+                          + [(after, name)])
+        order.move(value, after, name)
+        assert list(zip(order.values, order.names, strict=True)) == expected

@@ -22,7 +22,6 @@ from webhook.cluster.model import Pod
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption import schedule_one
 from webhook.preemption.framework.index import (
-    SortedNames,
     StateIndex,
     free_order,
     index_sync_is_cheap,
@@ -208,18 +207,3 @@ def test_intersect_at_least_equals_the_intersection_of_the_orderings_slices() ->
                 len(index.order(key).at_least(value)) for key, value in bounds)
     assert index.order(free_order(CPU)).count_below(110) == len(index.order(free_order(CPU)).below(110)) == 10
 
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from("abcdefgh")), unique_by=lambda p: p[1], min_size=1),
-       st.data())
-def test_moving_a_node_in_an_ordering_equals_discarding_and_adding_it(pairs: list[tuple[int, str]],
-                                                                     data: st.DataObject) -> None:
-    """Equal values (runs of nodes with the same free capacity) and moves by 0, 1 or across the whole list."""
-    order = SortedNames(pairs)
-    for _ in range(data.draw(st.integers(1, 6))):
-        value, name = data.draw(st.sampled_from(sorted(zip(order.values, order.names, strict=True))))
-        after = data.draw(st.integers(-1, 7))
-        expected = sorted([(v, n) for v, n in zip(order.values, order.names, strict=True) if n != name]
-                          + [(after, name)])
-        order.move(value, after, name)
-        assert list(zip(order.values, order.names, strict=True)) == expected

@@ -64,12 +64,11 @@ _CONVERT_BATCH = 100
 _REPLACE_BATCH = 100
 # Watch events applied between two yields at most, and the time after which the informer yields sooner: one read of
 # the stream can hold dozens of events (more after any pause), each ~80 us to decode, convert and apply, and an
-# admission must not wait behind the whole batch. Two events, or 0.2 ms: what an admission arriving meanwhile waits
-# for is the p99's margin under churn (bench probe at 2,000 nodes, 460 pod writes/s: 8 events or 0.5 ms, with the
-# index refreshed 4 nodes at a time, made the admissions' p99 1.9x idle; 2 events or 0.2 ms, 1 node at a time, 1.8x
-# for a preempting pod and 1.35x for a fitting one).
-_WATCH_BATCH_EVENTS = 2
-_WATCH_BATCH_SECONDS = 0.0002
+# admission must not wait behind the whole batch. Two events or 0.2 ms looked better at 2,000 nodes (a throwaway
+# probe, within its run-to-run noise); at 15,000 nodes bench/scale.py then measured churn p99s of 9.3 / 5.3 / 5.4 ms
+# and a restarted replica whose lag never came down, neither explained yet, so the size measured before stays.
+_WATCH_BATCH_EVENTS = 8
+_WATCH_BATCH_SECONDS = 0.0005
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,10 @@ under churn holds the watch's new pods and the index's new node summaries, and l
 after each young collection, none of either).
 
 The price: an object frozen alive that later dies in a reference cycle is not reclaimed while frozen (objects without
-cycles, like the cache's pods, are freed by reference counting, frozen or not). So when the
-frozen set has grown past ``regrowth`` times what it was after the last complete walk (leaked cycles, or a cluster
-that grew), the freezer unfreezes everything instead: the next full collection walks it all once, frees those cycles,
-and its survivors are frozen again. Frozen after every young collection, the counts that start older collections
+cycles, like the cache's pods, are freed by reference counting, frozen or not). So when the frozen set has grown
+past ``regrowth`` times what it was after the last complete walk (leaked cycles, or a cluster that grew), the
+freezer unfreezes everything instead: the next full collection walks it all once, frees those cycles, and its
+survivors are frozen again. Frozen after every young collection, the counts that start older collections
 never grow (CPython 3.11's ``gc.freeze`` zeroes them), so ``serve`` runs that full collection itself
 (``finish_complete_walk``). Memory held by such cycles stays under ``regrowth - 1`` of the cache's objects.
 Counting the frozen set walks it (17 ms for 2,000,000 objects), and collections come often, so it is counted at most

@@ -132,11 +132,18 @@ class NodeSummary:
             self._pdb_matches = found
         return found[1]
 
+    def _level_span(self, level_index: int) -> tuple[int, int]:
+        """Where the pods of ``levels[level_index]`` lie in ``pods`` (most important first, so the lowest level
+        last): ``pods[first:end]``."""
+        count = len(self.pods)
+        return (count - self.cumulative[level_index][PODS],
+                count - (self.cumulative[level_index - 1][PODS] if level_index else 0))
+
     def latest_start(self, level_index: int, k: int) -> int:
         """The ``k``-th latest start among the pods of ``levels[level_index]`` (the latest when it has fewer): they
         lie together in ``pods``, earliest first (``importance_key``)."""
-        end = len(self.pods) - (self.cumulative[level_index - 1][PODS] if level_index else 0)
-        if k <= 1 or end - (len(self.pods) - self.cumulative[level_index][PODS]) < k:
+        first, end = self._level_span(level_index)
+        if k <= 1 or end - first < k:
             return self.level_latest_start[level_index]
         return start_key(self.pods[end - k])
 
@@ -144,8 +151,7 @@ class NodeSummary:
         """The latest start among the pods of ``levels[level_index]`` that free each shortfall alone (a shortfall
         <= 0 asks nothing); None when none does. They lie together in ``pods``, earliest first: the walk starts
         at the latest and stops at the first that frees enough."""
-        end = len(self.pods) - (self.cumulative[level_index - 1][PODS] if level_index else 0)
-        first = len(self.pods) - self.cumulative[level_index][PODS]
+        first, end = self._level_span(level_index)
         pods = self.pods
         for i in range(end - 1, first - 1, -1):
             requests = pods[i].requests
@@ -157,8 +163,7 @@ class NodeSummary:
     def latest_started(self, level_index: int) -> int:
         """The latest start among the pods of ``levels[level_index]`` that have started (-1 without any): the pods
         not started yet (start "now") lie last among them."""
-        end = len(self.pods) - (self.cumulative[level_index - 1][PODS] if level_index else 0)
-        first = len(self.pods) - self.cumulative[level_index][PODS]
+        first, end = self._level_span(level_index)
         pods = self.pods
         for i in range(end - 1, first - 1, -1):
             started = start_key(pods[i])
@@ -169,8 +174,7 @@ class NodeSummary:
     def largest_unstarted(self, level_index: int, dim: int) -> int | None:
         """The largest request in ``dim`` (1 for ``PODS``: the slot) among the pods of ``levels[level_index]`` not
         started yet; None without any."""
-        end = len(self.pods) - (self.cumulative[level_index - 1][PODS] if level_index else 0)
-        first = len(self.pods) - self.cumulative[level_index][PODS]
+        first, end = self._level_span(level_index)
         pods = self.pods
         largest: int | None = None
         for i in range(end - 1, first - 1, -1):

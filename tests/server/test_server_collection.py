@@ -5,15 +5,28 @@ what died frozen in reference cycles. The policy against counted stand-ins, then
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import weakref
 from collections.abc import Iterator
 
 import pytest
 
-from webhook.server.app import freeze_gc_once_ready
-from webhook.server.collection import SurvivorFreezer, finish_complete_walk
+from webhook.server.app import collect_between_turns_forever, freeze_gc_once_ready
+from webhook.server.collection import (
+    BACKSTOP_THRESHOLD,
+    SurvivorFreezer,
+    collect_between_turns,
+    collector_threshold,
+    finish_complete_walk,
+)
 from webhook.sources.source import MemorySource
+
+
+async def cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 class Collector:
@@ -235,3 +248,60 @@ async def test_serve_installs_the_freezer_once_the_cache_has_synced() -> None:
     finally:
         freezer.uninstall()
         gc.unfreeze()
+
+
+def test_between_turns_a_young_collection_runs_unless_a_complete_walk_waits_for_its_full_one() -> None:
+    collector = Collector(frozen=1000)
+    freezer = freezer_on(collector, youngest=0)
+    calls: list[tuple[int, ...]] = []
+
+    def collect(*generation: int) -> None:
+        calls.append(generation)
+        freezer("stop", {"generation": generation[0] if generation else 2})
+
+    collect_between_turns(freezer, collect)
+    assert calls == [(0,)]
+    collector.frozen = 2000
+    collect_between_turns(freezer, collect)
+    assert freezer.walking and calls == [(0,), (0,)]
+    collect_between_turns(freezer, collect)
+    assert calls == [(0,), (0,), ()]  # the full collection, no young one beside it
+    assert not freezer.walking
+
+
+def test_the_collector_threshold_is_raised_meanwhile_and_restored_after() -> None:
+    before = gc.get_threshold()
+    with collector_threshold(before[0] + 12345):
+        assert gc.get_threshold() == (before[0] + 12345, *before[1:])
+    assert gc.get_threshold() == before
+
+
+async def test_serve_collects_young_cycles_between_turns_and_freezes_the_survivors() -> None:
+    """With the collector's own threshold raised past what the test allocates, only the collections between turns
+    can free these cycles."""
+    source = MemorySource(ready=True)
+    freezer = SurvivorFreezer(youngest=0, check_seconds=3600)
+    before = gc.get_threshold()
+    task = asyncio.create_task(collect_between_turns_forever(source, freezer, interval_seconds=0.005))
+    try:
+        for _ in range(200):
+            if freezer in gc.callbacks:
+                break
+            await asyncio.sleep(0.005)
+        assert gc.get_threshold()[0] == BACKSTOP_THRESHOLD
+        kept = [[i] for i in range(1000)]
+        cycles = [Node() for _ in range(100)]
+        dead = [weakref.ref(cycle) for cycle in cycles]
+        del cycles
+        frozen = gc.get_freeze_count()
+        for _ in range(200):
+            if all(ref() is None for ref in dead):
+                break
+            await asyncio.sleep(0.005)
+        assert all(ref() is None for ref in dead)
+        assert gc.get_freeze_count() >= frozen + len(kept) and freezer.refreezes >= 1
+    finally:
+        await cancel(task)
+        freezer.uninstall()
+        gc.unfreeze()
+    assert gc.get_threshold() == before

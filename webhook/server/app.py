@@ -25,7 +25,13 @@ from webhook.prediction.service import PredictionService, keep_index_fresh
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import Authenticator, KubernetesAuthenticator, NoAuthentication
 from webhook.server.client_auth import client_certificate_middleware
-from webhook.server.collection import SurvivorFreezer, finish_complete_walk
+from webhook.server.collection import (
+    BACKSTOP_THRESHOLD,
+    YOUNG_COLLECTION_SECONDS,
+    SurvivorFreezer,
+    collect_between_turns,
+    collector_threshold,
+)
 from webhook.server.connections import GuardedTCPSite
 from webhook.server.events import PodEvents
 from webhook.server.handlers import (
@@ -120,7 +126,8 @@ async def _config_lifecycle(app: web.Application) -> AsyncIterator[None]:
 async def freeze_gc_once_ready(source: ClusterSource, poll_seconds: float = 0.1,
                                freezer: SurvivorFreezer | None = None) -> None:
     """After the cache's initial sync, exclude everything alive from garbage collection (``gc.freeze``); then, with
-    a ``freezer`` (a live cluster, whose cache keeps changing), freeze the survivors of each full collection too."""
+    a ``freezer`` (a live cluster, whose cache keeps changing), install it: the survivors of later collections are
+    frozen too."""
     while not source.is_ready():
         await asyncio.sleep(poll_seconds)
     gc.collect()
@@ -130,25 +137,30 @@ async def freeze_gc_once_ready(source: ClusterSource, poll_seconds: float = 0.1,
         freezer.install()
 
 
-async def finish_complete_walks(freezer: SurvivorFreezer, poll_seconds: float = 1.0) -> None:
-    """Forever: the full collection of a complete walk the freezer started (``finish_complete_walk``)."""
-    while True:
-        await asyncio.sleep(poll_seconds)
-        finish_complete_walk(freezer)
+async def collect_between_turns_forever(source: ClusterSource, freezer: SurvivorFreezer,
+                                        interval_seconds: float = YOUNG_COLLECTION_SECONDS) -> None:
+    """Once the cache has synced and the freezer is installed: the collections between turns of the event loop
+    (``collect_between_turns``), the collector's own threshold raised to a backstop meanwhile (collection.py)."""
+    await freeze_gc_once_ready(source, freezer=freezer)
+    with collector_threshold(BACKSTOP_THRESHOLD):
+        while True:
+            await asyncio.sleep(interval_seconds)
+            collect_between_turns(freezer)
 
 
 async def _gc_lifecycle(app: web.Application) -> AsyncIterator[None]:
-    task = walks = None
+    task = None
     freezer = None
     if app[SETTINGS_KEY].freeze_gc_after_sync:
         source = app[SOURCE_KEY]
-        freezer = SurvivorFreezer(youngest=0) if source.api is not None else None
-        task = asyncio.create_task(freeze_gc_once_ready(source, freezer=freezer), name="preemptguard-gc-freeze")
-        if freezer is not None:
-            walks = asyncio.create_task(finish_complete_walks(freezer), name="preemptguard-gc-complete-walks")
+        if source.api is None:  # a snapshot never changes: one freeze once ready is all
+            task = asyncio.create_task(freeze_gc_once_ready(source), name="preemptguard-gc-freeze")
+        else:
+            freezer = SurvivorFreezer(youngest=0)
+            task = asyncio.create_task(collect_between_turns_forever(source, freezer),
+                                       name="preemptguard-gc-between-turns")
     yield
     await cancel_and_wait(task)
-    await cancel_and_wait(walks)
     if freezer is not None:
         freezer.uninstall()
 

@@ -22,17 +22,29 @@ never grow (CPython 3.11's ``gc.freeze`` zeroes them), so ``serve`` runs that fu
 (``finish_complete_walk``). Memory held by such cycles stays under ``regrowth - 1`` of the cache's objects.
 Counting the frozen set walks it (17 ms for 2,000,000 objects), and collections come often, so it is counted at most
 once every ``check_seconds``.
+
+When young collections come matters as much as what they walk. The collector starts one when allocations minus
+deallocations of tracked objects pass a threshold (700), but under churn every new pod or node summary replaces an
+old one that is deallocated: the count hardly moves while the young objects pile up, and the collection that finally
+starts walks ~10,000 of them (~3 ms at 2,000 and at 15,000 nodes, in-process under churn), inside whatever allocated
+last: an admission. ``serve`` instead runs a young collection between turns of the event loop every
+``YOUNG_COLLECTION_SECONDS`` (``collect_between_turns``; ~30 us each), with the collector's own threshold raised to
+``BACKSTOP_THRESHOLD`` so it starts one only when the loop has not for long. In-process at 15,000 nodes under 500
+pod writes/s (two runs each): preempt p99 2.6 / 2.9 ms against 7.8 / 6.1 ms with the collector's own schedule.
 """
 
 from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 DEFAULT_REGROWTH = 1.25
 DEFAULT_CHECK_SECONDS = 60.0
+YOUNG_COLLECTION_SECONDS = 0.01
+BACKSTOP_THRESHOLD = 20_000
 
 
 class SurvivorFreezer:
@@ -115,8 +127,26 @@ class SurvivorFreezer:
 
 def finish_complete_walk(freezer: SurvivorFreezer, collect: Callable[[], object] = gc.collect) -> bool:
     """When ``freezer`` unfroze everything for a complete walk, run the full collection that walks it (the callback
-    then freezes its survivors as the new baseline); whether one ran. ``serve`` calls this every few seconds."""
+    then freezes its survivors as the new baseline); whether one ran."""
     if not freezer.walking:
         return False
     collect()
     return True
+
+
+def collect_between_turns(freezer: SurvivorFreezer, collect: Callable[..., object] = gc.collect) -> None:
+    """One turn of ``serve``'s collections: the full collection of a complete walk the freezer started, or else a
+    young one (whose survivors the freezer freezes)."""
+    if not finish_complete_walk(freezer, collect):
+        collect(0)
+
+
+@contextmanager
+def collector_threshold(young: int) -> Iterator[None]:
+    """The collector's generation-0 threshold set to ``young`` meanwhile (the older ones kept), restored after."""
+    previous = gc.get_threshold()
+    gc.set_threshold(young, *previous[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)

@@ -267,6 +267,8 @@ def test_between_turns_a_young_collection_runs_unless_a_complete_walk_waits_for_
     collect_between_turns(freezer, collect)
     assert calls == [(0,), (0,), ()]  # the full collection, no young one beside it
     assert not freezer.walking
+    collect_between_turns(freezer, collect, enabled=lambda: False)
+    assert calls == [(0,), (0,), ()]  # the collector is held off (an informer reading a LIST): no collection
 
 
 def test_the_collector_threshold_is_raised_meanwhile_and_restored_after() -> None:

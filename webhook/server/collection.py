@@ -134,10 +134,12 @@ def finish_complete_walk(freezer: SurvivorFreezer, collect: Callable[[], object]
     return True
 
 
-def collect_between_turns(freezer: SurvivorFreezer, collect: Callable[..., object] = gc.collect) -> None:
+def collect_between_turns(freezer: SurvivorFreezer, collect: Callable[..., object] = gc.collect,
+                          enabled: Callable[[], bool] = gc.isenabled) -> None:
     """One turn of ``serve``'s collections: the full collection of a complete walk the freezer started, or else a
-    young one (whose survivors the freezer freezes)."""
-    if not finish_complete_walk(freezer, collect):
+    young one (whose survivors the freezer freezes); none while the collector is off (``gc.disable``: an informer
+    reading a LIST holds it off, informer.py)."""
+    if enabled() and not finish_complete_walk(freezer, collect):
         collect(0)
 
 

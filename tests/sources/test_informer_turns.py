@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -112,3 +113,28 @@ async def test_a_list_is_reconciled_into_the_state_a_bounded_slice_per_turn_of_t
     assert sorted(state.pods) == sorted(f"team-a/listed-{i}" for i in range(len(api.listed)))  # the stale one gone
     batches = [writes.count(turn) for turn in sorted(set(writes))]
     assert len(batches) >= 5 and max(batches) <= informer_module._REPLACE_BATCH
+
+
+async def test_after_each_watch_event_its_hook_runs_in_the_same_turn_and_counts_toward_the_batch_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve`` refreshes the predictor's index in this hook (``catch_up_after_event``): an admission in the next
+    turn finds the event's node current, and the refresh is part of the batch an admission may wait behind."""
+    state = ClusterState()
+    api = BurstApi(burst=12)
+    monkeypatch.setattr(informer_module, "_WATCH_BATCH_SECONDS", 0.001)
+    async with TurnCounter() as counter:
+        writes = turns_at_each_write(state, counter, monkeypatch)
+        hooked: list[tuple[int, int]] = []
+
+        def hook() -> None:
+            hooked.append((counter.turns, len(state.pods)))
+            began = time.perf_counter()
+            while time.perf_counter() - began < 0.002:  # longer than a batch may take
+                pass
+
+        informer = Informer(cast(KubeClient, api), PODS, state, InformerSettings(watch_timeout_seconds=1),
+                            after_event=hook)
+        await informer.watch_once()
+    assert [turn for turn, _ in hooked] == writes  # each event's hook in its event's turn of the loop
+    assert [count for _, count in hooked] == list(range(1, api.burst + 1))  # after the event is in the state
+    assert len(set(writes)) == api.burst  # the hook's time ended each batch: one event a turn

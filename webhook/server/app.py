@@ -21,7 +21,7 @@ from aiohttp import web
 from webhook.admission.pipeline import PodAdmission, PodStep
 from webhook.config import Config, LiveConfig
 from webhook.errors import ConfigError
-from webhook.prediction.service import PredictionService, keep_index_fresh
+from webhook.prediction.service import PredictionService, catch_up_after_event, keep_index_fresh
 from webhook.routes import HEALTHZ_PATH, MUTATE_PODS_PATH, PREVIEW_PATH, READYZ_PATH, VALIDATE_PRIORITYCLASSES_PATH
 from webhook.server.auth import Authenticator, KubernetesAuthenticator, NoAuthentication
 from webhook.server.client_auth import client_certificate_middleware
@@ -184,9 +184,17 @@ async def _predictor_lifecycle(app: web.Application) -> AsyncIterator[None]:
         if app[SOURCE_KEY].api is None:  # a snapshot never changes: nothing to keep fresh
             yield
         else:
-            async with running_in_background(keep_index_fresh(app[SOURCE_KEY].state),
-                                             name="preemptguard-index-refresh"):
-                yield
+            source = app[SOURCE_KEY]
+            after_watch_event = getattr(source, "after_watch_event", None)  # a live cluster's informers
+            catch_up = catch_up_after_event(source.state)
+            if isinstance(after_watch_event, list):
+                after_watch_event.append(catch_up)
+            try:
+                async with running_in_background(keep_index_fresh(source.state), name="preemptguard-index-refresh"):
+                    yield
+            finally:
+                if isinstance(after_watch_event, list):
+                    after_watch_event.remove(catch_up)
     app[PREDICTOR_KEY].shutdown()
 
 

@@ -201,11 +201,13 @@ class Informer:
     """Keeps one kind of ``state`` equal to the API server's view, for as long as ``run`` runs."""
 
     def __init__(self, api: KubeClient, resource: ResourceKind, state: ClusterState,
-                 settings: InformerSettings | None = None) -> None:
+                 settings: InformerSettings | None = None, after_event: Callable[[], object] | None = None) -> None:
         self.api = api
         self.resource = resource
         self.state = state
         self.settings = settings or InformerSettings()
+        # Called after each watch event applied, in the same turn of the event loop and within its batch's time.
+        self.after_event = after_event
         self.resource_version: str | None = None
         self.synced = asyncio.Event()
         self.last_contact: float | None = None  # time.monotonic() of the last successful exchange
@@ -453,9 +455,12 @@ class Informer:
         async with self.api.watch(self.resource.list_path, query=query, timeout=timeout) as stream:
             self._touch()
             since_yield, busy = 0, 0.0
+            after_event = self.after_event
             async for event in stream:
                 began = time.perf_counter()
                 self.apply_event(event)
+                if after_event is not None:
+                    after_event()
                 busy += time.perf_counter() - began
                 events += 1
                 since_yield += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
@@ -42,6 +42,9 @@ class KubernetesSource:
         self.lookup_timeout_seconds = lookup_timeout_seconds
         self.state = ClusterState()
         self.informers: list[Informer] = []
+        # Called after every watch event the informers apply, in its turn of the event loop (``serve`` catches the
+        # predictor's index up there, so an admission does not find the event's node still to refresh).
+        self.after_watch_event: list[Callable[[], object]] = []
         self._started_at: float | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -51,9 +54,14 @@ class KubernetesSource:
             return
         await self.api.open()
         self._started_at = time.monotonic()
-        self.informers = [Informer(self.api, kind, self.state, self.settings) for kind in self.kinds]
+        self.informers = [Informer(self.api, kind, self.state, self.settings, after_event=self._watch_event_applied)
+                          for kind in self.kinds]
         for informer in self.informers:
             informer.start()
+
+    def _watch_event_applied(self) -> None:
+        for hook in self.after_watch_event:
+            hook()
 
     async def wait_until_ready(self, timeout: float | None = None) -> bool:
         """Wait until every informer has synced once; False when ``timeout`` passes first."""

@@ -64,11 +64,16 @@ _CONVERT_BATCH = 100
 _REPLACE_BATCH = 100
 # Watch events applied between two yields at most, and the time after which the informer yields sooner: one read of
 # the stream can hold dozens of events (more after any pause), each ~80 us to decode, convert and apply, and an
-# admission must not wait behind the whole batch. Two events or 0.2 ms looked better at 2,000 nodes (a throwaway
-# probe, within its run-to-run noise); at 15,000 nodes bench/scale.py then measured churn p99s of 9.3 / 5.3 / 5.4 ms
-# and a restarted replica whose lag never came down, neither explained yet, so the size measured before stays.
+# admission must not wait behind the whole batch. The time includes the ``after_event`` hook (``serve`` refreshes the
+# event's node in the predictor's index there, ~190 us at 15,000 nodes), so a batch is mostly one event: an admission
+# waits behind it once or twice (the turn that was running when it came, the batch queued before its handler). With
+# 0.5 ms instead of 0.2, two A/B runs of an instrumented probe on bench/scale.py's cluster at 15,000 nodes under
+# ~300 pod writes/s measured churn preempt / unschedulable p99 of 3.42 / 3.33 and 2.92 / 2.82 ms against 2.85 / 2.56
+# and 2.39 / 2.42 ms. (Two events or 0.2 ms, without the hook, once gave a bench/scale.py run at 15,000 nodes churn
+# p99s of 9.3 / 5.3 / 5.4 ms and a restarted replica that never caught up, not explained; that bench's restart row
+# is the check.)
 _WATCH_BATCH_EVENTS = 8
-_WATCH_BATCH_SECONDS = 0.0005
+_WATCH_BATCH_SECONDS = 0.0002
 
 
 @dataclass(frozen=True, slots=True)

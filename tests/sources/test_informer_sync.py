@@ -177,3 +177,21 @@ async def test_limit_ranges_and_runtime_classes_are_watched_for_the_admission_ch
     await wait_until_consistent(fake_api, state)
     (gone,) = predict_objects(state, [bare])
     assert gone.outcome == Outcome.REJECTED and 'RuntimeClass "kata" not found' in gone.message
+
+
+async def test_a_hook_after_watch_events_is_called_for_each_and_its_failure_stops_no_informer(
+        fake_api: FakeApiServer, synced_source: KubernetesSource, caplog: pytest.LogCaptureFixture) -> None:
+    seen: list[int] = []
+
+    def failing() -> None:
+        raise RuntimeError("the predictor's index is broken")
+
+    synced_source.after_watch_event.extend([failing, lambda: seen.append(len(synced_source.state.pods))])
+    before = len(synced_source.state.pods)
+    with caplog.at_level(logging.ERROR):
+        fake_api.create(pod("hooked-0", "team-a"))
+        fake_api.create(pod("hooked-1", "team-a"))
+        await wait_until_consistent(fake_api, synced_source.state)
+    assert seen == [before + 1, before + 2]  # each event, after it is in the state, the failing hook before it
+    assert "a hook after a watch event failed" in caplog.text
+    assert all(informer.has_synced for informer in synced_source.informers)

@@ -61,7 +61,10 @@ class KubernetesSource:
 
     def _watch_event_applied(self) -> None:
         for hook in self.after_watch_event:
-            hook()
+            try:
+                hook()
+            except Exception:  # the informer that applied the event must go on whatever a hook does
+                log.exception("a hook after a watch event failed")
 
     async def wait_until_ready(self, timeout: float | None = None) -> bool:
         """Wait until every informer has synced once; False when ``timeout`` passes first."""

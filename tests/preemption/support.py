@@ -315,12 +315,24 @@ def changes(draw: st.DrawFn, state: ClusterState) -> list[tuple[str, Any]]:
     events: list[tuple[str, Any]] = []
     for i in range(draw(st.integers(1, 6))):
         what = draw(st.sampled_from(["pod", "pod", "pod", "delete-pod", "node", "relabel", "delete-node", "pdb",
-                                     "nominated"]))
+                                     "nominated", "pod-labels", "pod-labels", "pod-restart"]))
         pods = sorted(state.pods)
         if what == "pod" and nodes:
             events.append(("upsert", pod_from_dict(draw(pod_dicts(f"c{i}", nodes, bound=True)))))
         elif what == "pod" and pods:
             events.append(("upsert", dataclasses.replace(state.pods[draw(st.sampled_from(pods))], labels=EMPTY_LABELS)))
+        elif what == "pod-labels" and pods:  # what most updates of a running pod change: nothing the sums read
+            pod = state.pods[draw(st.sampled_from(pods))]
+            labels = draw(st.sampled_from([EMPTY_LABELS, FrozenMap({**pod.labels, "generation": str(i)})]))
+            events.append(("upsert", dataclasses.replace(pod, labels=labels)))
+        elif what == "pod-restart" and pods:  # a new start, or requests resized in place: the sums move
+            pod = state.pods[draw(st.sampled_from(pods))]
+            if draw(st.booleans()):
+                events.append(("upsert", dataclasses.replace(pod, start_time_ns=draw(st.sampled_from(
+                    [None, 1, (pod.start_time_ns or 0) + 10**9])))))
+            else:
+                events.append(("upsert", dataclasses.replace(pod, requests=dataclasses.replace(
+                    pod.requests, milli_cpu=draw(st.sampled_from([0, 100, pod.requests.milli_cpu + 500]))))))
         elif what == "delete-pod" and pods:
             events.append(("delete", "Pod", draw(st.sampled_from(pods))))
         elif what == "node" and nodes:

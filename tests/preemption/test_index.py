@@ -52,9 +52,12 @@ def assert_index_matches_fresh(state: ClusterState, *, sync: bool = True) -> Non
     assert cached.summaries.keys() == fresh.summaries.keys()
     for name, summary in fresh.summaries.items():
         mine = cached.summaries[name]
-        assert ([p.key for p in mine.pods], mine.free, mine.levels, mine.cumulative, mine.level_latest_start) == (
+        assert ([p.key for p in mine.pods], mine.free, mine.levels, mine.cumulative, mine.level_latest_start,
+                mine.used, mine.non_zero_used, mine.has_scalar) == (
             [p.key for p in summary.pods], summary.free, summary.levels, summary.cumulative,
-            summary.level_latest_start)
+            summary.level_latest_start, summary.used, summary.non_zero_used, summary.has_scalar)
+        # The state's current pod objects, not ones an update replaced (their labels are what PDBs match).
+        assert all(a is b for a, b in zip(mine.pods, summary.pods, strict=True))
     assert cached.static_groups == fresh.static_groups
     assert cached.node_labels.by_value == fresh.node_labels.by_value
     assert cached.node_labels.with_key == fresh.node_labels.with_key

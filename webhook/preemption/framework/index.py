@@ -281,7 +281,11 @@ class StateIndex:
             self._add_summary(name, self._build_summary(name, node))
             bisect.insort(self.node_names, name)
         else:
-            self._replace_summary(name, old, self._build_summary(name, node))
+            same = old.with_pods(node, list(self.state.pods_by_node.get(name, {}).values()))
+            if same is not None:  # nothing any ordering, level or group reads has moved
+                self.summaries[name] = same
+            else:
+                self._replace_summary(name, old, self._build_summary(name, node))
         self._refresh_affinity_pods(name)
 
     def _add_summary(self, name: str, summary: NodeSummary) -> None:

@@ -102,6 +102,28 @@ class NodeSummary:
         return cls(node, ordered, (cpu, mem, eph, count), levels, cumulative, has_scalar,
                    [latest.get(level, 0) for level in levels], free, (non_zero_cpu, non_zero_mem))
 
+    def with_pods(self, node: Node, pods: list[Pod]) -> NodeSummary | None:
+        """``build(node, pods)`` when it would equal this summary in everything but the pod objects: the same node,
+        and each pod the same as one of ours in what ``build`` reads (uid, priority, start, requests), so in the
+        same place; None otherwise. Most pod updates of a live cluster are like that (labels, annotations, status
+        conditions), and this costs a lookup per pod instead of a sort, the sums and the orderings' moves."""
+        if node is not self.node or len(pods) != len(self.pods):
+            return None
+        by_key = {(pod.namespace, pod.name): pod for pod in pods}
+        placed: list[Pod] = []
+        for mine in self.pods:
+            pod = by_key.get((mine.namespace, mine.name))
+            if pod is None:
+                return None
+            if pod is not mine and (pod.uid != mine.uid or pod.priority != mine.priority
+                                    or pod.start_time_ns != mine.start_time_ns or pod.requests != mine.requests
+                                    or pod.non_zero_requests != mine.non_zero_requests):
+                return None
+            placed.append(pod)
+        # The PDBs that count each pod depend on its labels: matched again on first use.
+        return NodeSummary(node, placed, self.used, self.levels, self.cumulative, self.has_scalar,
+                           self.level_latest_start, self.free, self.non_zero_used, None, self._largest_first)
+
     def used_with(self, nominated: Sequence[Pod]) -> Usage:
         """What the node's pods and ``nominated`` (pods nominated to it, pass 1 of docs/preemption.md §6) request."""
         if not nominated:

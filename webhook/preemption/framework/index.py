@@ -247,8 +247,11 @@ class StateIndex:
             self._pdbs_version = state.pdbs_version
             self._pdb_indexes.clear()
 
+    def _node_pods(self, name: str) -> list[Pod]:
+        return list(self.state.pods_by_node.get(name, {}).values())
+
     def _build_summary(self, name: str, node: Node) -> NodeSummary:
-        return NodeSummary.build(node, list(self.state.pods_by_node.get(name, {}).values()))
+        return NodeSummary.build(node, self._node_pods(name))
 
     def _rebuild(self) -> None:
         state = self.state
@@ -281,11 +284,12 @@ class StateIndex:
             self._add_summary(name, self._build_summary(name, node))
             bisect.insort(self.node_names, name)
         else:
-            same = old.with_pods(node, list(self.state.pods_by_node.get(name, {}).values()))
+            pods = self._node_pods(name)  # listed once: a refresh is on the path of every watch event
+            same = old.with_pods(node, pods)
             if same is not None:  # nothing any ordering, level or group reads has moved
                 self.summaries[name] = same
             else:
-                self._replace_summary(name, old, self._build_summary(name, node))
+                self._replace_summary(name, old, NodeSummary.build(node, pods))
         self._refresh_affinity_pods(name)
 
     def _add_summary(self, name: str, summary: NodeSummary) -> None:

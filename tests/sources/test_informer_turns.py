@@ -138,3 +138,28 @@ async def test_after_each_watch_event_its_hook_runs_in_the_same_turn_and_counts_
     assert [turn for turn, _ in hooked] == writes  # each event's hook in its event's turn of the loop
     assert [count for _, count in hooked] == list(range(1, api.burst + 1))  # after the event is in the state
     assert len(set(writes)) == api.burst  # the hook's time ended each batch: one event a turn
+
+
+async def test_a_request_that_comes_during_a_batch_reaches_its_handler_before_the_next_batch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """aiohttp hands a request to its handler two turns after its bytes are read (the connection's task woken, then
+    the request's own task created): a burst of watch events must let both turns run before its next batch, so an
+    admission waits behind at most the batch that was running when it came."""
+    state = ClusterState()
+    api = BurstApi(burst=6)
+    monkeypatch.setattr(informer_module, "_WATCH_BATCH_SECONDS", 0.0)  # one event a batch
+    loop = asyncio.get_running_loop()
+    seen_by_handler: list[tuple[int, int]] = []
+
+    def request_arrives(applied: int) -> None:  # the turn that reads its bytes (``data_received``)
+        loop.call_soon(loop.call_soon, lambda: seen_by_handler.append((applied, len(state.pods))))
+
+    def hook() -> None:
+        if len(state.pods) in (1, 3):
+            loop.call_soon(request_arrives, len(state.pods))
+
+    informer = Informer(cast(KubeClient, api), PODS, state, InformerSettings(watch_timeout_seconds=1),
+                        after_event=hook)
+    await informer.watch_once()
+    assert len(state.pods) == api.burst
+    assert seen_by_handler == [(1, 1), (3, 3)]  # no batch applied between a request's bytes and its handler

@@ -295,7 +295,7 @@ def _with_lower_priority_pods(index: StateIndex, nodes: set[str] | frozenset[str
     count = order.count_below(priority)
     if count >= len(index.summaries):
         return nodes if isinstance(nodes, set) else set(nodes)
-    return subset(index, set(nodes) if not isinstance(nodes, set) else nodes, order.names[:count])
+    return subset(index, set(nodes) if not isinstance(nodes, set) else nodes, order.below(priority))
 
 
 def _dry_run_by_latest_start(ctx: PredictionContext, group: set[str], level: int, count: int, lowest: int,
@@ -326,11 +326,11 @@ def _dry_run_by_latest_start(ctx: PredictionContext, group: set[str], level: int
     total = priority_sum_bound(level, count, lowest)
     left = len(group)
     ordered: Iterable[tuple[int, str]]
-    if left * SMALL_GROUP_FACTOR < len(order.names):
+    if left * SMALL_GROUP_FACTOR < len(order):
         # A few nodes of many: sorted by themselves (the ordering's own order), not found in a walk over every node.
         ordered = sorted(((order_value(key, summaries[name]), name) for name in group), reverse=True)
     else:
-        ordered = ((order.values[i], order.names[i]) for i in range(len(order.names) - 1, -1, -1))
+        ordered = order.descending()
     for value, name in ordered:
         if name not in group:
             continue
@@ -391,18 +391,16 @@ def _walk_dense_group(ctx: PredictionContext, nodes: set[str], bounds: Bounds, p
             _offer_early(ctx, early, level, lowest, best, in_group, visited)
             key = order_key("started", level)
     order = index.order(key)
-    names, values = order.names, order.values
     total_sum = priority_sum_bound(level, 1, lowest)
-    for step, i in enumerate(range(len(names) - 1, -1, -1)):
+    for step, (value, name) in enumerate(order.descending()):
         if step >= budget:
             return False, visited
-        name = names[i]
         if name not in nodes or name in early:
             continue
         summary = summaries[name]
         if not holds(summary, checks) or (previous is not None and holds(summary, previous)):
             continue
-        if best.beats(new_score(CandidateScore, (0, level, total_sum, 1, -values[i]))):
+        if best.beats(new_score(CandidateScore, (0, level, total_sum, 1, -value))):
             return True, visited
         if refine and best.beats(one_victim_bound(ctx.pod.requests, summary, level, lowest)):
             continue

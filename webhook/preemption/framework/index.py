@@ -369,11 +369,11 @@ class StateIndex:
             bisect.insort(self.node_names, name)
         else:
             pods = self._node_pods(name)  # listed once: a refresh is on the path of every watch event
-            same = old.with_pods(node, pods)
-            if same is not None:  # nothing any ordering, level or group reads has moved
-                self.summaries[name] = same
+            new = old.patched(node, pods) or NodeSummary.build(node, pods)
+            if new.cumulative is old.cumulative:  # the pod objects swapped only: no ordering, level or group moved
+                self.summaries[name] = new
             else:
-                self._replace_summary(name, old, NodeSummary.build(node, pods))
+                self._replace_summary(name, old, new)
         self._refresh_affinity_pods(name)
 
     def _add_summary(self, name: str, summary: NodeSummary) -> None:

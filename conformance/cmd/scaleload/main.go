@@ -37,6 +37,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -419,6 +420,7 @@ type record struct {
 
 type churner struct {
 	api       *kubernetes.Clientset
+	resource  string // "pods", or "configmaps": the same writes on objects a webhook does not watch
 	namespace string
 	prefix    string
 	nodes     int
@@ -440,9 +442,13 @@ func churn(args []string) {
 	pool := flags.Int("pool", 500, "churn pods kept alive once the pool is full")
 	workers := flags.Int("workers", 64, "requests in flight at most")
 	outPath := flags.String("out", "", "JSON lines, one per acknowledged write")
+	resource := flags.String("resource", "pods", "pods, or configmaps (the same load on the API server, unwatched)")
 	_ = flags.Parse(args)
-	c := &churner{api: client(*kubeconfig, *workers), namespace: *namespace, prefix: *prefix, nodes: *nodes,
-		pool: *pool}
+	if *resource != "pods" && *resource != "configmaps" {
+		fail("-resource: pods or configmaps, not " + *resource)
+	}
+	c := &churner{api: client(*kubeconfig, *workers), resource: *resource, namespace: *namespace, prefix: *prefix,
+		nodes: *nodes, pool: *pool}
 	out := os.Stdout
 	if *outPath != "" {
 		file, err := os.Create(*outPath)
@@ -562,21 +568,34 @@ func (c *churner) write(op, name string) (record, error) {
 	var err error
 	switch op {
 	case "create":
-		var pod *corev1.Pod
-		pod, err = pods.Create(ctx, c.pod(name), metav1.CreateOptions{})
-		meta = pod
+		if c.resource == "configmaps" {
+			var made *corev1.ConfigMap
+			made, err = c.api.CoreV1().ConfigMaps(c.namespace).Create(ctx, c.configMap(name), metav1.CreateOptions{})
+			meta = made
+		} else {
+			var pod *corev1.Pod
+			pod, err = pods.Create(ctx, c.pod(name), metav1.CreateOptions{})
+			meta = pod
+		}
 	case "update":
-		patch := fmt.Sprintf(`{"metadata":{"labels":{"churn-generation":"%d"}}}`, sent)
-		var pod *corev1.Pod
-		pod, err = pods.Patch(ctx, name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{})
-		meta = pod
+		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{"churn-generation":"%d"}}}`, sent))
+		if c.resource == "configmaps" {
+			var made *corev1.ConfigMap
+			made, err = c.api.CoreV1().ConfigMaps(c.namespace).Patch(ctx, name, "application/merge-patch+json", patch,
+				metav1.PatchOptions{})
+			meta = made
+		} else {
+			var pod *corev1.Pod
+			pod, err = pods.Patch(ctx, name, "application/merge-patch+json", patch, metav1.PatchOptions{})
+			meta = pod
+		}
 	default:
 		zero := int64(0) // bound pods wait for a kubelet otherwise; none runs here
 		// The typed client's Delete drops the answer; the REST call keeps it: the pod as deleted, whose
 		// resourceVersion is the deletion's (k8s.io/apiserver/pkg/storage/etcd3/store.go, conditionalDelete).
 		var answer any
 		answer, err = c.api.CoreV1().RESTClient().Delete().
-			Namespace(c.namespace).Resource("pods").Name(name).
+			Namespace(c.namespace).Resource(c.resource).Name(name).
 			Body(&metav1.DeleteOptions{GracePeriodSeconds: &zero}).Do(ctx).Get()
 		if err == nil {
 			var ok bool
@@ -594,6 +613,15 @@ func (c *churner) write(op, name string) (record, error) {
 		return record{}, fmt.Errorf("resourceVersion %q: %w", meta.GetResourceVersion(), err)
 	}
 	return record{Op: op, RV: rv, Sent: sent, Ack: ack}, nil
+}
+
+// configMap is the unwatched twin of a churn pod: about the size of one as the API server stores it.
+func (c *churner) configMap(name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.namespace,
+			Labels: map[string]string{"app": "churn", "tier": "batch-low"}},
+		Data: map[string]string{"payload": strings.Repeat("x", 1024)},
+	}
 }
 
 func (c *churner) pod(name string) *corev1.Pod {

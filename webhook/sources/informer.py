@@ -65,8 +65,8 @@ _REPLACE_BATCH = 100
 # Watch events applied between two yields at most, and the time after which the informer yields sooner: one read of
 # the stream can hold dozens of events (more after any pause), each ~80 us to decode, convert and apply, and an
 # admission must not wait behind the whole batch. The time includes the ``after_event`` hook (``serve`` refreshes the
-# event's node in the predictor's index there, ~190 us at 15,000 nodes), so a batch is mostly one event: an admission
-# waits behind it once or twice (the turn that was running when it came, the batch queued before its handler). With
+# event's node in the predictor's index there, ~190 us at 15,000 nodes), so a batch is mostly one or two events, and
+# an admission waits behind the one running when it came (``_TURNS_BETWEEN_BATCHES``). With
 # 0.5 ms instead of 0.2, two A/B runs of an instrumented probe on bench/scale.py's cluster at 15,000 nodes under
 # ~300 pod writes/s measured churn preempt / unschedulable p99 of 3.42 / 3.33 and 2.92 / 2.82 ms against 2.85 / 2.56
 # and 2.39 / 2.42 ms. (Two events or 0.2 ms, without the hook, once gave a bench/scale.py run at 15,000 nodes churn

@@ -69,25 +69,28 @@ class SortedNames:
         lo = bisect.bisect_left(bound_values, value)
         return bisect.bisect_left(self._bound_names, name, lo, bisect.bisect_right(bound_values, value, lo))
 
+    @staticmethod
+    def _index_in(values: list[int], names: list[str], value: int, name: str) -> int:
+        """Where (value, name) is, or goes, in one block."""
+        lo = bisect.bisect_left(values, value)
+        return bisect.bisect_left(names, name, lo, bisect.bisect_right(values, value, lo))
+
     def add(self, value: int, name: str) -> None:
         b = self._block_of(value, name)
-        if b == len(self._values):
+        if b == len(self._values):  # past every bound: at the end of the last block, whose bound it becomes
             if b == 0:
-                self._values.append([value])
-                self._names.append([name])
+                self._values.append([])
+                self._names.append([])
                 self._bound_values.append(value)
                 self._bound_names.append(name)
-                self._size = 1
-                return
-            b -= 1  # after every entry: at the end of the last block
+            else:
+                b -= 1
+                self._bound_values[b], self._bound_names[b] = value, name
         values, names = self._values[b], self._names[b]
-        lo = bisect.bisect_left(values, value)
-        i = bisect.bisect_left(names, name, lo, bisect.bisect_right(values, value, lo))
+        i = self._index_in(values, names, value, name)
         values.insert(i, value)
         names.insert(i, name)
         self._size += 1
-        if (value, name) > (self._bound_values[b], self._bound_names[b]):  # past every entry: the last block grows
-            self._bound_values[b], self._bound_names[b] = value, name
         if len(values) > 2 * self.BLOCK:
             half = len(values) // 2
             self._values[b + 1:b + 1] = [values[half:]]
@@ -101,8 +104,7 @@ class SortedNames:
         if b == len(self._values):
             return
         values, names = self._values[b], self._names[b]
-        lo = bisect.bisect_left(values, value)
-        i = bisect.bisect_left(names, name, lo, bisect.bisect_right(values, value, lo))
+        i = self._index_in(values, names, value, name)
         if i == len(values) or names[i] != name or values[i] != value:
             return
         del values[i], names[i]

@@ -174,12 +174,17 @@ def test_the_exposure_equals_the_reference(drawn: tuple[ClusterState, Config]) -
 @st.composite
 def changes(draw: st.DrawFn, state: ClusterState) -> list[Pod | PodDisruptionBudget | str]:
     """Pod updates (what the informers deliver: binding, phase, deletion, labels, class), pod deletions ("ns/name")
-    and PDB selector changes, in any order."""
+    PDB selector changes and PDB status changes (the budget left only), in any order."""
     found: list[Pod | PodDisruptionBudget | str] = []
     for _ in range(draw(st.integers(1, 12))):
         pods = sorted(state.pods)
-        kind = draw(st.sampled_from(["pod", "pod", "pod", "delete", "pdb"]))
-        if kind == "pdb":
+        pdbs = sorted(((pdb.namespace, pdb.name), pdb) for pdbs in state.pdbs_by_namespace.values()
+                      for pdb in pdbs.values())
+        kind = draw(st.sampled_from(["pod", "pod", "pod", "delete", "pdb", "budget"]))
+        if kind == "budget" and pdbs:
+            pdb = draw(st.sampled_from(pdbs))[1]
+            found.append(replace(pdb, disruptions_allowed=pdb.disruptions_allowed + draw(st.sampled_from([-1, 1]))))
+        elif kind == "pdb":
             found.append(PodDisruptionBudget(draw(st.sampled_from(["pdb0", "pdb9"])), draw(st.sampled_from(NAMESPACES)),
                                              draw(st.sampled_from([LabelSelector({"app": "web"}),
                                                                    LabelSelector({"app": "batch"}), None])),
@@ -212,6 +217,10 @@ def test_the_index_kept_pod_change_by_pod_change_equals_one_built_afresh(data: s
             if isinstance(change, PodDisruptionBudget):
                 index.pdbs_changed(change.namespace, state.pdbs_in(change.namespace),
                                    state.pods_by_namespace.get(change.namespace, {}).values())
+        if data.draw(st.booleans()):  # read between changes: what a read keeps (each PDB's budget) stays true
+            table = access_table(state, cfg)
+            kept = [index.exposure(ns, state.pdbs_in(ns), table, state.namespaces, "tenant") for ns in NAMESPACES]
+            assert kept == compute_exposure(state, cfg, list(NAMESPACES))
     table = access_table(state, cfg)
     kept = [index.exposure(ns, state.pdbs_in(ns), table, state.namespaces, "tenant") for ns in NAMESPACES]
     assert kept == compute_exposure(state, cfg, list(NAMESPACES))

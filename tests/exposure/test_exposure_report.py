@@ -3,10 +3,12 @@ exposure-reports component installs, its hash blind to timestamps only, its word
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import orjson
 import yaml
 
 from webhook.exposure import NamespaceExposure, PdbBudget, PreemptingClass, PriorityBand
@@ -57,3 +59,27 @@ def test_the_hash_follows_the_content_and_ignores_the_time() -> None:
     assert first["metadata"]["annotations"][HASH_ANNOTATION] == later["metadata"]["annotations"][HASH_ANNOTATION]
     changed = policy_report(NamespaceExposure("team-b", EXPOSED.bands[:1], EXPOSED.pdbs), timestamp=1)
     assert content_hash(changed) != content_hash(first)
+
+
+def test_the_hash_is_the_sha256_of_the_report_without_timestamps_as_earlier_releases_wrote_it() -> None:
+    """A report the API holds from an earlier release is not rewritten for an unchanged exposure: the digest is
+    still sha256 over ``{"results", "scope", "summary"}`` with sorted keys (orjson's compact JSON), however it is
+    computed now (from each result's JSON, kept from the last report made)."""
+    for timestamp in (5, 6):  # the second report is made from the kept PDB results
+        report = policy_report(EXPOSED, timestamp=timestamp)
+        stripped = [{k: v for k, v in r.items() if k != "timestamp"} for r in report["results"]]
+        text = orjson.dumps({"scope": report["scope"], "results": stripped, "summary": report["summary"]},
+                            option=orjson.OPT_SORT_KEYS)
+        expected = hashlib.sha256(text).hexdigest()[:32]
+        assert report["metadata"]["annotations"][HASH_ANNOTATION] == expected == content_hash(report)
+        assert all(r["timestamp"] == {"seconds": timestamp, "nanos": 0} for r in report["results"])
+
+
+def test_a_pdb_result_kept_from_the_last_report_follows_its_budget() -> None:
+    before = policy_report(EXPOSED, timestamp=1)["results"][-1]
+    spent = PdbBudget("web", 3, ("web-1", "web-2", "web-3"), 0)
+    after = policy_report(NamespaceExposure("team-b", EXPOSED.bands, (spent,)), timestamp=1)["results"][-1]
+    assert before["properties"]["disruptionsAllowed"] == "1" and before["result"] == "pass"
+    assert after["properties"]["disruptionsAllowed"] == "0" and after["result"] == "warn"
+    elsewhere = policy_report(NamespaceExposure("team-c", EXPOSED.bands, EXPOSED.pdbs), timestamp=1)["results"][-1]
+    assert elsewhere["resources"][0]["namespace"] == "team-c"

@@ -59,12 +59,16 @@ class _Band:
 class _Namespace:
     """One namespace's running pods, counted."""
 
-    __slots__ = ("bands", "matcher", "members", "selectors")
+    __slots__ = ("bands", "budgets", "changed", "matcher", "members", "selectors")
 
     def __init__(self, namespace: str, selectors: PdbSelectors = ()) -> None:
         self.bands: dict[int, _Band] = {}
         self.selectors = selectors
         self.members: dict[str, set[str]] = {name: set() for name, _ in selectors}
+        # Each PDB's last budget read, and the PDBs whose members changed since: a read under churn builds only
+        # those again (a namespace of 225 PDBs built whole held the event loop ~2 ms a scan at 15,000 nodes).
+        self.budgets: dict[str, PdbBudget] = {}
+        self.changed: set[str] = set()
         self.matcher: PdbIndex | None = None
         if selectors:
             # disruptedPods left out (see the module doc); PdbIndex keeps upstream's order and selector rules.
@@ -83,15 +87,29 @@ class _Namespace:
             if matches:
                 band.protected += sign
                 for i in matches:
-                    names = self.members[self.selectors[i][0]]
+                    name = self.selectors[i][0]
+                    names = self.members[name]
                     if sign > 0:
                         names.add(pod.name)
                     else:
                         names.discard(pod.name)
+                    self.changed.add(name)
         if band.pods == 0:
             del self.bands[priority]
         elif band.classes[pod.priority_class_name] == 0:
             del band.classes[pod.priority_class_name]
+
+    def budget(self, pdb: PodDisruptionBudget) -> PdbBudget:
+        """``pdb``'s running pods as counted and the budget it has left (the last one read, if still true)."""
+        kept = self.budgets.get(pdb.name)
+        if kept is not None and pdb.name not in self.changed and kept.disruptions_allowed == pdb.disruptions_allowed:
+            return kept
+        names = self.members.get(pdb.name, set())
+        budget = PdbBudget(pdb.name, len(names), tuple(heapq.nsmallest(PDB_POD_NAMES, names)),
+                           pdb.disruptions_allowed)
+        self.budgets[pdb.name] = budget
+        self.changed.discard(pdb.name)
+        return budget
 
 
 class _Recount:
@@ -212,12 +230,8 @@ class ExposureIndex:
             PriorityBand(priority, tuple(sorted(band.classes)), band.pods, band.protected,
                          table.preempting(priority, tenant))
             for priority, band in sorted(counted.bands.items()))
-        budgets = []
-        for pdb in sorted(pdbs, key=lambda p: p.name):
-            names = counted.members.get(pdb.name, set())
-            budgets.append(PdbBudget(pdb.name, len(names), tuple(heapq.nsmallest(PDB_POD_NAMES, names)),
-                                     pdb.disruptions_allowed))
-        return NamespaceExposure(namespace, bands, tuple(budgets))
+        budgets = tuple(counted.budget(pdb) for pdb in sorted(pdbs, key=lambda p: p.name))
+        return NamespaceExposure(namespace, bands, budgets)
 
 
 def _counted_alike(old: Pod, new: Pod) -> bool:

@@ -71,6 +71,10 @@ def band_message(band: PriorityBand) -> str:
 
 
 def band_result(band: PriorityBand, timestamp: int) -> dict[str, Any]:
+    return {**_band_content(band), "timestamp": {"seconds": timestamp, "nanos": 0}}
+
+
+def _band_content(band: PriorityBand) -> dict[str, Any]:
     properties = {
         "priority": str(band.priority),
         "priorityClasses": ",".join(c or NO_CLASS for c in band.classes),
@@ -86,7 +90,6 @@ def band_result(band: PriorityBand, timestamp: int) -> dict[str, Any]:
         "policy": POLICY, "rule": RULE_BAND, "category": CATEGORY, "source": SOURCE,
         "result": "warn" if warn else "pass", "severity": "medium" if warn else "info", "scored": False,
         "message": band_message(band), "properties": properties,
-        "timestamp": {"seconds": timestamp, "nanos": 0},
     }
 
 
@@ -97,11 +100,26 @@ def pdb_message(pdb: PdbBudget) -> str:
 
 
 def pdb_result(namespace: str, pdb: PdbBudget, timestamp: int) -> dict[str, Any]:
+    return {**_pdb_content(namespace, pdb)[0], "timestamp": {"seconds": timestamp, "nanos": 0}}
+
+
+# The last PDB result made per (namespace, PDB name), with its budget and its bytes for the hash: the exposure scan
+# makes a namespace's report again whenever a pod of it changes, and most of its PDBs' budgets have not (the index
+# keeps their PdbBudget objects, compute.py). Bounded by the PDBs seen; the results are never mutated.
+_PDB_CONTENTS: dict[tuple[str, str], tuple[PdbBudget, dict[str, Any], bytes]] = {}
+_PDB_CONTENTS_MAX = 100_000
+
+
+def _pdb_content(namespace: str, pdb: PdbBudget) -> tuple[dict[str, Any], bytes]:
+    """A PDB's result without its timestamp, and its JSON as ``content_hash`` reads it."""
+    kept = _PDB_CONTENTS.get((namespace, pdb.name))
+    if kept is not None and (kept[0] is pdb or kept[0] == pdb):
+        return kept[1], kept[2]
     names = ",".join(pdb.pod_names)
     if pdb.pods > len(pdb.pod_names):
         names += f" (+{pdb.pods - len(pdb.pod_names)} more)"
     warn = pdb.pods > 0 and pdb.disruptions_allowed <= 0
-    return {
+    content = {
         "policy": POLICY, "rule": RULE_PDB, "category": CATEGORY, "source": SOURCE,
         "result": "warn" if warn else "pass", "severity": "low" if warn else "info", "scored": False,
         "message": pdb_message(pdb),
@@ -109,8 +127,12 @@ def pdb_result(namespace: str, pdb: PdbBudget, timestamp: int) -> dict[str, Any]
                        "name": pdb.name}],
         "properties": {"protectedPods": str(pdb.pods), "disruptionsAllowed": str(pdb.disruptions_allowed),
                        "pods": names},
-        "timestamp": {"seconds": timestamp, "nanos": 0},
     }
+    serialized = orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
+    if len(_PDB_CONTENTS) >= _PDB_CONTENTS_MAX:
+        _PDB_CONTENTS.clear()
+    _PDB_CONTENTS[(namespace, pdb.name)] = (pdb, content, serialized)
+    return content, serialized
 
 
 def summarize(results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -122,24 +144,44 @@ def summarize(results: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 
 def content_hash(report: Mapping[str, Any]) -> str:
     """A digest of the report's scope, results and summary, without timestamps."""
-    results = [{k: v for k, v in r.items() if k != "timestamp"} for r in report.get("results") or ()]
-    content = {"scope": report.get("scope"), "results": results, "summary": report.get("summary")}
-    return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+    results = [orjson.dumps({k: v for k, v in r.items() if k != "timestamp"}, option=orjson.OPT_SORT_KEYS)
+               for r in report.get("results") or ()]
+    return _digest(report.get("scope"), results, report.get("summary"))
+
+
+def _digest(scope: object, results: Sequence[bytes], summary: object) -> str:
+    """``sha256`` of ``{"results": [...], "scope": ..., "summary": ...}`` as orjson writes it with sorted keys, from
+    each result's own JSON (so a result kept from the last report is not serialized again)."""
+    sha = hashlib.sha256(b'{"results":[')
+    sha.update(b",".join(results))
+    sha.update(b'],"scope":')
+    sha.update(orjson.dumps(scope, option=orjson.OPT_SORT_KEYS))
+    sha.update(b',"summary":')
+    sha.update(orjson.dumps(summary, option=orjson.OPT_SORT_KEYS))
+    sha.update(b"}")
+    return sha.hexdigest()[:32]
 
 
 def policy_report(exposure: NamespaceExposure, *, timestamp: int) -> dict[str, Any]:
     """The PolicyReport of one namespace (``timestamp``: Unix seconds, the results' time)."""
     namespace = exposure.namespace
-    results = [band_result(band, timestamp) for band in exposure.bands]
-    results += [pdb_result(namespace, pdb, timestamp) for pdb in exposure.pdbs]
+    contents = [_band_content(band) for band in exposure.bands]
+    serialized = [orjson.dumps(content, option=orjson.OPT_SORT_KEYS) for content in contents]
+    for pdb in exposure.pdbs:
+        content, json = _pdb_content(namespace, pdb)
+        contents.append(content)
+        serialized.append(json)
+    stamp = {"seconds": timestamp, "nanos": 0}
+    scope = {"apiVersion": "v1", "kind": "Namespace", "name": namespace}
+    summary = summarize(contents)
     report: dict[str, Any] = {
         "apiVersion": API_VERSION, "kind": KIND,
-        "metadata": {"name": REPORT_NAME, "namespace": namespace, "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
-        "scope": {"apiVersion": "v1", "kind": "Namespace", "name": namespace},
-        "summary": summarize(results),
-        "results": results,
+        "metadata": {"name": REPORT_NAME, "namespace": namespace, "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+                     "annotations": {HASH_ANNOTATION: _digest(scope, serialized, summary)}},
+        "scope": scope,
+        "summary": summary,
+        "results": [{**content, "timestamp": stamp} for content in contents],
     }
-    report["metadata"]["annotations"] = {HASH_ANNOTATION: content_hash(report)}
     return report
 
 

@@ -17,6 +17,7 @@ from fake_apiserver import pod
 from webhook.cluster.model import ClusterObject
 from webhook.cluster.snapshot import ClusterState
 from webhook.kubeapi import ApiAnswer, KubeClient
+from webhook.server.connections import RequestsInFlight
 from webhook.sources import informer as informer_module
 from webhook.sources.informer import PODS, Informer, InformerSettings
 
@@ -163,3 +164,56 @@ async def test_a_request_that_comes_during_a_batch_reaches_its_handler_before_th
     await informer.watch_once()
     assert len(state.pods) == api.burst
     assert seen_by_handler == [(1, 1), (3, 3)]  # no batch applied between a request's bytes and its handler
+
+
+async def test_between_batches_the_informer_waits_while_a_request_is_in_flight(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve`` hands the informers its admission listener's ``RequestsInFlight.wait_for_none``: a request that is
+    suspended (its body still coming) resumes before any further batch of watch events."""
+    state = ClusterState()
+    api = BurstApi(burst=6)
+    monkeypatch.setattr(informer_module, "_WATCH_BATCH_SECONDS", 0.0)  # one event a batch
+    in_flight = RequestsInFlight(max_wait_seconds=10.0)
+    applied_while_in_flight: list[int] = []
+    requests: list[asyncio.Task[None]] = []
+
+    async def request() -> None:
+        in_flight.began()
+        try:
+            for _ in range(20):  # suspended for many turns of the loop, as a body read waiting for its bytes
+                applied_while_in_flight.append(len(state.pods))
+                await asyncio.sleep(0)
+        finally:
+            in_flight.ended()
+
+    def hook() -> None:
+        if len(state.pods) == 2:
+            requests.append(asyncio.ensure_future(request()))
+
+    informer = Informer(cast(KubeClient, api), PODS, state, InformerSettings(watch_timeout_seconds=1),
+                        after_event=hook, between_batches=in_flight.wait_for_none)
+    await asyncio.wait_for(informer.watch_once(), 5)  # woken when the request ends, not at the 10 s bound
+    await asyncio.gather(*requests)
+    assert len(state.pods) == api.burst
+    assert applied_while_in_flight == [2] * 20  # no event applied until the request was answered
+
+
+async def test_a_request_held_open_slows_the_watch_by_a_bounded_wait_a_batch_but_never_stops_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    state = ClusterState()
+    api = BurstApi(burst=6)
+    monkeypatch.setattr(informer_module, "_WATCH_BATCH_SECONDS", 0.0)
+    in_flight = RequestsInFlight(max_wait_seconds=0.02)
+    in_flight.began()  # never ends during the watch (a client sending its body a byte at a time)
+    informer = Informer(cast(KubeClient, api), PODS, state, InformerSettings(watch_timeout_seconds=1),
+                        between_batches=in_flight.wait_for_none)
+    began = time.monotonic()
+    await asyncio.wait_for(informer.watch_once(), 5)
+    elapsed = time.monotonic() - began
+    assert len(state.pods) == api.burst
+    assert elapsed >= (api.burst - 1) * 0.02  # it did wait, a batch at a time
+    assert not in_flight._waiters  # no waiter left behind
+    in_flight.ended()
+    began = time.monotonic()
+    await in_flight.wait_for_none()  # none in flight: no wait
+    assert time.monotonic() - began < 0.01

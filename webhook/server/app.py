@@ -65,6 +65,7 @@ from webhook.server.ratelimit import CallerRateLimit
 from webhook.server.settings import ServerSettings
 from webhook.server.tenants import TenantServices
 from webhook.server.tls import ServingTLS, serving_tls
+from webhook.sources.kube_source import KubernetesSource
 from webhook.sources.source import ClusterSource
 from webhook.tasks import cancel_and_wait, running_in_background
 
@@ -189,12 +190,17 @@ async def _predictor_lifecycle(app: web.Application) -> AsyncIterator[None]:
             catch_up = catch_up_after_event(source.state)
             if isinstance(after_watch_event, list):
                 after_watch_event.append(catch_up)
+            # Admissions go first: the informers wait between two batches of watch events while any is in flight.
+            if isinstance(source, KubernetesSource):
+                source.between_watch_batches = app[LIMITS_KEY].guard.in_flight.wait_for_none
             try:
                 async with running_in_background(keep_index_fresh(source.state), name="preemptguard-index-refresh"):
                     yield
             finally:
                 if isinstance(after_watch_event, list):
                     after_watch_event.remove(catch_up)
+                if isinstance(source, KubernetesSource):
+                    source.between_watch_batches = None
     app[PREDICTOR_KEY].shutdown()
 
 

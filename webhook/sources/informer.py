@@ -18,7 +18,7 @@ import gc
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,13 +211,17 @@ class Informer:
     """Keeps one kind of ``state`` equal to the API server's view, for as long as ``run`` runs."""
 
     def __init__(self, api: KubeClient, resource: ResourceKind, state: ClusterState,
-                 settings: InformerSettings | None = None, after_event: Callable[[], object] | None = None) -> None:
+                 settings: InformerSettings | None = None, after_event: Callable[[], object] | None = None,
+                 between_batches: Callable[[], Awaitable[object]] | None = None) -> None:
         self.api = api
         self.resource = resource
         self.state = state
         self.settings = settings or InformerSettings()
         # Called after each watch event applied, in the same turn of the event loop and within its batch's time.
         self.after_event = after_event
+        # Awaited between two batches of watch events, after the turns given up (``serve``: until no admission is
+        # in flight, for at most a millisecond).
+        self.between_batches = between_batches
         self.resource_version: str | None = None
         self.synced = asyncio.Event()
         self.last_contact: float | None = None  # time.monotonic() of the last successful exchange
@@ -465,7 +469,7 @@ class Informer:
         async with self.api.watch(self.resource.list_path, query=query, timeout=timeout) as stream:
             self._touch()
             since_yield, busy = 0, 0.0
-            after_event = self.after_event
+            after_event, between_batches = self.after_event, self.between_batches
             async for event in stream:
                 began = time.perf_counter()
                 self.apply_event(event)
@@ -478,6 +482,8 @@ class Informer:
                 if since_yield >= _WATCH_BATCH_EVENTS or busy >= _WATCH_BATCH_SECONDS:
                     for _ in range(_TURNS_BETWEEN_BATCHES):
                         await asyncio.sleep(0)
+                    if between_batches is not None:
+                        await between_batches()
                     since_yield, busy = 0, 0.0
         if events == 0 and time.monotonic() - started < _VERY_SHORT_WATCH_SECONDS:
             raise WatchEndedTooSoon(f"very short watch: {self.resource.list_path}: unexpected watch close")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from webhook.cluster.model import PriorityClass
 from webhook.cluster.snapshot import ClusterState
@@ -45,6 +45,9 @@ class KubernetesSource:
         # Called after every watch event the informers apply, in its turn of the event loop (``serve`` catches the
         # predictor's index up there, so an admission does not find the event's node still to refresh).
         self.after_watch_event: list[Callable[[], object]] = []
+        # Awaited by the informers between two batches of watch events (``serve``: until the admissions in flight
+        # are answered, for at most a millisecond: they go first).
+        self.between_watch_batches: Callable[[], Awaitable[object]] | None = None
         self._started_at: float | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -54,7 +57,8 @@ class KubernetesSource:
             return
         await self.api.open()
         self._started_at = time.monotonic()
-        self.informers = [Informer(self.api, kind, self.state, self.settings, after_event=self._watch_event_applied)
+        self.informers = [Informer(self.api, kind, self.state, self.settings, after_event=self._watch_event_applied,
+                                   between_batches=self._between_watch_batches)
                           for kind in self.kinds]
         for informer in self.informers:
             informer.start()
@@ -65,6 +69,11 @@ class KubernetesSource:
                 hook()
             except Exception:  # the informer that applied the event must go on whatever a hook does
                 log.exception("a hook after a watch event failed")
+
+    async def _between_watch_batches(self) -> None:
+        wait = self.between_watch_batches
+        if wait is not None:
+            await wait()
 
     async def wait_until_ready(self, timeout: float | None = None) -> bool:
         """Wait until every informer has synced once; False when ``timeout`` passes first."""

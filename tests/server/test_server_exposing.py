@@ -128,3 +128,24 @@ async def test_a_scan_recounting_a_namespace_gives_the_event_loop_back_between_s
     assert turns - before >= 10  # one turn per step of RECOUNT_STEP pods at least
     (budget,) = scanner.exposures["team-b"].pdbs
     assert budget.pods == 10 * RECOUNT_STEP
+
+
+async def test_the_scan_gives_the_loop_back_after_each_step_longer_than_a_watch_batch() -> None:
+    """An admission arriving while the scan works waits for the slice to end: a step of a quarter millisecond (a
+    namespace's exposure at scale is one step) is followed by a turn of the loop, as a batch of watch events is."""
+    now = [0.0]
+    pacer = exposing.Pacer(exposing.DEFAULT_SLICE_SECONDS, exposing.DEFAULT_MAX_DUTY, clock=lambda: now[0])
+    pacer.start()
+    turns = 0
+
+    async def other_task() -> None:
+        nonlocal turns
+        turns += 1
+
+    for step in range(3):
+        now[0] += 0.00025
+        task = asyncio.ensure_future(other_task())
+        await pacer.pace()
+        assert task.done(), step  # the loop ran another task before the next step
+    assert turns == 3
+    assert pacer.stop() == pytest.approx(0.00075)

@@ -53,7 +53,10 @@ from webhook.sources.source import ClusterSource
 log = logging.getLogger("webhook.exposure")
 
 DEFAULT_INTERVAL_SECONDS = 2.0
-DEFAULT_SLICE_SECONDS = 0.001
+# An admission that comes while the scan works waits for its slice to end: no longer than a batch of watch events
+# (informer.py). A namespace's exposure is one piece (~0.5 ms at 15,000 nodes, 225 PDBs a namespace); with 1 ms
+# slices two or three of them ran back to back.
+DEFAULT_SLICE_SECONDS = 0.0002
 DEFAULT_MAX_DUTY = 0.2
 DEFAULT_WRITES_PER_SECOND = 10.0
 CRD_RETRY_SECONDS = 60.0

@@ -70,10 +70,6 @@ def band_message(band: PriorityBand) -> str:
     return f"{head}: {what}{protected}"
 
 
-def band_result(band: PriorityBand, timestamp: int) -> dict[str, Any]:
-    return {**_band_content(band), "timestamp": {"seconds": timestamp, "nanos": 0}}
-
-
 def _band_content(band: PriorityBand) -> dict[str, Any]:
     properties = {
         "priority": str(band.priority),
@@ -97,10 +93,6 @@ def pdb_message(pdb: PdbBudget) -> str:
     left = (f"{plural(pdb.disruptions_allowed, 'disruption')} allowed" if pdb.disruptions_allowed > 0
             else "no disruption allowed: preempting any of them violates it")
     return f"PodDisruptionBudget {pdb.name} selects {plural(pdb.pods, 'running pod')}; {left}"
-
-
-def pdb_result(namespace: str, pdb: PdbBudget, timestamp: int) -> dict[str, Any]:
-    return {**_pdb_content(namespace, pdb)[0], "timestamp": {"seconds": timestamp, "nanos": 0}}
 
 
 # The last PDB result made per (namespace, PDB name), with its budget and its bytes for the hash: the exposure scan

@@ -181,8 +181,7 @@ class RequestsInFlight:
         self.count -= 1
         if self.count == 0:
             for waiter in self._waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+                _resolve(waiter)
             self._waiters.clear()
 
     async def wait_for_none(self) -> None:
@@ -223,10 +222,9 @@ class ConnectionGuard:
     """Creates ``GuardedProtocol``s around an aiohttp server, keeps the caps and finds a request's connection."""
 
     def __init__(self, name: str, metrics: ConnectionMetrics, *, max_connections: int, max_per_client: int,
-                 first_request_timeout: float, header_timeout: float, tls_handshake_timeout: float,
-                 in_flight: RequestsInFlight | None = None) -> None:
+                 first_request_timeout: float, header_timeout: float, tls_handshake_timeout: float) -> None:
         self.name = name
-        self.in_flight = in_flight if in_flight is not None else RequestsInFlight()
+        self.in_flight = RequestsInFlight()
         self.metrics = metrics
         self.max_connections = max_connections
         self.max_per_client = max_per_client

@@ -123,3 +123,14 @@ async def run_for(seconds: float, every: float, action: Any) -> int:
         count += 1
         await asyncio.sleep(every)
     return count
+
+
+async def eventually(condition: Any, timeout: float = 10.0) -> bool:
+    """Whether ``condition()`` holds within ``timeout`` seconds (polled every 10 ms)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        if callable(condition) and condition():
+            return True
+        await asyncio.sleep(0.01)
+    return False

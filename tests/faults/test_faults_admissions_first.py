@@ -9,22 +9,12 @@ import asyncio
 import json
 
 from fake_apiserver import FakeApiServer, pod
-from faults_support import pod_review
+from faults_support import eventually, pod_review
 
 from webhook.routes import MUTATE_PODS_PATH
 from webhook.server.connections import RequestsInFlight
 from webhook.server.testing import LoopbackWebhook
 from webhook.sources.kube_source import KubernetesSource
-
-
-async def eventually(condition: object, timeout: float = 10.0) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if callable(condition) and condition():
-            return True
-        await asyncio.sleep(0.01)
-    return False
 
 
 async def test_the_watch_waits_for_admissions_in_flight_a_bounded_time_each_batch(

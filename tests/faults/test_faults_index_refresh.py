@@ -3,22 +3,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from fake_apiserver import FakeApiServer, pod
+from faults_support import eventually
 
 from webhook.preemption.framework.index import state_index
 from webhook.server.testing import LoopbackWebhook
-
-
-async def eventually(condition: object, timeout: float = 10.0) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if callable(condition) and condition():
-            return True
-        await asyncio.sleep(0.01)
-    return False
 
 
 async def test_the_predictors_index_follows_the_watch_without_an_admission(

@@ -186,21 +186,19 @@ async def _predictor_lifecycle(app: web.Application) -> AsyncIterator[None]:
             yield
         else:
             source = app[SOURCE_KEY]
-            after_watch_event = getattr(source, "after_watch_event", None)  # a live cluster's informers
+            live = source if isinstance(source, KubernetesSource) else None  # a live cluster's informers
             catch_up = catch_up_after_event(source.state)
-            if isinstance(after_watch_event, list):
-                after_watch_event.append(catch_up)
-            # Admissions go first: the informers wait between two batches of watch events while any is in flight.
-            if isinstance(source, KubernetesSource):
-                source.between_watch_batches = app[LIMITS_KEY].guard.in_flight.wait_for_none
+            if live is not None:
+                live.after_watch_event.append(catch_up)
+                # Admissions go first: the informers wait between two watch batches while any is in flight.
+                live.between_watch_batches = app[LIMITS_KEY].guard.in_flight.wait_for_none
             try:
                 async with running_in_background(keep_index_fresh(source.state), name="preemptguard-index-refresh"):
                     yield
             finally:
-                if isinstance(after_watch_event, list):
-                    after_watch_event.remove(catch_up)
-                if isinstance(source, KubernetesSource):
-                    source.between_watch_batches = None
+                if live is not None:
+                    live.after_watch_event.remove(catch_up)
+                    live.between_watch_batches = None
     app[PREDICTOR_KEY].shutdown()
 
 

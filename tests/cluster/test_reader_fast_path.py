@@ -498,6 +498,34 @@ def test_equal_but_differently_typed_quantities_are_read_separately(order: list[
             assert_same_as_reference(raw)
 
 
+@pytest.mark.parametrize("spec", [
+    # The summed requests lose the GPU (a negative overhead or a second container cancels it); the container
+    # still names it, and pod_claims reads each container's own requests (the draw hypothesis once found).
+    {"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": 1}}}],
+     "overhead": {"cpu": 1, "nvidia.com/gpu": "-1"}},
+    {"containers": [{"name": "a", "resources": {"requests": {"nvidia.com/gpu": "1"}}},
+                    {"name": "b", "resources": {"requests": {"nvidia.com/gpu": "-1"}}}]},
+    {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}],
+     "initContainers": [{"name": "i", "resources": {"limits": {"deviceclass.resource.kubernetes.io/gpu": "2"}}}],
+     "overhead": {"deviceclass.resource.kubernetes.io/gpu": "-2"}},
+])
+def test_extended_resources_cancelled_in_the_sum_are_still_read_as_claims(spec: dict[str, Any]) -> None:
+    pod = state_pod_from_dict(deployment_pod(**spec))
+    assert pod.claims is not None and pod.claims.containers
+    assert_same_as_reference(deployment_pod(**spec))
+
+
+@pytest.mark.parametrize("limit", ["lots", "1e", 7])
+def test_a_limit_beside_its_request_is_still_read_as_a_quantity(limit: object) -> None:
+    # The request decides the sum, but the checked reading refuses a limit that is no quantity (a draw found it).
+    raw = deployment_pod(containers=[{"name": "a", "resources": {"requests": {"cpu": "100m"},
+                                                                 "limits": {"memory": "1", "cpu": limit}}}])
+    assert_same_as_reference(raw)
+    if isinstance(limit, str):
+        with pytest.raises(InvalidInput, match=r"^spec.containers\[0\].resources.limits.cpu: "):
+            state_pod_from_dict(raw)
+
+
 def test_a_remembered_request_set_does_not_hide_a_bool_quantity() -> None:
     pod_from_dict(deployment_pod(containers=[{"name": "a", "resources": {"requests": {"cpu": 1}}}]))
     with pytest.raises(InvalidInput) as excinfo:

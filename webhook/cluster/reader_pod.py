@@ -24,7 +24,7 @@ from webhook.cluster.reader_constraints import (
     spread_constraints,
     weighted_affinity_terms,
 )
-from webhook.cluster.reader_devices import pod_claims
+from webhook.cluster.reader_devices import may_have_pod_claims, pod_claims
 from webhook.cluster.reader_resources import (
     NO_EXTRAS,
     QuotaExtras,
@@ -336,7 +336,7 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         runtime_class_name=_interned_str(spec.get("runtimeClassName"), "spec.runtimeClassName"),
         unmodeled=_unmodeled_features(spec),
         volumes=pod_volumes(spec) if "volumes" in spec else None,
-        claims=pod_claims(spec, status) if "resourceClaims" in spec or requests.scalar else None,
+        claims=pod_claims(spec, status) if may_have_pod_claims(spec) else None,
         quota=NO_QUOTA_FACTS if resources is None else resources.quota_facts(_quota_extras(meta, spec, status)),
         # A bound pod keeps none: the observer sees its binding as the change from the pending pod it holds.
         trace=None if annotations is None or node_name else _prediction_trace(annotations, conditions),

@@ -322,14 +322,16 @@ def _app_requests_in_whole_units(containers: list[Any]) -> Resources | None:
             if not quantities:
                 continue
             for resource, text in quantities.items():
-                # A limit without a request sets the request: pkg/apis/core/v1/defaults.go (SetDefaults_Pod).
-                if defaults_only and requests and resource in requests:
-                    continue
                 if type(text) is not str or type(resource) is not str:
                     return None
+                # A limit beside its request is not counted, but must still be a quantity (the checked reading
+                # refuses it otherwise).
                 units = _whole_units(text, resource == "cpu")
                 if units is None:
                     return None
+                # A limit without a request sets the request: pkg/apis/core/v1/defaults.go (SetDefaults_Pod).
+                if defaults_only and requests and resource in requests:
+                    continue
                 totals[resource] = totals.get(resource, 0) + units
     return requests_from_units(totals)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -11,6 +12,8 @@ from webhook.errors import ClusterUnavailable, Unauthorized
 from webhook.identity import UserInfo
 from webhook.kubeapi import KubeClient
 from webhook.server.auth import (
+    ACCESS_REVIEWS_AT_ONCE,
+    REFRESHES_IN_FLIGHT,
     SUBJECT_ACCESS_REVIEW_PATH,
     TOKEN_CACHE_ENTRIES,
     TOKEN_REVIEW_PATH,
@@ -94,8 +97,11 @@ class ReviewingApi:
         self.allowed = allowed
         self.asked: list[str] = []
         self.down = False
+        self.held: asyncio.Event | None = None  # when set: every answer waits for it
 
     async def post(self, path: str, body: Mapping[str, Any], timeout: float | None = None) -> Mapping[str, Any]:
+        if self.held is not None:
+            await self.held.wait()
         if self.down:
             raise ClusterUnavailable("connection refused")
         spec = body["spec"]
@@ -121,6 +127,12 @@ def reviewing(api: ReviewingApi, clock: Clock, cache_seconds: float = 10.0) -> K
     return KubernetesAuthenticator(cast(KubeClient, api), cache_seconds=cache_seconds, clock=clock)
 
 
+async def turns(count: int = 5) -> None:
+    """Let background tasks (the refreshes) run."""
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -131,12 +143,13 @@ async def test_review_answers_are_reused_for_ten_seconds_then_asked_again() -> N
     alice = await authenticator.authenticate(bearer("t-alice"))
     assert alice == UserInfo("alice")
     assert [await authenticator.is_allowed(alice, "list", "pods", ns) for ns in ("team-a", "team-b")] == [True, False]
-    clock.now += 9.9
+    clock.now += 4.9  # the first half of the ten seconds: answered from the cache, nothing asked again
     assert await authenticator.authenticate(bearer("t-alice")) == alice
     assert [await authenticator.is_allowed(alice, "list", "pods", ns) for ns in ("team-a", "team-b")] == [True, False]
+    await turns()
     assert api.asked == ["TokenReview", "SubjectAccessReview alice team-a", "SubjectAccessReview alice team-b"]
-    # Past the ten seconds a revoked token and a removed RoleBinding are honoured.
-    clock.now += 0.2
+    # Past the ten seconds (not used meanwhile) a revoked token and a removed RoleBinding are honoured.
+    clock.now += 5.2
     api.users.clear()
     api.allowed.clear()
     with pytest.raises(Unauthorized):
@@ -194,3 +207,99 @@ async def test_a_flood_of_distinct_tokens_holds_bounded_memory() -> None:
     # The oldest answer went first: alice is asked about again, and answered.
     assert await authenticator.authenticate(bearer("t-alice")) == UserInfo("alice")
     assert api.asked.count("TokenReview") == TOKEN_CACHE_ENTRIES + 100 + 2
+
+
+async def test_an_access_answer_used_in_its_second_half_is_asked_again_in_the_background() -> None:
+    api, clock = ReviewingApi({}, {("alice", "team-a")}), Clock()
+    authenticator = reviewing(api, clock)
+    alice = UserInfo("alice")
+    assert await authenticator.is_allowed(alice, "list", "pods", "team-a") is True
+    clock.now += 5.0
+    api.allowed.clear()  # the RoleBinding is removed
+    # Answered at once from the cache (no round trip in this request), asked again behind it, once.
+    for _ in range(3):
+        assert await authenticator.is_allowed(alice, "list", "pods", "team-a") is True
+    assert api.asked == ["SubjectAccessReview alice team-a"]
+    await turns()
+    assert api.asked == ["SubjectAccessReview alice team-a"] * 2
+    assert await authenticator.is_allowed(alice, "list", "pods", "team-a") is False  # the refreshed answer
+    # The refresh restarted the answer's age: at 9.9 s after it, still cached and not asked again.
+    clock.now += 4.9
+    assert await authenticator.is_allowed(alice, "list", "pods", "team-a") is False
+    await turns()
+    assert len(api.asked) == 2
+
+
+async def test_a_failed_refresh_leaves_the_answer_to_expire_at_its_time() -> None:
+    api, clock = ReviewingApi({}, {("alice", "team-a")}), Clock()
+    authenticator = reviewing(api, clock)
+    alice = UserInfo("alice")
+    assert await authenticator.is_allowed(alice, "list", "pods", "team-a") is True
+    clock.now += 6.0
+    api.down = True
+    assert await authenticator.is_allowed(alice, "list", "pods", "team-a") is True
+    await turns()
+    assert not authenticator._refreshing
+    clock.now += 3.9  # 9.9 s old: still the answer
+    assert await authenticator.is_allowed(alice, "list", "pods", "team-a") is True
+    await turns()
+    clock.now += 0.2  # 10.1 s old: gone, and asking fails now (503), never an answer older than ten seconds
+    with pytest.raises(ClusterUnavailable):
+        await authenticator.is_allowed(alice, "list", "pods", "team-a")
+
+
+async def test_refreshes_in_flight_are_bounded_and_cancelled_on_close() -> None:
+    api, clock = ReviewingApi({}, set()), Clock()
+    authenticator = reviewing(api, clock)
+    alice = UserInfo("alice")
+    namespaces = [f"team-{i:02d}" for i in range(REFRESHES_IN_FLIGHT + 10)]
+    for ns in namespaces:
+        await authenticator.is_allowed(alice, "list", "pods", ns)
+    clock.now += 5.0
+    api.held = asyncio.Event()
+    for ns in namespaces:
+        assert await authenticator.is_allowed(alice, "list", "pods", ns) is False
+    await turns()
+    assert len(authenticator._refreshing) == REFRESHES_IN_FLIGHT
+    tasks = list(authenticator._refreshing.values())
+    await authenticator.close()
+    assert all(task.cancelled() for task in tasks) and not authenticator._refreshing
+    assert len(api.asked) == len(namespaces)  # none of the cancelled refreshes was answered
+
+
+class ConcurrentAuthenticator(NoAuthentication):
+    """Answers after a turn of the loop, counting the questions open at once; ``failing``: namespaces whose
+    question fails (the API server unavailable)."""
+
+    def __init__(self, allowed: set[str], failing: set[str] | None = None) -> None:
+        self.allowed, self.failing = allowed, failing or set()
+        self.open = self.most_open = 0
+        self.answered: list[str] = []
+
+    async def is_allowed(self, caller: UserInfo, verb: str, resource: str, namespace: str) -> bool:
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+        await turns(2)
+        self.open -= 1
+        self.answered.append(namespace)
+        if namespace in self.failing:
+            raise ClusterUnavailable("cannot create a SubjectAccessReview: connection refused")
+        return namespace in self.allowed
+
+
+async def test_a_previews_namespaces_are_asked_about_at_once_up_to_a_bound() -> None:
+    namespaces = [f"team-{i:02d}" for i in range(ACCESS_REVIEWS_AT_ONCE * 2 + 3)]
+    authenticator = ConcurrentAuthenticator(set(namespaces[::2]))
+    visibility = NamespaceVisibility(authenticator, UserInfo("alice"))
+    assert await visibility.hidden_namespaces(namespaces + namespaces[:3]) == set(namespaces[1::2])
+    assert authenticator.most_open == ACCESS_REVIEWS_AT_ONCE
+    assert sorted(authenticator.answered) == namespaces  # each once
+
+
+async def test_a_failed_namespace_question_fails_the_preview_after_the_others_end() -> None:
+    namespaces = [f"team-{i:02d}" for i in range(5)]
+    authenticator = ConcurrentAuthenticator(set(namespaces), failing={"team-01"})
+    visibility = NamespaceVisibility(authenticator, UserInfo("alice"))
+    with pytest.raises(ClusterUnavailable, match="SubjectAccessReview"):
+        await visibility.hidden_namespaces(namespaces)
+    assert sorted(authenticator.answered) == namespaces and authenticator.open == 0

@@ -119,6 +119,13 @@ async def _source_lifecycle(app: web.Application) -> AsyncIterator[None]:
     await source.stop()
 
 
+async def _authenticator_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    yield
+    authenticator = app[AUTHENTICATOR_KEY]
+    if isinstance(authenticator, KubernetesAuthenticator):
+        await authenticator.close()
+
+
 async def _config_lifecycle(app: web.Application) -> AsyncIterator[None]:
     async with app[CONFIG_KEY].watching():
         yield
@@ -284,6 +291,7 @@ def make_app(source: ClusterSource, settings: ServerSettings, *, config: Config 
     register_admission_routes(app)
     register_health_routes(app)
     app.cleanup_ctx.append(_source_lifecycle)
+    app.cleanup_ctx.append(_authenticator_lifecycle)  # after the source: its refreshes end before the client closes
     if observer is not None:
         app[OBSERVER_KEY] = observer
         # After the source: its cleanup runs first, counting what is left before the informers stop.

@@ -18,8 +18,8 @@
 // priority, the status). The API server's watch cache sees them arrive through its etcd watch and serves them:
 // lists and watches stay real; only the write path is skipped, because it is 100 times slower on 2 cores.
 //
-// churn creates, updates and deletes bound pods at -rate writes per second for -duration (a third of each once
-// its pool is full), and writes one JSON line per acknowledged write to -out: the operation, the resourceVersion
+// churn creates, updates and deletes bound pods at -rate writes per second for -duration or until SIGTERM (a
+// third of each once its pool is full), and writes one JSON line per acknowledged write to -out: the operation, the resourceVersion
 // the API server answered with, and the wall-clock times (Unix nanoseconds) the request was sent and answered.
 // bench/scale.py compares those resourceVersions with the one the webhook's informer has applied (its
 // preemptguard_informer_resource_version gauge) to measure the informer's lag. It prints a JSON summary.
@@ -35,11 +35,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -478,13 +480,27 @@ func churn(args []string) {
 	var errors, dropped atomic.Int64
 	var lastError atomic.Value
 	interval := time.Duration(float64(time.Second) / *rate)
+	// SIGTERM ends the churn early, as the deadline would (bench/scale.py churns until a restarted replica is
+	// ready and then some): the writes in flight are awaited and the summary printed.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM)
 	started := time.Now()
 	deadline := started.Add(*duration)
 	sent := 0
+churning:
 	for now := time.Now(); now.Before(deadline); now = time.Now() {
 		due := started.Add(time.Duration(sent) * interval)
+		select {
+		case <-stop:
+			break churning
+		default:
+		}
 		if due.After(now) {
-			time.Sleep(due.Sub(now))
+			select {
+			case <-stop:
+				break churning
+			case <-time.After(due.Sub(now)):
+			}
 		}
 		select {
 		case slots <- struct{}{}:

@@ -265,6 +265,13 @@ async def test_refreshes_in_flight_are_bounded_and_cancelled_on_close() -> None:
     await authenticator.close()
     assert all(task.cancelled() for task in tasks) and not authenticator._refreshing
     assert len(api.asked) == len(namespaces)  # none of the cancelled refreshes was answered
+    # Closed before a refresh had its first turn: nothing is left behind either.
+    clock.now += 1.0
+    api.held = None
+    await authenticator.is_allowed(alice, "list", "pods", namespaces[0])
+    assert len(authenticator._refreshing) == 1
+    await authenticator.close()
+    assert not authenticator._refreshing
 
 
 class ConcurrentAuthenticator(NoAuthentication):

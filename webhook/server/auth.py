@@ -229,6 +229,7 @@ class KubernetesAuthenticator:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self._refreshing.clear()  # a task cancelled before its first step never ran its own removal
 
 
 class NamespaceVisibility:

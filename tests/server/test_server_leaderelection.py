@@ -133,9 +133,9 @@ async def test_the_loop_leads_renews_and_steps_down_when_it_cannot_renew(
         await asyncio.sleep(0.3)
         assert lease(fake)["renewTime"] != renewed
         # Someone else holds it now (an operator's edit, a split brain): a's update conflicts until its deadline.
-        fake.leases[(NAMESPACE, "preemptguard")]["spec"] = {
+        fake.edit_lease(NAMESPACE, "preemptguard", {
             "holderIdentity": "z", "leaseDurationSeconds": 15, "renewTime": micro_time(datetime.now(UTC)),
-            "leaseTransitions": 9}
+            "leaseTransitions": 9})
         for _ in range(150):
             if not leader.is_leader:
                 break

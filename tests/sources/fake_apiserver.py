@@ -374,6 +374,13 @@ class FakeApiServer:
         self.leases[key] = stored
         return web.json_response(stored, status=201)
 
+    def edit_lease(self, namespace: str, name: str, spec: JsonDict) -> None:
+        """Someone else's write of a Lease's spec: a new resourceVersion, as the API server gives every write, so an
+        update prepared from the version before it conflicts."""
+        current = self.leases[(namespace, name)]
+        self.leases[(namespace, name)] = {**current, "spec": spec, "metadata": {
+            **current["metadata"], "resourceVersion": str(self._next_version())}}
+
     async def _get_lease(self, request: web.Request) -> web.Response:
         key = (request.match_info["namespace"], request.match_info["name"])
         if key not in self.leases:

@@ -36,7 +36,9 @@ For each size, in one run:
    informer lag: for every acknowledged write, from the moment the API server answered it (carrying the
    write's resourceVersion) until the webhook's ``preemptguard_informer_resource_version{kind="Pod"}``, polled
    every 100 ms, reached that resourceVersion (resolution: the poll interval; each poll asks for that series
-   alone, ``?name[]=``: the whole /metrics text is 2-3 ms of the webhook's event loop). Then higher rates,
+   alone, ``?name[]=``: the whole /metrics text is 2-3 ms of the webhook's event loop). Beside it, ``scaleload
+   watch`` (a client-go watch of every pod that does nothing with an event) times each event's arrival: the same
+   lag measured on a bare watch is the API server's own part of it. Then higher rates,
    doubling, until the lag p99 passes 2 s or the API server no longer delivers the rate: the highest rate kept up with.
 7. Admissions per second at saturation: 8 connections closed-loop, pods that fit, predictions on (the client
    runs in this process: on 2 cores it takes CPU from the server, so this is the system's figure).
@@ -554,15 +556,58 @@ class LagPoller:
         """Seconds from each write's acknowledgement to the first poll that saw its resourceVersion applied
         (inf: never seen); only writes acknowledged after ``after_ns``."""
         times, rvs = self.samples[id(replica)]
-        lags = []
-        for record in records:
-            if record["ack"] < after_ns:
-                continue
-            i = bisect.bisect_left(rvs, record["rv"])
-            while i < len(times) and times[i] < record["ack"]:
-                i += 1  # seen at a poll before the write was answered: the next poll after the answer counts
-            lags.append((times[i] - record["ack"]) / 1e9 if i < len(times) else float("inf"))
-        return lags
+        return lags_seen(times, rvs, records, after_ns)
+
+
+def lags_seen(times: list[int], rvs: list[int], records: list[dict[str, int]], after_ns: int = 0) -> list[float]:
+    """Seconds from each write's acknowledgement to the first time (``times``, Unix ns) a resourceVersion at least
+    its own was seen (``rvs``, not decreasing); inf: never seen. Only writes acknowledged after ``after_ns``."""
+    lags = []
+    for record in records:
+        if record["ack"] < after_ns:
+            continue
+        i = bisect.bisect_left(rvs, record["rv"])
+        while i < len(times) and times[i] < record["ack"]:
+            i += 1  # seen before the write was answered: the first sighting after the answer counts
+        lags.append((times[i] - record["ack"]) / 1e9 if i < len(times) else float("inf"))
+    return lags
+
+
+class BareWatch:
+    """``scaleload watch`` beside the webhook: every pod event's arrival at a client-go watch that does nothing with
+    it. Held against the churn's writes as the webhook's gauge is, it splits the informer's lag: what the API
+    server takes to deliver an event, and what the webhook takes after that."""
+
+    def __init__(self, loader: Path, kubeconfig: Path, out: Path) -> None:
+        self.loader, self.kubeconfig, self.out = loader, kubeconfig, out
+        self.process: subprocess.Popen[bytes] | None = None
+        self.summary: dict[str, int] = {}
+
+    def __enter__(self) -> BareWatch:
+        self.process = watched(subprocess.Popen(
+            [str(self.loader), "watch", "-kubeconfig", str(self.kubeconfig), "-out", str(self.out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=CORES.control_plane()))
+        assert self.process.stderr is not None
+        line = self.process.stderr.readline()  # "watching from RV": the watch is open before the churn starts
+        if not line.startswith(b"scaleload: watching from"):
+            raise SystemExit(f"scaleload watch: {line.decode()}{self.process.stderr.read().decode()[-2000:]}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            stdout, _ = self.process.communicate(timeout=30)
+            self.summary = json.loads(stdout or b"{}")
+
+    def lags(self, records: list[dict[str, int]]) -> list[float]:
+        """The churn's writes against the arrivals (read once the watch has stopped)."""
+        times: list[int] = []
+        rvs: list[int] = []
+        for line in self.out.read_text().splitlines():
+            arrival = json.loads(line)
+            times.append(arrival["at"])
+            rvs.append(max(arrival["rv"], rvs[-1]) if rvs else arrival["rv"])
+        return lags_seen(times, rvs, records)
 
 
 def run_churn(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds: float, out: Path,
@@ -587,8 +632,9 @@ def run_churn(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds: 
 
 def churn_phase(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds: float, replicas: list[Replica],
                 workdir: Path, prefix: str, prober: Prober | None = None, samples: int = 0) -> Figures:
-    """Churn at ``rate`` for ``seconds`` while (optionally) probing latencies; the lag per replica."""
-    with LagPoller(replicas) as poller:
+    """Churn at ``rate`` for ``seconds`` while (optionally) probing latencies; the lag of the first replica, and of
+    a bare watch beside it (the API server's own part)."""
+    with LagPoller(replicas) as poller, BareWatch(loader, kubeconfig, workdir / f"{prefix}-watch.ndjson") as bare:
         process, finish = run_churn(loader, kubeconfig, nodes, rate, seconds, workdir / f"{prefix}.ndjson", prefix)
         figures: Figures = {}
         if prober is not None:
@@ -604,7 +650,10 @@ def churn_phase(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds
         while time.monotonic() < deadline and any(
                 (poller.samples[id(r)][1] or [0])[-1] < last for r in replicas):
             time.sleep(LAG_POLL_SECONDS)
-    lags = poller.lags(replicas[0], records)
+    lags, delivered = poller.lags(replicas[0], records), bare.lags(records)
+    figures.update({"bare watch lag p50": percentile(delivered, 50), "bare watch lag p99": percentile(delivered, 99),
+                    "bare watch lag max": max(delivered or [0]),
+                    "bare watch opened": bare.summary.get("watches", 0)})
     figures.update({"churn target": rate, "churn achieved": summary["achieved"],
                     "churn dropped": summary["dropped"], "churn errors": summary["errors"],
                     "lag p50": percentile(lags, 50), "lag p99": percentile(lags, 99), "lag max": max(lags or [0])})
@@ -982,6 +1031,10 @@ ROWS: tuple[Row, ...] = (
     Row("lag p50", "churn: informer lag p50", "s", 2),
     Row("Pod relists", "Pod informer relists after its first list", digits=0),
     Row("lag p99", "churn: informer lag p99", "s", 2, _under(2, "s")),
+    Row("lag max", "churn: informer lag max", "s", 2),
+    Row("churn bare watch lag p99", "churn: a bare watch's lag p99 (API server's part)", "s", 2),
+    Row("churn bare watch lag max", "churn: a bare watch's lag max", "s", 2),
+    Row("churn bare watch opened", "churn: watches the bare watch opened", digits=0),
     Row("highest churn rate kept up with", "highest churn rate kept up with", "/s", 0),
     Row("admissions/s at saturation", "admissions/s at saturation (fits)", "/s", 0),
     Row("apiserver RSS", "kube-apiserver RSS", "MiB", 0),

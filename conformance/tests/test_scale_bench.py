@@ -27,7 +27,7 @@ FIGURES = (
     "unwatched achieved", *(f"unwatched mutate {kind} p99" for kind in ("fit", "preempt", "unschedulable")),
     "churn achieved", *(f"churn mutate {kind} p99" for kind in ("fit", "preempt", "unschedulable")),
     *(f"own churn {kind} ratio" for kind in ("fit", "preempt", "unschedulable")),
-    "lag p50", "lag p99", "admissions/s at saturation",
+    "lag p50", "lag p99", "churn bare watch lag p99", "admissions/s at saturation",
     "apiserver CPU/s, 1 replica", "apiserver CPU/s, N replicas", "RSS per replica", "lag p99, N replicas",
     "restart ready under churn", "restart lag p99 once ready",
     "kube-apiserver RSS peak", "etcd RSS peak", "scaleload RSS peak",
@@ -55,4 +55,5 @@ def test_scale_bench_runs_end_to_end_on_a_small_cluster(tmp_path: Path) -> None:
     assert figures["listed MB"] > 0 and figures["RSS per pod"] > 0
     assert figures["churn achieved"] > 0 and figures["admissions/s at saturation"] > 0
     assert figures["unwatched achieved"] > 0
+    assert figures["churn bare watch opened"] >= 1  # scaleload watch saw the churn's writes (lags_seen: inf if not)
     assert "measurement" in run.stdout and "200 nodes" in run.stdout

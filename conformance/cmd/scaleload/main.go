@@ -3,6 +3,7 @@
 //
 //	scaleload load  -kubeconfig K [-workers 48] [-etcd http://127.0.0.1:2379] < objects.ndjson
 //	scaleload churn -kubeconfig K -rate 500 -duration 20s -nodes 1000 -out events.ndjson
+//	scaleload watch -kubeconfig K -out arrivals.ndjson
 //
 // load reads one API object per line (PriorityClass, Namespace, Node, Pod, PodDisruptionBudget, in the order
 // given; each run of one kind is finished before the next kind starts, so namespaces exist before their pods),
@@ -23,6 +24,12 @@
 // the API server answered with, and the wall-clock times (Unix nanoseconds) the request was sent and answered.
 // bench/scale.py compares those resourceVersions with the one the webhook's informer has applied (its
 // preemptguard_informer_resource_version gauge) to measure the informer's lag. It prints a JSON summary.
+//
+// watch watches every pod from the API server's current resourceVersion, as the webhook's informer does (JSON,
+// bookmarks) but doing nothing with an event, until SIGTERM, and writes one JSON line per event: its
+// resourceVersion and the wall-clock time (Unix nanoseconds) it arrived. bench/scale.py holds the churn's writes
+// against these arrivals as it holds them against the webhook's gauge: the part of the informer's lag that is the
+// API server's own delivery. It prints a JSON summary (events, bookmarks, watches opened).
 package main
 
 import (
@@ -64,15 +71,17 @@ const protobufType = "application/vnd.kubernetes.protobuf"
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: scaleload load|churn [flags]")
+		fail("usage: scaleload load|churn|watch [flags]")
 	}
 	switch os.Args[1] {
 	case "load":
 		load(os.Args[2:])
 	case "churn":
 		churn(os.Args[2:])
+	case "watch":
+		watch(os.Args[2:])
 	default:
-		fail("unknown subcommand " + os.Args[1] + " (load, churn)")
+		fail("unknown subcommand " + os.Args[1] + " (load, churn, watch)")
 	}
 }
 
@@ -654,4 +663,87 @@ func (c *churner) pod(name string) *corev1.Pod {
 					corev1.ResourceMemory: resource.MustParse("16Mi")}}}},
 		},
 	}
+}
+
+// ---- watch ------------------------------------------------------------------------------------------------------
+
+type arrival struct {
+	RV int64 `json:"rv"`
+	At int64 `json:"at"`
+}
+
+func watch(args []string) {
+	flags := flag.NewFlagSet("watch", flag.ExitOnError)
+	kubeconfig := flags.String("kubeconfig", "", "kubeconfig of the API server")
+	outPath := flags.String("out", "", "JSON lines, one per event")
+	_ = flags.Parse(args)
+	config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		fail(err.Error())
+	}
+	config.QPS = -1
+	config.UserAgent = "scaleload-watch" // JSON, as the webhook's informer reads its watch
+	api, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		fail(err.Error())
+	}
+	file, err := os.Create(*outPath)
+	if err != nil {
+		fail(err.Error())
+	}
+	defer file.Close()
+	writer := bufio.NewWriter(file)
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	go func() { <-stop; cancel() }()
+	// A list of one pod gives the current resourceVersion without the 450,000 synthetic ADDED events a watch
+	// from "" or "0" would send first.
+	listed, err := api.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		fail("list: " + err.Error())
+	}
+	version := listed.ResourceVersion
+	events, bookmarks, watches := 0, 0, 0
+	encoder := json.NewEncoder(writer)
+	fmt.Fprintln(os.Stderr, "scaleload: watching from", version) // bench/scale.py waits for this line
+	for ctx.Err() == nil {
+		watches++
+		w, err := api.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{ResourceVersion: version,
+			AllowWatchBookmarks: true})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			fail("watch: " + err.Error())
+		}
+		for event := range w.ResultChan() {
+			at := time.Now().UnixNano()
+			if event.Type == "ERROR" {
+				if ctx.Err() != nil {
+					break // the stream cut by SIGTERM, reported as an error event by client-go's StreamWatcher
+				}
+				fail(fmt.Sprintf("watch: error event %v", event.Object))
+			}
+			meta, ok := event.Object.(metav1.Object)
+			if !ok {
+				fail(fmt.Sprintf("watch: %s event of %T", event.Type, event.Object))
+			}
+			version = meta.GetResourceVersion()
+			if event.Type == "BOOKMARK" {
+				bookmarks++
+				continue
+			}
+			rv, err := strconv.ParseInt(version, 10, 64)
+			if err != nil {
+				fail(fmt.Sprintf("resourceVersion %q: %v", version, err))
+			}
+			events++
+			_ = encoder.Encode(arrival{RV: rv, At: at})
+		}
+		w.Stop()
+	}
+	_ = writer.Flush()
+	text, _ := json.Marshal(map[string]any{"events": events, "bookmarks": bookmarks, "watches": watches})
+	fmt.Println(string(text))
 }

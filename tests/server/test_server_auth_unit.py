@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import pytest
 
+from webhook.cluster.snapshot import ClusterState
 from webhook.errors import ClusterUnavailable, Unauthorized
 from webhook.identity import UserInfo
 from webhook.kubeapi import KubeClient
@@ -25,6 +26,8 @@ from webhook.server.auth import (
     redact_preview,
     subject_access_review,
 )
+from webhook.server.testing import LoopbackWebhook
+from webhook.sources.source import MemorySource
 
 
 def test_bearer_token_parsing_never_echoes_the_header() -> None:
@@ -78,6 +81,22 @@ class CountingAuthenticator(NoAuthentication):
     async def is_allowed(self, caller: UserInfo, verb: str, resource: str, namespace: str) -> bool:
         self.asked.append(namespace)
         return namespace in self.allowed
+
+
+class ClosedAuthenticator(NoAuthentication):
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def close(self) -> None:
+        self.closed += 1
+
+
+async def test_the_app_closes_any_authenticator_on_shutdown() -> None:
+    # Not only KubernetesAuthenticator: whatever the app is given runs its own close() once, when the server stops.
+    authenticator = ClosedAuthenticator()
+    async with LoopbackWebhook(MemorySource(ClusterState()), authenticator=authenticator):
+        assert authenticator.closed == 0
+    assert authenticator.closed == 1
 
 
 async def test_one_subject_access_review_per_namespace_per_request() -> None:

@@ -71,6 +71,9 @@ class BlockingAuthenticator:
     async def is_allowed(self, caller: UserInfo, verb: str, resource: str, namespace: str) -> bool:
         return True
 
+    async def close(self) -> None:
+        return None
+
 
 def pod_review(class_name: str = "") -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "c"}]}

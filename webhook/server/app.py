@@ -121,9 +121,7 @@ async def _source_lifecycle(app: web.Application) -> AsyncIterator[None]:
 
 async def _authenticator_lifecycle(app: web.Application) -> AsyncIterator[None]:
     yield
-    authenticator = app[AUTHENTICATOR_KEY]
-    if isinstance(authenticator, KubernetesAuthenticator):
-        await authenticator.close()
+    await app[AUTHENTICATOR_KEY].close()
 
 
 async def _config_lifecycle(app: web.Application) -> AsyncIterator[None]:

@@ -80,6 +80,10 @@ class Authenticator(Protocol):
         """Whether ``caller`` may ``verb`` core-group ``resource`` in ``namespace``."""
         ...
 
+    async def close(self) -> None:
+        """Ends whatever the authenticator runs in the background (the app calls it on shutdown)."""
+        ...
+
 
 class NoAuthentication:
     """Snapshot mode: everyone may preview and see everything."""
@@ -89,6 +93,9 @@ class NoAuthentication:
 
     async def is_allowed(self, caller: UserInfo, verb: str, resource: str, namespace: str) -> bool:
         return True
+
+    async def close(self) -> None:
+        return None
 
 
 def bearer_token(headers: Mapping[str, str]) -> str:

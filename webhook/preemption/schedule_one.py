@@ -262,6 +262,8 @@ def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status],
     that do not, up to the last one looked at, recorded. With ``ruled_out``, a volume pod's nodes that its node-only
     volume Filters rule out are put there instead, unchecked: they never fit, and their statuses are only read when
     no node fits (a zonal volume rules out most of the nodes a scan walks)."""
+    if _scans_on_sums(ctx):
+        return _scan_on_sums(ctx, names, statuses, want)
     skip = ctx.pod.nominated_node_name
     found: list[str] = []
     allowed = ctx.volumes.allowed if ctx.volumes is not None else None
@@ -279,6 +281,57 @@ def _scan(ctx: PredictionContext, names: list[str], statuses: dict[str, Status],
         else:
             if status.code == ERROR:
                 raise SchedulingError(", ".join(status.reasons))
+            statuses[name] = status
+    return found
+
+
+def _scans_on_sums(ctx: PredictionContext) -> bool:
+    """Whether every node ``node_fit_status`` would look at takes its resource-only branch with nothing to add: a
+    resource-only pod (no extended resources) without volumes, the node-only plugins memoised by group, and no node
+    with simulated changes or nominated pods."""
+    view = ctx.view
+    return (ctx.resource_only and ctx.volumes is None and ctx.node_filter_memo is not None and not view.touched
+            and not view.index.has_nominated)
+
+
+def _scan_on_sums(ctx: PredictionContext, names: list[str], statuses: dict[str, Status], want: int) -> list[str]:
+    """``_scan`` when ``_scans_on_sums``: ``node_fit_status`` inlined (a pod that fits walks 5% of the nodes of a
+    large cluster, 750 at 15,000 nodes, before scoring them: its calls per node were ~40 % of the prediction). A node
+    is taken when NodeResourcesFit's every check passes on its sums; any other answer comes from ``fit_on_summary``
+    itself, so the statuses are the plugin's own."""
+    pod = ctx.pod
+    skip = pod.nominated_node_name
+    memo = ctx.node_filter_memo
+    assert memo is not None
+    summaries = ctx.view.index.summaries
+    framework, cycle = ctx.framework, ctx.cycle
+    req = pod.requests
+    cpu, mem, eph = req.milli_cpu, req.memory, req.ephemeral_storage
+    found: list[str] = []
+    for name in names:
+        if name == skip:
+            continue
+        summary = summaries[name]
+        node = summary.node
+        group = (node.unschedulable, node.taints)
+        status = memo.get(group)
+        if status is None:
+            status = memo[group] = framework.run_node_filter_plugins(cycle, pod, node)
+        if status.ok:
+            used_cpu, used_mem, used_eph, used_pods = summary.used
+            alloc = node.allocatable
+            # resource_fit_status's checks; when one fails, its own answer (the reasons, UU or not)
+            if not (used_pods < alloc.pods and (not cpu or cpu <= alloc.milli_cpu - used_cpu)
+                    and (not mem or mem <= alloc.memory - used_mem)
+                    and (not eph or eph <= alloc.ephemeral_storage - used_eph)):
+                status = fit_on_summary(pod, summary, ())
+        if status.ok:
+            found.append(name)
+            if len(found) >= want:
+                break
+        elif status.code == ERROR:
+            raise SchedulingError(", ".join(status.reasons))
+        else:
             statuses[name] = status
     return found
 

@@ -48,6 +48,9 @@ class NodeSummary:
     non_zero_used: tuple[int, int] = (0, 0)
     _pdb_matches: tuple[PdbIndex, list[tuple[int, ...]]] | None = None
     _largest_first: dict[int, tuple[list[int], list[int], list[int]]] = dataclasses.field(default_factory=dict)
+    # NodeResourcesBalancedAllocation's score of the node without the scored pod (its node and ``used`` never change
+    # in a summary): -1 until one scoring computes it (balanced_allocation.balanced_pair_scores).
+    balanced_without_pod: int = -1
 
     def __reduce__(self) -> tuple[type[NodeSummary], tuple[object, ...]]:
         """Pickled (the snapshot cache, snapshot_cache.py) without the PDB matches of a past prediction."""

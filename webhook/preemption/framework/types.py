@@ -106,6 +106,7 @@ class ScoringNodes:
     names: list[str]
     view: ClusterView
     _position: dict[str, int] | None = None
+    _summaries: list[NodeSummary] | None = None
 
     @property
     def num_all_nodes(self) -> int:
@@ -118,8 +119,11 @@ class ScoringNodes:
         return self._position
 
     def summaries(self) -> list[NodeSummary]:
-        view = self.view
-        return [view.summary(name) for name in self.names]
+        """Each scored node's sums, in order (built once: Fit and BalancedAllocation both read them)."""
+        if self._summaries is None:
+            view = self.view
+            self._summaries = [view.summary(name) for name in self.names]
+        return self._summaries
 
 
 @dataclass(slots=True)

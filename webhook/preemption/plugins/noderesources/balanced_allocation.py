@@ -61,8 +61,12 @@ def balanced_pair_scores(want_cpu: int, want_mem: int, summaries: Sequence[NodeS
         had_cpu, had_mem = used[CPU], used[MEMORY]
         cpu, mem = (had_cpu + want_cpu) / have_cpu, (had_mem + want_mem) / have_mem
         with_pod = int((1 - abs(((cpu if cpu <= 1 else 1.0) - (mem if mem <= 1 else 1.0)) / 2)) * MAX_NODE_SCORE)
-        cpu, mem = had_cpu / have_cpu, had_mem / have_mem
-        without_pod = int((1 - abs(((cpu if cpu <= 1 else 1.0) - (mem if mem <= 1 else 1.0)) / 2)) * MAX_NODE_SCORE)
+        without_pod = summary.balanced_without_pod
+        if without_pod < 0:
+            cpu, mem = had_cpu / have_cpu, had_mem / have_mem
+            without_pod = int((1 - abs(((cpu if cpu <= 1 else 1.0) - (mem if mem <= 1 else 1.0)) / 2))
+                              * MAX_NODE_SCORE)
+            summary.balanced_without_pod = without_pod
         found.append(half + (half + with_pod - without_pod) // 2)
     return found
 

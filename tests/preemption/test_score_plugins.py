@@ -13,6 +13,7 @@ import pytest
 from webhook.cluster.reader import node_from_dict, pod_from_dict
 from webhook.cluster.snapshot import ClusterState
 from webhook.preemption.framework.index import state_index
+from webhook.preemption.framework.types import NodeScores
 from webhook.preemption.framework.view import ClusterView
 from webhook.preemption.results import PreemptionArgs, ResourceSpec, ScoringArgs, ScoringStrategy
 from webhook.preemption.schedule_one import new_context, prioritize_nodes
@@ -324,3 +325,19 @@ def test_pod_topology_spread_system_default_constraints() -> None:
     # Without a controller (nor a Service, which a snapshot does not hold), no default constraint: no score.
     bare = scores("PodTopologySpread", [node(n) for n in names], pod(labels={"foo": ""}), existing)
     assert bare == dict.fromkeys(names, 0)
+
+
+@pytest.mark.parametrize(("totals", "limit", "ranked"), [
+    # the names run n5..n0 against the totals' order: ties go by name, not by position
+    ([5, 9, 7, 9, 1, 7], 3, ["n2", "n4", "n0"]),
+    ([5, 9, 7, 9, 1, 7], 1, ["n2"]),
+    # a tie across the limit: the names decide which of the equal totals stay
+    ([3, 3, 3, 3], 2, ["n0", "n1"]),
+    ([0, 2, 1], 5, ["n1", "n0", "n2"]),
+    ([4], 0, []),
+    ([], 5, []),
+])
+def test_ranked_nodes_are_the_highest_totals_ties_by_name(totals: list[int], limit: int, ranked: list[str]) -> None:
+    names = [f"n{i}" for i in reversed(range(len(totals)))]
+    scores = NodeScores(names, ("P",), [list(totals)], list(totals))
+    assert [names[i] for i in scores.ranked(limit)] == ranked

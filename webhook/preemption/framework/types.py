@@ -122,7 +122,11 @@ class ScoringNodes:
         """Each scored node's sums, in order (built once: Fit and BalancedAllocation both read them)."""
         if self._summaries is None:
             view = self.view
-            self._summaries = [view.summary(name) for name in self.names]
+            if view.touched:
+                self._summaries = [view.summary(name) for name in self.names]
+            else:
+                summaries = view.index.summaries
+                self._summaries = [summaries[name] for name in self.names]
         return self._summaries
 
 
@@ -148,4 +152,10 @@ class NodeScores:
         """The indexes of the ``limit`` nodes of highest total (ties by name)."""
         names = self.names
         totals = self.totals
-        return heapq.nsmallest(limit, range(len(names)), key=lambda i: (-totals[i], names[i]))
+        if limit <= 0 or not totals:
+            return []
+        # Only the nodes scoring at least the limit-th highest total can rank; a key per node of 750 cost 0.1 ms.
+        floor = heapq.nlargest(limit, totals)[-1]
+        contenders = [i for i, total in enumerate(totals) if total >= floor]
+        contenders.sort(key=lambda i: (-totals[i], names[i]))
+        return contenders[:limit]

@@ -82,11 +82,10 @@ class TaintToleration:
         """The node's untolerated PreferNoSchedule taints, counted once per distinct taint set."""
         state = cycle.read(TaintScoreState)
         tolerations = tolerations_prefer_no_schedule(pod.tolerations) if state is None else state.tolerations
-        view = nodes.view
         per_taints: dict[tuple[Taint, ...], int] = {}
         scores = []
-        for name in nodes.names:
-            taints = view.node(name).taints
+        for summary in nodes.summaries():
+            taints = summary.node.taints
             found = per_taints.get(taints)
             if found is None:
                 found = per_taints[taints] = count_intolerable_taints_prefer_no_schedule(taints, tolerations)

@@ -1,19 +1,21 @@
 """How the predictor's latency grows with the cluster (issue 29; not a test), this tree side by side with another.
 
-    .venv/bin/python bench/predict_growth.py [--nodes 1000 15000] [--samples 200] [--rounds 2] [--baseline DIR]
+    .venv/bin/python bench/predict_growth.py [--nodes 1000 15000] [--samples 200] [--rounds 4] [--baseline DIR]
 
 For each size, bench/predict.py's generated cluster (30 pods per node, PDBs) is built in a fresh process of each
 tree, and ``predict_pods`` is timed on the warm index for a pod that fits, one that preempts and one that cannot
 be placed (bench/predict.py's probes; every outcome checked). With ``--baseline DIR`` (another checkout, e.g.
 ``git worktree add /tmp/base main``) the trees alternate, round after round (the machine is shared: only
-back-to-back figures compare). Printed: p50/p99 per tree, size and pod kind over every round's samples, the
-growth of each p50 from the smallest to the largest size, and this tree's p50 over the baseline's.
+back-to-back figures compare), both with the round's hash seed (see ``run_tree``). Printed: p50/p99 per tree, size
+and pod kind over every round's samples, the growth of each p50 from the smallest to the largest size, and this
+tree's p50 over the baseline's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,10 +57,15 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def run_tree(tree: Path, nodes: int, samples: int) -> dict[str, list[float]]:
-    """This script in a fresh process with ``tree`` first on its path (so an older tree needs no copy of it)."""
+def run_tree(tree: Path, nodes: int, samples: int, hash_seed: int) -> dict[str, list[float]]:
+    """This script in a fresh process with ``tree`` first on its path (so an older tree needs no copy of it).
+
+    ``hash_seed``: the process' PYTHONHASHSEED, the same for both trees within a round and another each round. The
+    string hashes set the iteration order of the index's sets of node names, and with it a prediction's cost: at
+    1,000 nodes one tree's preempt p50 was 0.25 or 0.43 ms from one process to the next, by seed."""
     command = [sys.executable, str(Path(__file__).resolve()), "--child", str(tree), str(nodes), str(samples)]
-    out = subprocess.run(command, capture_output=True, text=True, cwd=tree)
+    out = subprocess.run(command, capture_output=True, text=True, cwd=tree,
+                         env={**os.environ, "PYTHONHASHSEED": str(hash_seed)})
     if out.returncode:
         raise SystemExit(f"{tree} at {nodes:,} nodes failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -68,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 15000])
     parser.add_argument("--samples", type=int, default=200, help="predictions per pod kind, size, tree and round")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--baseline", type=Path)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -82,7 +89,7 @@ def main() -> None:
     for round_ in range(args.rounds):
         for nodes in args.nodes:
             for label, tree in (trees.items() if round_ % 2 == 0 else reversed(list(trees.items()))):
-                got = run_tree(tree, nodes, args.samples)
+                got = run_tree(tree, nodes, args.samples, hash_seed=round_ + 1)
                 for kind in KINDS:
                     times.setdefault((label, nodes, kind), []).extend(got[kind])
                 print(f"round {round_ + 1}: {label} {nodes:,} nodes: " + ", ".join(

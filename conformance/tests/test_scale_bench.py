@@ -57,3 +57,8 @@ def test_scale_bench_runs_end_to_end_on_a_small_cluster(tmp_path: Path) -> None:
     assert figures["unwatched achieved"] > 0
     assert figures["churn bare watch opened"] >= 1  # scaleload watch saw the churn's writes (lags_seen: inf if not)
     assert "measurement" in run.stdout and "200 nodes" in run.stdout
+    # The churn targets' verdicts hold each p99 against 1.5 times its idle p99 (they once read the idle p99 alone).
+    for kind in ("fit", "preempt", "unschedulable"):
+        [line] = [row for row in run.stdout.splitlines() if row.startswith(f"churn: mutate {kind} p99")]
+        met = figures[f"churn mutate {kind} p99"] <= 1.5 * round(figures[f"mutate {kind} p99"], 2)  # as printed
+        assert ("MET " if met else "MISS") in line, line

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from controlplane import ControlPlane, ControlPlaneError, kube_bin_dir
+from controlplane import ControlPlane, ControlPlaneError, kube_bin_dir, set_quota_status
 
 from webhook.cluster.quantity import parse_quantity
 from webhook.cluster.reader import object_from_dict, pod_from_dict
@@ -65,7 +65,7 @@ def create(plane: ControlPlane, objects: list[dict[str, Any]]) -> None:
         status = body.pop("status", None)
         plane.apply(body)
         if status and body["kind"] == "ResourceQuota":
-            plane.set_status(body, status)
+            set_quota_status(plane, body, status)
 
 
 def real_answer(plane: ControlPlane, objects: list[dict[str, Any]], pod: dict[str, Any]) -> tuple[int, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from admission_vectors import load_vectors
-from controlplane import ControlPlane, ControlPlaneError, kube_bin_dir
+from controlplane import ControlPlane, ControlPlaneError, kube_bin_dir, set_quota_status
 from test_admission_parity import ensure_namespace, preemptguard_answer, review_request, stage
 
 from webhook.config import parse_config
@@ -77,7 +77,7 @@ def stage_quotas(plane: ControlPlane, namespace: str, quotas: list[dict[str, Any
         status_part = body.pop("status", None)
         plane.apply(body)
         if status_part:
-            plane.set_status(body, status_part)
+            set_quota_status(plane, body, status_part)
 
 
 def update_existing_pod(plane: ControlPlane, case: dict[str, Any]) -> tuple[int, Any]:

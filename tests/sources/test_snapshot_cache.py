@@ -23,7 +23,7 @@ from webhook.cluster.snapshot import ClusterState
 from webhook.errors import SnapshotError
 from webhook.preemption.framework.index import index_sync_is_cheap
 from webhook.preemption.preview import preview_objects
-from webhook.sources import snapshot_cache
+from webhook.sources import modelpickle, snapshot_cache
 from webhook.sources.loader import load_snapshot
 from webhook.sources.snapshot_cache import MAGIC, SnapshotCache, cache_path
 
@@ -242,7 +242,7 @@ def forgeries(marker: Path) -> dict[str, object]:
         "nested in a state": [Call(os.system, command)],
         # Allowed classes called with arguments they refuse, or a value of the wrong type: still refused.
         "Fraction(1, 0)": Call(Fraction, 1, 0),
-        "_rebuild(ClusterState)": Call(snapshot_cache._rebuild, ClusterState, ()),
+        "rebuild(ClusterState)": Call(modelpickle.rebuild, ClusterState, ()),
         "ClusterState(1)": Call(ClusterState, 1),
         "a plain dict": {"state": None},
     }

@@ -23,7 +23,7 @@ values (150,000 pods point at a few thousand label maps and request sets) and th
 is decoded only after the checks above, and by an unpickler whose ``find_class`` resolves nothing but the
 classes listed in ``_ALLOWED`` (the model's frozen dataclasses, storage and devices included, ``FrozenMap``,
 ``Fraction``, ``ClusterState`` and its stores, the index's own classes, ``deque`` and ``Counter``) and
-``_rebuild``, which builds only those model classes. A pickle can only run the callables it names, and every
+``modelpickle.rebuild``, which builds only those model classes. A pickle can only run the callables it names, and every
 other name is refused, so no cache file, however crafted, can call ``os.system``, import a module or run code:
 the worst a forged cache (written by someone who could as well rewrite the snapshot next to it) can do is
 describe a different cluster.
@@ -37,20 +37,16 @@ import hashlib
 import io
 import logging
 import os
-import pickle
 import stat
 import threading
 from collections import Counter
-from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
-from webhook.cluster import devices, model, volumes
 from webhook.cluster.model import FrozenMap
-from webhook.cluster.quantity import Quantity
 from webhook.cluster.snapshot import ClusterState, NodeUsage
 from webhook.cluster.storage_state import DeviceStore, VolumeStore
 from webhook.errors import SnapshotError
@@ -65,54 +61,20 @@ from webhook.sources.loader import (
     collections_paused,
     read_snapshot,
 )
+from webhook.sources.modelpickle import MODEL_NAMES, ModelPickler, RestrictedUnpickler, qualified
 
 log = logging.getLogger(__name__)
 
 MAGIC = b"PREEMPTGUARD-SNAPSHOT-CACHE\n"
-FORMAT = 2  # 2: model objects rebuilt by _rebuild
+FORMAT = 2  # 2: model objects rebuilt by modelpickle.rebuild
 # Read in large chunks: the hashing thread then needs the GIL only a few dozen times for 500 MB.
 HASH_CHUNK = 32 << 20
 MAX_HEADER_BYTES = 1 << 16
 
 
-def _frozen_model_classes() -> dict[type, tuple[str, ...]]:
-    """The model's frozen dataclasses (and ``Quantity``) with the fields their constructor takes, in order."""
-    classes: dict[type, tuple[str, ...]] = {}
-    for value in [*vars(model).values(), *vars(volumes).values(), *vars(devices).values(), Quantity]:
-        if isinstance(value, type) and dataclasses.is_dataclass(value):
-            fields = dataclasses.fields(value)
-            assert all(f.init for f in fields), value  # rebuilt by calling the class with every field
-            classes[value] = tuple(f.name for f in fields)
-    return classes
-
-
-_FIELDS = _frozen_model_classes()
-
-
-def _maker(cls: type, fields: tuple[str, ...]) -> Callable[..., Any]:
-    """``cls(*values)`` without the dataclass ``__init__``: each slot set through its descriptor. A frozen
-    ``__init__`` calls ``object.__setattr__`` per field, which made building 150,000 pods most of a cached load
-    (0.7 s; 0.4 s this way). Generated as dataclasses generates ``__init__``; only for classes whose ``__init__``
-    does nothing else (no ``__post_init__``), so the objects are the same."""
-    assert not hasattr(cls, "__post_init__"), cls
-    setters = {f"s{i}": cls.__dict__[name].__set__ for i, name in enumerate(fields)}
-    params = ", ".join(f"v{i}" for i in range(len(fields)))
-    body = "".join(f"    s{i}(o, v{i})\n" for i in range(len(fields)))
-    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls, **setters}
-    exec(f"def make({params}):\n    o = new(cls)\n{body}    return o\n", namespace)  # our own text, no input
-    return cast(Callable[..., Any], namespace["make"])
-
-
-_MAKERS = {cls: _maker(cls, fields) for cls, fields in _FIELDS.items()}
-
-
-def _rebuild(cls: type, values: tuple[Any, ...]) -> Any:
-    """A model object from its class and field values (the only callable a cache names besides the classes)."""
-    return _MAKERS[cls](*values)  # KeyError for any other class: the cache is refused
 _STATE_CLASSES = (FrozenMap, Fraction, ClusterState, NodeUsage, VolumeStore, DeviceStore, StateIndex, NodeSummary,
                   SortedNames, OrderKey, NodeLabelIndex, collections.deque, collections.Counter)
-_ALLOWED: dict[tuple[str, str], Any] = {(cls.__module__, cls.__qualname__): cls for cls in [*_FIELDS, *_STATE_CLASSES]}
-_ALLOWED[(__name__, _rebuild.__qualname__)] = _rebuild
+_ALLOWED: dict[tuple[str, str], Any] = {**MODEL_NAMES, **{qualified(cls): cls for cls in _STATE_CLASSES}}
 
 
 def _fingerprint() -> str:
@@ -134,26 +96,11 @@ def _fingerprint() -> str:
 FINGERPRINT = _fingerprint()
 
 
-class _Pickler(pickle.Pickler):
-    """The frozen model objects as (class, field values), rebuilt by ``_rebuild``."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        fields = _FIELDS.get(type(obj))
-        if fields is not None:
-            return _rebuild, (type(obj), tuple([getattr(obj, name) for name in fields]))
-        if type(obj) is FrozenMap:
-            return FrozenMap, (dict(obj),)
-        return NotImplemented
-
-
-class _Unpickler(pickle.Unpickler):
+class _Unpickler(RestrictedUnpickler):
     """Resolves the classes of ``_ALLOWED`` and nothing else (see the module docstring)."""
 
-    def find_class(self, module: str, name: str) -> Any:
-        found = _ALLOWED.get((module, name))
-        if found is None:
-            raise pickle.UnpicklingError(f"{module}.{name} is not part of a snapshot cache")
-        return found
+    allowed = _ALLOWED
+    what = "a snapshot cache"
 
 
 def cache_path(snapshot: Path) -> Path:
@@ -272,7 +219,7 @@ class SnapshotCache:
             buffer = io.BytesIO()
             with index.lock:
                 index.sync()
-                _Pickler(buffer, protocol=5).dump(index)
+                ModelPickler(buffer, protocol=5).dump(index)
             payload = buffer.getvalue()
             header = {**header, "payload_bytes": len(payload), "payload_sha256": hashlib.sha256(payload).hexdigest()}
         temporary = self.file.with_name(f"{self.file.name}.{os.getpid()}.tmp")

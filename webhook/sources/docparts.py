@@ -7,6 +7,10 @@ drops it, and the document itself never exists as Python objects (docs/interface
 - ``ITEMS`` when a top-level ``items`` sequence starts (the items before it, under an earlier ``items`` key, are
   forgotten: a later key wins, as in a dict);
 - ``ITEM`` for each element of that sequence (``key`` is its index, ``value`` the element);
+- ``OFFLOADED`` for several elements in a row handed to the loader's conversion worker unparsed (``value`` an
+  ``Offloaded``, the worker's handle): only from a JSON reader given an ``offload`` callback
+  (webhook/sources/conversion_worker.py). How many elements that was is known to the worker only: with such a
+  reader the ``key`` of ``ITEM`` and ``OFFLOADED`` parts counts the elements the reader parsed itself before;
 - ``NO_ITEMS`` when a later, non-sequence ``items`` key replaces the streamed one;
 - ``DOCUMENT`` last, with the rest of the document (``value``: the mapping without the streamed ``items``, or the
   whole document when nothing was streamed).
@@ -14,15 +18,24 @@ drops it, and the document itself never exists as Python objects (docs/interface
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 ITEMS: Final = 0
 ITEM: Final = 1
 NO_ITEMS: Final = 2
 DOCUMENT: Final = 3
+OFFLOADED: Final = 4
 
 # (kind, item index or None, value)
 Part = tuple[int, int | None, object]
+
+
+@dataclass(frozen=True, slots=True)
+class Offloaded:
+    """Items the conversion worker converts: its handle for them."""
+
+    handle: object
 
 
 class ByteStream(Protocol):

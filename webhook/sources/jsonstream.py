@@ -17,6 +17,11 @@ items in 4.1 s of CPU, the standard scanner alone in 5.8 s, ijson's C backend (a
 and orjson on the whole 560 MB document in 8.1 s with a 2.5 GB peak; on the 15,000-node dump, finding each
 item's end forward took as long as a third of the parse, and a call per item most of the rest of its overhead.
 
+Given an ``offload`` callback (the loader's conversion worker, webhook/sources/conversion_worker.py), a batch is
+first offered to it unparsed: when taken, it is skipped here and handed over as one ``OFFLOADED`` part, and the
+worker parses it with the same orjson call. How many items it holds is known there only (counting the item ends
+here cost half a parse: the marker is mostly spaces), so an ``ITEM``'s index then counts the items read here.
+
 Both parsers are held to orjson's reading of a whole document, which the loader used before: a number that is
 infinite as a double, and ``NaN``/``Infinity``, are syntax errors; integers beyond 64 bits read as floats. Any
 syntax error raises ``JsonSyntaxError``; the loader then reads the file as YAML, as it did with text that was not
@@ -27,11 +32,11 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import orjson
 
-from webhook.sources.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, ByteStream, Part
+from webhook.sources.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, OFFLOADED, ByteStream, Offloaded, Part
 
 CHUNK_BYTES = 1 << 20
 # How much text one orjson call parses into items at most (unless one item is longer): a few dozen kubectl
@@ -43,6 +48,8 @@ MARKER_LOOKAHEAD = 16 * CHUNK_BYTES
 TRUNCATION_MARGIN = 16
 _WHITESPACE = " \t\n\r"
 _INT64_MIN, _UINT64_MAX = -(1 << 63), (1 << 64) - 1
+# (a batch's text, how many items were read here before it) -> a handle, or None: parse it here
+Offload = Callable[[str, int], object | None]
 
 
 class JsonSyntaxError(ValueError):
@@ -130,16 +137,17 @@ class _ItemReader:
     """The elements of the ``items`` array: by orjson on marker-bounded slices while that works (several items
     at once, then one), else by the standard scanner."""
 
-    def __init__(self, text: _TextBuffer) -> None:
+    def __init__(self, text: _TextBuffer, offload: Offload | None) -> None:
         self.text = text
+        self.offload = offload
         self.by_marker = True
         self.batched = True
 
-    def items(self) -> list[object]:
-        """The next item, or the next several; at least one."""
+    def items(self, index: int) -> list[object] | Offloaded:
+        """The next item (``index``), or the next several; at least one."""
         text = self.text
         if self.batched:
-            found = self._batch()
+            found = self._batch(index)
             if found is not None:
                 return found
             self.batched = False  # one item at a time from here on, so a bad guess is paid once
@@ -159,7 +167,7 @@ class _ItemReader:
             return None
         return "\n" + indent + "}"
 
-    def _batch(self) -> list[object] | None:
+    def _batch(self, index: int) -> list[object] | Offloaded | None:
         text = self.text
         marker = self._indent_marker()
         if marker is None:
@@ -174,6 +182,11 @@ class _ItemReader:
             if len(text.buf) - text.pos > MARKER_LOOKAHEAD or not text.more():
                 return None
         start, end = text.pos, end + len(marker)
+        if self.offload is not None:
+            handle = self.offload(text.buf[start:end], index)
+            if handle is not None:
+                text.pos = end
+                return Offloaded(handle)
         try:
             values = orjson.loads("[" + text.buf[start:end] + "]")
         except orjson.JSONDecodeError:
@@ -206,14 +219,15 @@ class _ItemReader:
 _NOT_FOUND = object()
 
 
-def json_parts(stream: ByteStream) -> Iterator[Part]:
+def json_parts(stream: ByteStream, offload: Offload | None = None) -> Iterator[Part]:
     """The parts of the one JSON object in ``stream``; ``JsonSyntaxError`` when it is not exactly that.
 
-    A top-level array is parsed and handed over empty: it is no Kubernetes object, whatever it holds.
+    A top-level array is parsed and handed over empty: it is no Kubernetes object, whatever it holds. ``offload``:
+    see the module docstring.
     """
     text = _TextBuffer(stream)
     if text.peek() == "[":
-        for _ in _items(text):
+        for _ in _items(text, None):
             pass
         if text.peek():
             raise JsonSyntaxError("text after the top-level array")
@@ -235,7 +249,7 @@ def json_parts(stream: ByteStream) -> Iterator[Part]:
                 fields.pop("items", None)
                 streamed = True
                 yield ITEMS, None, None
-                yield from _items(text)
+                yield from _items(text, offload)
             else:
                 if key == "items" and streamed:
                     streamed = False
@@ -250,19 +264,23 @@ def json_parts(stream: ByteStream) -> Iterator[Part]:
     yield DOCUMENT, None, fields
 
 
-def _items(text: _TextBuffer) -> Iterator[Part]:
+def _items(text: _TextBuffer, offload: Offload | None) -> Iterator[Part]:
     text.expect("[")
     if text.peek() == "]":
         text.pos += 1
         return
-    reader = _ItemReader(text)
+    reader = _ItemReader(text, offload)
     index = 0
     while True:
         if not text.peek():
             raise JsonSyntaxError("the items array is not closed")
-        for item in reader.items():
-            yield ITEM, index, item
-            index += 1
+        found = reader.items(index)
+        if isinstance(found, Offloaded):
+            yield OFFLOADED, index, found
+        else:
+            for item in found:
+                yield ITEM, index, item
+                index += 1
         char = text.peek()
         text.pos += 1
         if char == "]":

@@ -22,16 +22,27 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import cast
 
 import yaml
 
 from webhook.cluster.model import ClusterObject
-from webhook.cluster.reader import object_from_dict
 from webhook.cluster.sharing import forget_read_values
 from webhook.cluster.snapshot import OPTIONAL_KINDS, ClusterState
-from webhook.errors import InvalidInput, SnapshotError
-from webhook.sources.docparts import DOCUMENT, ITEM, ITEMS, NO_ITEMS, ByteStream, Part, TextStream
+from webhook.errors import SnapshotError
+from webhook.sources.conversion_worker import ConversionWorker, ConversionWorkerFailed, available_cpus
+from webhook.sources.converting import convert_all
+from webhook.sources.docparts import (
+    DOCUMENT,
+    ITEM,
+    ITEMS,
+    NO_ITEMS,
+    OFFLOADED,
+    ByteStream,
+    Offloaded,
+    Part,
+    TextStream,
+)
 from webhook.sources.jsonstream import JsonSyntaxError, json_parts
 from webhook.sources.yamlstream import yaml_parts
 
@@ -41,24 +52,10 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[int, int], None]
 # How many items are read between two progress reports.
 PROGRESS_EVERY = 1024
+# From this size a JSON snapshot is converted on two CPUs when there are two (webhook/sources/conversion_worker.py):
+# starting the worker costs about 0.15 s of one CPU, a 1,000-node dump ~110 MB takes ~1 s to convert.
+PARALLEL_MIN_BYTES = 32 << 20
 _JSON_WHITESPACE = b" \t\n\r"
-
-
-def iter_objects(document: object, where: str) -> Iterator[Mapping[str, Any]]:
-    """The API objects of one YAML document, flattening ``List`` kinds (nested too)."""
-    if document is None:
-        return
-    if not isinstance(document, Mapping):
-        raise SnapshotError(f"{where}: expected a Kubernetes object, got {type(document).__name__}")
-    kind = document.get("kind")
-    if isinstance(kind, str) and kind.endswith("List") and "items" in document:
-        items = document.get("items") or []
-        if not isinstance(items, list):
-            raise SnapshotError(f"{where}: items must be a list")
-        for i, item in enumerate(items):
-            yield from iter_objects(item, f"{where}, items[{i}]")
-        return
-    yield document
 
 
 def _is_list(document: object) -> bool:
@@ -66,23 +63,45 @@ def _is_list(document: object) -> bool:
     return isinstance(kind, str) and kind.endswith("List")
 
 
+class _Pending:
+    """Items the conversion worker converts, in their place among the streamed objects."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: object) -> None:
+        self.handle = handle
+
+
 class _Converter:
     """The model objects of a stream of document parts, in file order. The first error in an object is kept
-    (``error``; no object is converted after it) for the caller to raise once the whole stream has parsed."""
+    (``error``; no object is converted after it) for the caller to raise once the whole stream has parsed.
+    With a ``worker``, ``offload`` hands it batches of a List's items (webhook/sources/conversion_worker.py)."""
 
-    def __init__(self, source: str, kinds: Counter[str] | None, tick: Callable[[], None] | None) -> None:
+    def __init__(self, source: str, kinds: Counter[str] | None, tick: Callable[[], None] | None,
+                 worker: ConversionWorker | None = None) -> None:
         self.source = source
         self.kinds = kinds
         self.tick = tick
+        self.worker = worker
         self.error: SnapshotError | None = None
         self.documents = 0
+        self._offloading = False  # whether the items read now may go to the worker
+        self._items_arrays = 0
+
+    def offload(self, text: str, read_before: int) -> int | None:
+        """``jsonstream``'s ``Offload``: the worker's handle for a batch of items, or None to parse it here."""
+        if self.worker is None or not self._offloading:
+            return None
+        return self.worker.offer(f"{self.source}: document {self.documents}", self._items_arrays, read_before, text)
 
     def objects(self, parts: Iterable[Part]) -> Iterator[ClusterObject]:
         # The streamed items of the current document, their kinds and first error: they count only once the
-        # document turns out to be a List (kubectl writes "kind" after "items").
-        streamed: list[ClusterObject] | None = None
+        # document turns out to be a List (kubectl writes "kind" after "items"). Batches the worker converts are
+        # in their place (``_Pending``), all before the first error found here.
+        streamed: list[ClusterObject | _Pending] | None = None
         streamed_kinds: Counter[str] = Counter()
         streamed_error: SnapshotError | None = None
+        pending: list[object] = []  # the worker's handles for this items array's batches
         for part, index, value in parts:
             where = f"{self.source}: document {self.documents}"
             if part == ITEM:
@@ -91,50 +110,68 @@ class _Converter:
                 if streamed is None or streamed_error is not None or self.error is not None:
                     continue
                 try:
-                    streamed.extend(self._convert_all(value, where, f"{where}, items[{index}]", streamed_kinds))
+                    streamed.extend(convert_all(value, where, f"{where}, items[{index}]", streamed_kinds))
                 except SnapshotError as exc:
-                    streamed_error = exc
+                    streamed_error = self._placed(exc, value, where, index or 0, pending)
+                    self._offloading = False
+            elif part == OFFLOADED:
+                assert isinstance(value, Offloaded)
+                if streamed is not None and streamed_error is None and self.error is None:
+                    streamed.append(_Pending(value.handle))
+                    pending.append(value.handle)
             elif part == ITEMS:
-                streamed, streamed_kinds, streamed_error = [], Counter(), None
+                streamed, streamed_kinds, streamed_error, pending = [], Counter(), None, []
+                self._items_arrays += 1
+                self._offloading = self.error is None
             elif part == NO_ITEMS:
-                streamed = None
+                streamed, pending, self._offloading = None, [], False
             elif part == DOCUMENT:
                 self.documents += 1
+                self._offloading = False
                 if streamed is not None and _is_list(value):
+                    objects, error = (self._resolved(streamed, streamed_kinds) if pending
+                                      else (cast(list[ClusterObject], streamed), None))
                     if self.kinds is not None:
                         self.kinds.update(streamed_kinds)
                     if self.error is None:
-                        self.error = streamed_error
-                        yield from streamed
+                        self.error = error or streamed_error
+                        yield from objects
                 elif self.error is None:
                     try:
-                        yield from self._convert_all(value, where, where, self.kinds)
+                        yield from convert_all(value, where, where, self.kinds)
                     except SnapshotError as exc:
                         self.error = exc
-                streamed = None
+                streamed, pending = None, []
 
-    @staticmethod
-    def _convert_all(document: object, where: str, item_where: str, kinds: Counter[str] | None
-                     ) -> list[ClusterObject]:
-        converted: list[ClusterObject] = []
-        for raw in iter_objects(document, item_where):
-            if kinds is not None:
-                kinds[str(raw.get("kind"))] += 1
-            obj = _convert(raw, where)
-            if obj is not None:
-                converted.append(obj)
-        return converted
+    def _placed(self, error: SnapshotError, item: object, where: str, read_before: int, pending: list[object]
+                ) -> SnapshotError:
+        """The error of an item read here, with its index in the items array: after batches of the worker, the
+        reader counted only the items it read (jsonstream), so the item is converted again where it stands."""
+        if not pending:
+            return error
+        assert self.worker is not None
+        index = read_before + sum(self.worker.result(handle).count for handle in pending)
+        try:
+            convert_all(item, where, f"{where}, items[{index}]", None)
+        except SnapshotError as placed:
+            return placed
+        return error  # cannot be: converting is a function of the item
 
-
-def _convert(raw: Mapping[str, Any], where: str) -> ClusterObject | None:
-    try:
-        obj = object_from_dict(raw)
-    except InvalidInput as exc:
-        name = (raw.get("metadata") or {}).get("name") if isinstance(raw.get("metadata"), Mapping) else None
-        raise SnapshotError(f"{where} ({raw.get('kind')} {name}): {exc}") from exc
-    if obj is None:
-        log.debug("%s: ignoring object of kind %r", where, raw.get("kind"))
-    return obj
+    def _resolved(self, streamed: list[ClusterObject | _Pending], kinds: Counter[str]
+                  ) -> tuple[list[ClusterObject], SnapshotError | None]:
+        """The streamed objects with the worker's in their place, up to the first error among the worker's."""
+        assert self.worker is not None
+        objects: list[ClusterObject] = []
+        for entry in streamed:
+            if isinstance(entry, _Pending):
+                converted = self.worker.result(entry.handle)
+                kinds.update(converted.kinds)
+                objects.extend(converted.objects)
+                if converted.error is not None:
+                    return objects, SnapshotError(converted.error)
+            else:
+                objects.append(entry)
+        return objects, None
 
 
 def _yaml_objects(converter: _Converter, stream: TextStream) -> Iterator[ClusterObject]:
@@ -152,6 +189,8 @@ def _yaml_objects(converter: _Converter, stream: TextStream) -> Iterator[Cluster
 def _fill(state: ClusterState, converter: _Converter, objects: Iterable[ClusterObject]) -> ClusterState:
     for obj in objects:
         state.upsert(obj)
+    if converter.worker is not None:
+        converter.worker.finish()  # a batch it could not parse: the serial path decides (conversion_worker.py)
     if converter.error is not None:
         raise converter.error
     return state
@@ -235,31 +274,56 @@ def collections_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_snapshot(snapshot: SnapshotFile, kinds: Counter[str], progress: ProgressFn | None = None) -> ClusterState:
-    """The ``ClusterState`` of an opened snapshot file, streamed (see the module docstring)."""
+def read_snapshot(snapshot: SnapshotFile, kinds: Counter[str], progress: ProgressFn | None = None,
+                  parallel: bool | None = None) -> ClusterState:
+    """The ``ClusterState`` of an opened snapshot file, streamed (see the module docstring). ``parallel``: whether
+    a conversion worker takes part (by default, for a file of ``PARALLEL_MIN_BYTES`` or more with 2 CPUs)."""
+    if parallel is None:
+        parallel = snapshot.size >= PARALLEL_MIN_BYTES and available_cpus() >= 2
     with collections_paused():
-        state = _read_snapshot(snapshot, kinds, progress)
+        state = _read_snapshot(snapshot, kinds, progress, parallel)
     forget_read_values()
     # A file holding no object of an optional kind is a snapshot taken without it, not a cluster without any.
     state.unknown_kinds = {kind for kind in OPTIONAL_KINDS if not kinds[kind]}
     return state
 
 
-def _read_snapshot(snapshot: SnapshotFile, kinds: Counter[str], progress: ProgressFn | None) -> ClusterState:
+def _read_snapshot(snapshot: SnapshotFile, kinds: Counter[str], progress: ProgressFn | None, parallel: bool
+                   ) -> ClusterState:
     source = str(snapshot.path)
     tick = None if progress is None else (lambda: progress(snapshot.position(), snapshot.size))
     if snapshot.starts_like_json():
-        converter = _Converter(source, Counter(), tick)
-        try:
-            state = _fill(ClusterState(), converter, converter.objects(json_parts(snapshot.binary())))
-        except JsonSyntaxError:
-            pass  # not strict JSON: read as YAML below, which also gives the error messages
-        else:
-            assert converter.kinds is not None
-            kinds.update(converter.kinds)
+        state = None
+        worker = ConversionWorker.start() if parallel else None
+        if worker is not None:
+            try:
+                with worker:
+                    state = _read_json(snapshot, kinds, tick, worker)
+            except ConversionWorkerFailed as exc:
+                log.info("%s: reading it again on one CPU: %s", source, exc)
+                worker = None
+        if worker is None:
+            state = _read_json(snapshot, kinds, tick, None)
+        if state is not None:
             return state
     converter = _Converter(source, kinds, tick)
     return _fill(ClusterState(), converter, _yaml_objects(converter, snapshot.text()))
+
+
+def _read_json(snapshot: SnapshotFile, kinds: Counter[str], tick: Callable[[], None] | None,
+               worker: ConversionWorker | None) -> ClusterState | None:
+    """The state of a strict JSON file, or None when it is not one (``kinds`` untouched then)."""
+    converter = _Converter(str(snapshot.path), Counter(), tick, worker)
+    offload = None if worker is None else converter.offload
+    try:
+        state = _fill(ClusterState(), converter, converter.objects(json_parts(snapshot.binary(), offload)))
+    except JsonSyntaxError:
+        if worker is not None:
+            worker.finish()  # first, a batch the worker could not parse: the serial path decides
+        return None  # not strict JSON: read as YAML, which also gives the error messages
+    assert converter.kinds is not None
+    kinds.update(converter.kinds)
+    return state
 
 
 # Kinds a manifest holds and a cluster snapshot (docs/interfaces.md §1) does not.
@@ -272,19 +336,19 @@ SNAPSHOT_COMMAND = ("kubectl get priorityclasses,nodes,pods,poddisruptionbudgets
 READ_ERRORS = (OSError, UnicodeDecodeError, EOFError, zlib.error)
 
 
-def load_snapshot(path: str | Path, *, require_cluster: bool = False,
-                  progress: ProgressFn | None = None) -> ClusterState:
+def load_snapshot(path: str | Path, *, require_cluster: bool = False, progress: ProgressFn | None = None,
+                  parallel: bool | None = None) -> ClusterState:
     """A ``ClusterState`` holding every supported object of the snapshot file.
 
     ``require_cluster``: refuse a file that is a manifest (workloads, or pods and no node) rather than a
     cluster, the usual slip of passing the pod to preview as the snapshot. ``progress`` is called now and
-    then with the bytes read so far and the file's size.
+    then with the bytes read so far and the file's size; ``parallel`` as ``read_snapshot``'s.
     """
     path = Path(path)
     kinds: Counter[str] = Counter()
     try:
         with SnapshotFile(path) as snapshot:
-            state = read_snapshot(snapshot, kinds, progress)
+            state = read_snapshot(snapshot, kinds, progress, parallel)
     except READ_ERRORS as exc:
         raise SnapshotError(f"{path}: cannot read snapshot: {exc}") from exc
     if require_cluster:

@@ -136,14 +136,19 @@ class _DomainMap(celtypes.MapType):
             return celtypes.MapType({})
 
 
-_ENV = celpy.Environment()
+@functools.cache
+def _environment() -> celpy.Environment:
+    """Built at the first selector, not at import: its parser takes 0.1 s to build, which every run of the plugin
+    and every start of the server paid for clusters without a device selector."""
+    return celpy.Environment()
 
 
 @functools.lru_cache(maxsize=256)
 def compile_selector(expression: str) -> DeviceSelector:
     """The selector of a CEL expression (compiled once per process); ``CelError`` when it does not compile."""
+    environment = _environment()
     try:
-        program = _ENV.program(_ENV.compile(expression), functions=FUNCTIONS)
+        program = environment.program(environment.compile(expression), functions=FUNCTIONS)
     except Exception as exc:  # celpy raises its parser's and its own errors
         raise CelError(f"compilation failed: {exc}") from exc
     return DeviceSelector(expression, program)

@@ -209,14 +209,19 @@ def test_a_batch_the_worker_cannot_parse_is_read_again_alone(tmp_path: Path, off
     assert contents(shared) == contents(alone)
 
 
-def test_a_worker_that_dies_leaves_the_load_to_the_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(conversion_worker, "worker_command", lambda: [sys.executable, "-c", "raise SystemExit(3)"])
+def read_alone_after(tmp_path: Path, caplog: pytest.LogCaptureFixture, why: str) -> None:
+    """A dump read with a worker that fails (``why``, logged) holds what the loader alone reads."""
     path = write(tmp_path, kubectl_json(cluster()))
     with caplog.at_level(logging.INFO, logger=loader.__name__):
         shared = load_snapshot(path, require_cluster=True, parallel=True)
-    assert "the conversion worker exited (3)" in caplog.text
+    assert f"{FALLBACK}: {why}" in caplog.text
     assert contents(shared) == contents(load_snapshot(path, require_cluster=True, parallel=False))
+
+
+def test_a_worker_that_dies_leaves_the_load_to_the_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(conversion_worker, "worker_command", lambda: [sys.executable, "-c", "raise SystemExit(3)"])
+    read_alone_after(tmp_path, caplog, "the conversion worker exited (3)")
 
 
 def test_a_worker_killed_halfway_leaves_the_load_to_the_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -232,21 +237,13 @@ def test_a_worker_killed_halfway_leaves_the_load_to_the_loader(tmp_path: Path, m
         return offered[-1]
 
     monkeypatch.setattr(ConversionWorker, "offer", offer)
-    path = write(tmp_path, kubectl_json(cluster()))
-    with caplog.at_level(logging.INFO, logger=loader.__name__):
-        shared = load_snapshot(path, require_cluster=True, parallel=True)
-    assert "the conversion worker exited (-9)" in caplog.text
-    assert contents(shared) == contents(load_snapshot(path, require_cluster=True, parallel=False))
+    read_alone_after(tmp_path, caplog, "the conversion worker exited (-9)")
 
 
 def test_a_worker_of_another_webhook_package_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(conversion_worker, "package_root", lambda: "/elsewhere/webhook")
-    path = write(tmp_path, kubectl_json(cluster()))
-    with caplog.at_level(logging.INFO, logger=loader.__name__):
-        shared = load_snapshot(path, require_cluster=True, parallel=True)
-    assert "the worker imported another webhook package" in caplog.text
-    assert contents(shared) == contents(load_snapshot(path, require_cluster=True, parallel=False))
+    read_alone_after(tmp_path, caplog, "the worker imported another webhook package")
 
 
 def test_an_answer_naming_anything_else_is_refused() -> None:

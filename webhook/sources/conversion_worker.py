@@ -245,16 +245,21 @@ class ConversionWorker:
                 except BlockingIOError:
                     pass
                 except OSError as exc:  # EPIPE: it went away
-                    raise ConversionWorkerFailed(f"the conversion worker exited ({self.process.poll()}): {exc}"
-                                                 ) from exc
+                    raise ConversionWorkerFailed(f"{self._gone()}: {exc}") from exc
             if readable:
                 data = os.read(self._in, READ_BYTES)
                 if not data:
-                    raise ConversionWorkerFailed(f"the conversion worker exited ({self.process.poll()})")
+                    raise ConversionWorkerFailed(self._gone())
                 self._received += data
                 self._take_answers()
             elif not waiting and not (writable and self._outgoing):
                 return
+
+    def _gone(self) -> str:
+        """Why the worker's pipes closed: its exit status (it has closed them, so it is exiting)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+        return f"the conversion worker exited ({self.process.returncode})"
 
     def _take_answers(self) -> None:
         received = self._received

@@ -12,6 +12,7 @@ from webhook.cluster.model import ClusterObject
 from webhook.cluster.reader import object_from_dict
 from webhook.errors import InvalidInput, SnapshotError
 
+# The loader's logger: the "ignoring object of kind" lines kept the name operators filter on when they moved here.
 log = logging.getLogger("webhook.sources.loader")
 
 

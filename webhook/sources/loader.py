@@ -293,21 +293,24 @@ def _read_snapshot(snapshot: SnapshotFile, kinds: Counter[str], progress: Progre
     source = str(snapshot.path)
     tick = None if progress is None else (lambda: progress(snapshot.position(), snapshot.size))
     if snapshot.starts_like_json():
-        state = None
-        worker = ConversionWorker.start() if parallel else None
-        if worker is not None:
-            try:
-                with worker:
-                    state = _read_json(snapshot, kinds, tick, worker)
-            except ConversionWorkerFailed as exc:
-                log.info("%s: reading it again on one CPU: %s", source, exc)
-                worker = None
-        if worker is None:
-            state = _read_json(snapshot, kinds, tick, None)
+        state = _read_json_on_two_cpus(snapshot, kinds, tick) if parallel else _read_json(snapshot, kinds, tick, None)
         if state is not None:
             return state
     converter = _Converter(source, kinds, tick)
     return _fill(ClusterState(), converter, _yaml_objects(converter, snapshot.text()))
+
+
+def _read_json_on_two_cpus(snapshot: SnapshotFile, kinds: Counter[str], tick: Callable[[], None] | None
+                           ) -> ClusterState | None:
+    """``_read_json`` with a conversion worker; on one CPU when none starts or it fails (conversion_worker.py)."""
+    worker = ConversionWorker.start()
+    if worker is not None:
+        try:
+            with worker:
+                return _read_json(snapshot, kinds, tick, worker)
+        except ConversionWorkerFailed as exc:
+            log.info("%s: reading it again on one CPU: %s", snapshot.path, exc)
+    return _read_json(snapshot, kinds, tick, None)
 
 
 def _read_json(snapshot: SnapshotFile, kinds: Counter[str], tick: Callable[[], None] | None,

@@ -145,7 +145,9 @@ def test_an_error_names_the_same_item(tmp_path: Path, offers: Callable[[int], li
     assert f"document 0, items[{4 + bad}]{said}" in alone
     taken = offers(every)
     assert error_of(path, parallel=True) == alone
-    assert True in taken  # (an item not starting with "{" ends the reader's batches: 7 at the 5th, one)
+    # The worker took part. A bare 7 does not start with "{", so the reader stops batching there (jsonstream): before
+    # it, at least the first batch went to the worker; a List item keeps the batches going.
+    assert taken[0] and (what == "not an object" or taken.count(True) >= 3)
 
 
 @pytest.mark.parametrize("every", [1, 2, 3])

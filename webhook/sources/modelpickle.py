@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from collections.abc import Callable
 from fractions import Fraction
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from webhook.cluster import devices, model, volumes
 from webhook.cluster.model import FrozenMap
@@ -35,27 +34,52 @@ def _frozen_model_classes() -> dict[type, tuple[str, ...]]:
 FIELDS = _frozen_model_classes()
 
 
-def _maker(cls: type, fields: tuple[str, ...]) -> Callable[..., Any]:
-    """``cls(*values)`` without the dataclass ``__init__``: each slot set through its descriptor. A frozen
-    ``__init__`` calls ``object.__setattr__`` per field, which made building 150,000 pods most of a cached load
-    (0.7 s; 0.4 s this way). Generated as dataclasses generates ``__init__``; only for classes whose ``__init__``
-    does nothing else (no ``__post_init__``), so the objects are the same."""
+def _defaults(cls: type) -> tuple[Any, ...]:
+    """The default object of each field that has one, in field order: the fields after the last one without a
+    default (or with a ``default_factory``, which has no one object) may be left out of a pickled object."""
+    defaults: list[Any] = []
+    for f in dataclasses.fields(cls):
+        if f.default is dataclasses.MISSING:
+            defaults.clear()  # a field without one: only the fields after it may be left out
+        else:
+            defaults.append(f.default)
+    return tuple(defaults)
+
+
+DEFAULTS = {cls: _defaults(cls) for cls in FIELDS}
+
+
+def _twin(cls: type, fields: tuple[str, ...]) -> type:
+    """A plain class with ``cls``'s slots in the same order, whose ``__init__`` takes the field values (the
+    trailing ones defaulted as ``cls``'s): built as one and given ``cls`` as its class, an object is ``cls(*values)``
+    without the frozen ``__init__``. A frozen dataclass sets each field through ``object.__setattr__``, and a
+    setter per slot (this module's earlier way) was still a call per field: 36 per pod, 450,000 pods, most of
+    a cached load (bench/snapshot.py: 1.2 s of 2.8 s at 15,000 nodes); the twin's assignments run at the
+    interpreter's slot-store speed. CPython allows the ``__class__`` assignment only between classes of the same
+    layout (the same slots, in order), and ``cls`` has no ``__post_init__``, so the objects are the same."""
+    assert tuple(cls.__dict__.get("__slots__", ())) == fields, cls
     assert not hasattr(cls, "__post_init__"), cls
-    setters = {f"s{i}": cls.__dict__[name].__set__ for i, name in enumerate(fields)}
-    params = ", ".join(f"v{i}" for i in range(len(fields)))
-    body = "".join(f"    s{i}(o, v{i})\n" for i in range(len(fields)))
-    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls, **setters}
-    exec(f"def make({params}):\n    o = new(cls)\n{body}    return o\n", namespace)  # our own text, no input
-    return cast(Callable[..., Any], namespace["make"])
+    defaults = DEFAULTS[cls]
+    first_default = len(fields) - len(defaults)
+    params = ", ".join(f"v{i}" if i < first_default else f"v{i}=d{i}" for i in range(len(fields)))
+    body = "".join(f"        self.{name} = v{i}\n" for i, name in enumerate(fields)) or "        pass\n"
+    namespace: dict[str, Any] = {f"d{first_default + i}": value for i, value in enumerate(defaults)}
+    # Our own text from the class's field names, no input.
+    exec(f"class Twin:\n    __slots__ = {fields!r}\n    def __init__(self, {params}):\n{body}", namespace)
+    twin: type = namespace["Twin"]
+    twin.__qualname__ = f"{cls.__qualname__}.twin"
+    return twin
 
 
-_MAKERS = {cls: _maker(cls, fields) for cls, fields in FIELDS.items()}
+_TWINS = {cls: _twin(cls, fields) for cls, fields in FIELDS.items()}
 
 
 def rebuild(cls: type, values: tuple[Any, ...]) -> Any:
-    """A model object from its class and field values (the only callable a model pickle names besides the
-    classes)."""
-    return _MAKERS[cls](*values)  # KeyError for any other class: the pickle is refused
+    """A model object from its class and field values, trailing defaults left out (the only callable a model
+    pickle names besides the classes)."""
+    built = _TWINS[cls](*values)  # KeyError for any other class, TypeError for too many values: refused
+    built.__class__ = cls
+    return built
 
 
 def qualified(cls: Any) -> tuple[str, str]:
@@ -73,7 +97,14 @@ class ModelPickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         fields = FIELDS.get(type(obj))
         if fields is not None:
-            return rebuild, (type(obj), tuple([getattr(obj, name) for name in fields]))
+            values = [getattr(obj, name) for name in fields]
+            # Leave out the trailing fields that hold their default object itself (most of a pod's 36 do): one
+            # opcode less each to read back. An equal but other object is kept, so sharing is as it was.
+            defaults, end = DEFAULTS[type(obj)], len(values)
+            first_default = end - len(defaults)
+            while end > first_default and values[end - 1] is defaults[end - 1 - first_default]:
+                end -= 1
+            return rebuild, (type(obj), tuple(values[:end]))
         if type(obj) is FrozenMap:
             return FrozenMap, (dict(obj),)
         return NotImplemented

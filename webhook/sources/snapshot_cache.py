@@ -66,7 +66,7 @@ from webhook.sources.modelpickle import MODEL_NAMES, ModelPickler, RestrictedUnp
 log = logging.getLogger(__name__)
 
 MAGIC = b"PREEMPTGUARD-SNAPSHOT-CACHE\n"
-FORMAT = 2  # 2: model objects rebuilt by modelpickle.rebuild
+FORMAT = 3  # 2: model objects rebuilt by modelpickle.rebuild; 3: their trailing defaults left out
 # Read in large chunks: the hashing thread then needs the GIL only a few dozen times for 500 MB.
 HASH_CHUNK = 32 << 20
 MAX_HEADER_BYTES = 1 << 16

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import orjson
 
+from webhook.cluster.building import builder
 from webhook.cluster.jsonfields import JsonObject, json_int, json_list, json_object, json_str, parse_time_ns
 from webhook.cluster.model import NO_QUOTA_FACTS, HostPort, LabelSelector, Pod, PredictionTrace
 from webhook.cluster.reader_constraints import (
@@ -41,6 +42,8 @@ from webhook.cluster.sharing import BoundedCache, interned, shared
 from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 
 # A compact prediction annotation is a few hundred bytes; anything much longer was not written by PreemptGuard.
+# Pod(...) without a call per field (webhook.cluster.building): 4.5 -> 0.5 microseconds of each of a cluster's pods.
+_build_pod = builder(Pod)
 _COMPACT_PREDICTION_LIMIT = 4096
 _GUARDRAIL_DECISION_LIMIT = 256
 
@@ -308,7 +311,7 @@ def pod_from_dict(raw: JsonObject, *, quota: bool = True) -> Pod:
         scheduler_name = json_str(scheduler_name, "spec.schedulerName", "default-scheduler") or "default-scheduler"
     scheduler_name = sys.intern(scheduler_name)
     preferred_node, preferred_pod, preferred_anti = preferred
-    return Pod(
+    return _build_pod(
         name=name,
         namespace=namespace,
         uid=uid,

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, ClassVar
 
 from webhook.cluster import devices, model, volumes
+from webhook.cluster.building import builder
 from webhook.cluster.model import FrozenMap
 from webhook.cluster.quantity import Quantity
 
@@ -49,37 +51,15 @@ def _defaults(cls: type) -> tuple[Any, ...]:
 DEFAULTS = {cls: _defaults(cls) for cls in FIELDS}
 
 
-def _twin(cls: type, fields: tuple[str, ...]) -> type:
-    """A plain class with ``cls``'s slots in the same order, whose ``__init__`` takes the field values (the
-    trailing ones defaulted as ``cls``'s): built as one and given ``cls`` as its class, an object is ``cls(*values)``
-    without the frozen ``__init__``. A frozen dataclass sets each field through ``object.__setattr__``, and a
-    setter per slot (this module's earlier way) was still a call per field: 36 per pod, 450,000 pods, most of
-    a cached load (bench/snapshot.py: 1.2 s of 2.8 s at 15,000 nodes); the twin's assignments run at the
-    interpreter's slot-store speed. CPython allows the ``__class__`` assignment only between classes of the same
-    layout (the same slots, in order), and ``cls`` has no ``__post_init__``, so the objects are the same."""
-    assert tuple(cls.__dict__.get("__slots__", ())) == fields, cls
-    assert not hasattr(cls, "__post_init__"), cls
-    defaults = DEFAULTS[cls]
-    first_default = len(fields) - len(defaults)
-    params = ", ".join(f"v{i}" if i < first_default else f"v{i}=d{i}" for i in range(len(fields)))
-    body = "".join(f"        self.{name} = v{i}\n" for i, name in enumerate(fields)) or "        pass\n"
-    namespace: dict[str, Any] = {f"d{first_default + i}": value for i, value in enumerate(defaults)}
-    # Our own text from the class's field names, no input.
-    exec(f"class Twin:\n    __slots__ = {fields!r}\n    def __init__(self, {params}):\n{body}", namespace)
-    twin: type = namespace["Twin"]
-    twin.__qualname__ = f"{cls.__qualname__}.twin"
-    return twin
-
-
-_TWINS = {cls: _twin(cls, fields) for cls, fields in FIELDS.items()}
+# Each class built as its own ``__init__`` would, without a call per field (webhook.cluster.building: a cached load
+# of 15,000 nodes set 36 slots per pod through descriptor calls, 1.2 s of 2.8 s).
+_BUILDERS: dict[type, Callable[..., Any]] = {cls: builder(cls) for cls in FIELDS}
 
 
 def rebuild(cls: type, values: tuple[Any, ...]) -> Any:
     """A model object from its class and field values, trailing defaults left out (the only callable a model
     pickle names besides the classes)."""
-    built = _TWINS[cls](*values)  # KeyError for any other class, TypeError for too many values: refused
-    built.__class__ = cls
-    return built
+    return _BUILDERS[cls](*values)  # KeyError for any other class, TypeError for too many values: refused
 
 
 def qualified(cls: Any) -> tuple[str, str]:

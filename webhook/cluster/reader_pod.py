@@ -41,9 +41,10 @@ from webhook.cluster.reader_volumes import pod_volumes
 from webhook.cluster.sharing import BoundedCache, interned, shared
 from webhook.routes import GUARDRAIL_DECISION_ANNOTATION, PREDICTION_ANNOTATION, PREDICTION_ID_ANNOTATION
 
-# A compact prediction annotation is a few hundred bytes; anything much longer was not written by PreemptGuard.
-# Pod(...) without a call per field (webhook.cluster.building): 4.5 -> 0.5 microseconds of each of a cluster's pods.
+# Pod(...) without a call per field (webhook.cluster.building): ~4.5 -> ~1.3 microseconds for each of a cluster's
+# pods (timeit, keyword arguments as below).
 _build_pod = builder(Pod)
+# A compact prediction annotation is a few hundred bytes; anything much longer was not written by PreemptGuard.
 _COMPACT_PREDICTION_LIMIT = 4096
 _GUARDRAIL_DECISION_LIMIT = 256
 

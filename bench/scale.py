@@ -561,15 +561,16 @@ class LagPoller:
 
 def lags_seen(times: list[int], rvs: list[int], records: list[dict[str, int]], after_ns: int = 0) -> list[float]:
     """Seconds from each write's acknowledgement to the first time (``times``, Unix ns) a resourceVersion at least
-    its own was seen (``rvs``, not decreasing); inf: never seen. Only writes acknowledged after ``after_ns``."""
+    its own was seen (``rvs``, not decreasing); 0 when seen before the writer had its answer (a watch can deliver
+    the event first); inf: never seen. Only writes acknowledged after ``after_ns``."""
     lags = []
     for record in records:
         if record["ack"] < after_ns:
             continue
         i = bisect.bisect_left(rvs, record["rv"])
-        while i < len(times) and times[i] < record["ack"]:
-            i += 1  # seen before the write was answered: the first sighting after the answer counts
-        lags.append((times[i] - record["ack"]) / 1e9 if i < len(times) else float("inf"))
+        # A sighting before the answer used to be skipped for the next one after it: the churn's last write, seen
+        # by the bare watch before its answer came, then had no later sighting and its lag read inf.
+        lags.append(max(0, times[i] - record["ack"]) / 1e9 if i < len(times) else float("inf"))
     return lags
 
 

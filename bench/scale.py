@@ -29,7 +29,8 @@ For each size, in one run:
    /metrics) at 500 writes/s: no replica watches them, so the API server, etcd and the load generator are as busy
    next door as under the pod churn and none of their events reaches the webhook. On this 2-core machine the
    control plane's CPU shares the last-level cache and the memory bus with the webhook's: a process that only
-   hammered a large dict there raised the idle preempt p99 from 0.98 to 1.99 ms (throwaway probe, 15,000 nodes).
+   hammered a large dict there raised the idle preempt p99 from 0.98 to 1.99 ms (throwaway probe, 15,000 nodes);
+   bench/neighbour.py times the machine's part alone: the same Python work, no webhook, idle and under either churn.
    The pod churn's p99s over these (``churn / ConfigMap churn``) are what the webhook's own handling of the events
    costs its admissions; the issue's target is the pod churn's p99 over idle.
 6. The same while scaleload churns pods (create, update, delete, bound to random nodes) at 500 writes/s, with the

@@ -149,6 +149,9 @@ def access_question(caller: UserInfo, verb: str, resource: str, namespace: str) 
     return caller.username, caller.uid, tuple(caller.groups), extra, verb, resource, namespace
 
 
+_NOT_CACHED: Any = object()
+
+
 class KubernetesAuthenticator:
     """TokenReview + SubjectAccessReview through the live cluster source's API client (open once it started),
     each answer reused for ``cache_seconds`` (0: ask every time)."""
@@ -180,9 +183,11 @@ class KubernetesAuthenticator:
     async def authenticate(self, headers: Mapping[str, str]) -> UserInfo:
         token = bearer_token(headers)
         key = hmac.new(self._token_key, token.encode(), hashlib.sha256).digest()
-        if self.cache_seconds > 0 and key in self._tokens:
-            caller = self._tokens[key]
-        else:
+        # ``get`` holds the cache's clock still (cachetools' _TimedCache); ``key in`` and then ``[key]`` read it
+        # twice, and an answer expiring between the two raised KeyError, an HTTP 500 instead of a new review
+        # (bench/scale.py's probes met it at 15,000 nodes). None is a rejected token, cached too.
+        caller = self._tokens.get(key, _NOT_CACHED) if self.cache_seconds > 0 else _NOT_CACHED
+        if caller is _NOT_CACHED:
             review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
             caller = caller_from_token_review(await self._create(TOKEN_REVIEW_PATH, review, "TokenReview"))
             if self.cache_seconds > 0:

@@ -100,7 +100,7 @@ class GuardedProtocol(asyncio.Protocol):
         if not self.handling and not self._arriving:
             # In flight from its first bytes, not from its handler: reaching the handler takes aiohttp a few turns
             # of the loop, and a batch of watch events ran in each (at 15,000 nodes under ~300 pod writes/s, a p99 of
-            # 0.7-1.0 ms from the bytes to the handler against 0.2 ms idle, an instrumented serve).
+            # 0.7-1.5 ms from the bytes to the handler against 0.2-0.4 ms idle, an instrumented serve).
             self._arriving = True
             self.guard.in_flight.began()
         self.inner.data_received(data)
@@ -180,8 +180,9 @@ class RequestsInFlight:
     The event loop runs one thing at a time: a batch of watch events started while an admission waits for the rest
     of its body (a client that writes the head and the body apart, as Python's http.client does) runs before the
     admission resumes, so the admission waited behind two batches, one for each part. Requests go first; the
-    informers wait at most ``max_wait_seconds`` a batch, so a flood of admissions, or a client sending its body a
-    byte at a time, slows the watch (to one batch of ~0.2 ms a millisecond) but never stops it.
+    informers wait at most ``max_wait_seconds`` a batch, so a flood of admissions, or a client sending its head or
+    body a byte at a time (or a body its handler left unread), slows the watch (to one batch of ~0.2 ms a
+    millisecond) but never stops it; a head not whole within the header timeout ends its connection.
     """
 
     def __init__(self, max_wait_seconds: float = 0.001) -> None:

@@ -163,6 +163,40 @@ def cpu_seconds(pid: int) -> float:
     return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# /proc/stat's per-CPU columns after the name (proc(5)), in clock ticks.
+_STAT_COLUMNS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_ticks(cpus: set[int], stat: str | None = None) -> dict[str, int]:
+    """The clock ticks of ``cpus`` by /proc/stat column, summed. ``steal`` is the time the hypervisor ran something
+    else while this machine's CPU had work: the neighbour no pinning inside the machine can keep away."""
+    text = Path("/proc/stat").read_text() if stat is None else stat
+    found = dict.fromkeys(_STAT_COLUMNS, 0)
+    for line in text.splitlines():
+        name, *values = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            for column, value in zip(_STAT_COLUMNS, values, strict=False):
+                found[column] += int(value)
+    return found
+
+
+class CpuShares:
+    """What a phase's wall time on some CPUs went to, per second (0..1 a CPU): stolen by the hypervisor, and the
+    kernel's interrupt work (irq + softirq: the loopback's packets)."""
+
+    def __init__(self, cpus: set[int]) -> None:
+        self.cpus = cpus
+        self.began = time.monotonic()
+        self.ticks = cpu_ticks(cpus)
+
+    def figures(self, prefix: str) -> Figures:
+        ticks, seconds = cpu_ticks(self.cpus), time.monotonic() - self.began
+        per_tick = 1 / os.sysconf("SC_CLK_TCK") / seconds if seconds > 0 else float("nan")
+        return {f"{prefix} steal": (ticks["steal"] - self.ticks["steal"]) * per_tick,
+                f"{prefix} interrupts": (ticks["irq"] + ticks["softirq"] - self.ticks["irq"] - self.ticks["softirq"])
+                * per_tick}
+
+
 def available_gib() -> float:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
@@ -836,6 +870,7 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         if args.isolate:
             CORES.isolate([c.process.pid for c in plane.components], replicas)
         figures["isolated"] = CORES.active
+        webhook_cpus = CORES.webhook if CORES.active else set(range(os.cpu_count() or 1))
         prober = Prober(first, token)
         prober.warm_up("mutate", "fit")
         figures["predicting"] = time.monotonic() - first.started
@@ -850,6 +885,7 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         figures["apiserver settle before idle"] = settle(api_pid)
         quiet_cpu = cpu_seconds(api_pid)
         began = time.monotonic()
+        shares = CpuShares(webhook_cpus)
         # An admission past its budget (allowed without a prediction) is counted, its latency kept, as under churn:
         # at 15,000 nodes one idle preempt probe of hundreds did, and stopping there lost every later figure.
         prober.tolerate_missing, prober.missing = True, 0
@@ -858,23 +894,28 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         finally:
             prober.tolerate_missing = False
         figures["apiserver CPU/s, idle"] = (cpu_seconds(api_pid) - quiet_cpu) / (time.monotonic() - began)
+        figures.update(shares.figures("webhook CPU, idle"))
         figures["idle without prediction"] = prober.missing
         print("idle latencies measured", flush=True)
 
         phase("unwatched churn")
         quiet_cpu = cpu_seconds(api_pid)
         began = time.monotonic()
+        shares = CpuShares(webhook_cpus)
         figures.update(unwatched_churn_phase(loader, kubeconfig, nodes, args.churn_rate, args.churn_seconds, workdir,
                                              prober, args.samples))
         figures["apiserver CPU/s, unwatched"] = (cpu_seconds(api_pid) - quiet_cpu) / (time.monotonic() - began)
+        figures.update(shares.figures("webhook CPU, unwatched"))
         print(f"unwatched churn: {figures['unwatched achieved']:.0f} writes/s", flush=True)
 
         phase("churn")
         quiet_cpu = cpu_seconds(api_pid)
         began = time.monotonic()
+        shares = CpuShares(webhook_cpus)
         churn = churn_phase(loader, kubeconfig, nodes, args.churn_rate, args.churn_seconds, [first], workdir,
                             "churn-base", prober, args.samples)
         figures["apiserver CPU/s, 1 replica"] = (cpu_seconds(api_pid) - quiet_cpu) / (time.monotonic() - began)
+        figures.update(shares.figures("webhook CPU, churn"))
         figures.update({f"churn {k}" if not k.startswith(("churn", "lag")) else k: v for k, v in churn.items()})
         print(f"churn at {args.churn_rate:g}/s: lag p99 {churn['lag p99']:.2f}s", flush=True)
         for kind in KINDS:
@@ -1065,6 +1106,9 @@ ROWS: tuple[Row, ...] = (
     Row("apiserver CPU/s, unwatched", "kube-apiserver CPU during ConfigMap churn", "cores", 2),
     Row("apiserver CPU/s, 1 replica", "kube-apiserver CPU during churn, 1 replica", "cores", 2),
     Row("apiserver CPU/s, N replicas", "kube-apiserver CPU during churn, N replicas", "cores", 2),
+    *(Row(f"webhook CPU, {key} {what}", f"webhook CPU {text}, {label}", "cores", 3)
+      for what, text in (("steal", "stolen"), ("interrupts", "in irq+softirq"))
+      for key, label in (("idle", "idle"), ("unwatched", "ConfigMap churn"), ("churn", "pod churn"))),
     Row("RSS per replica", "RSS per replica (N replicas)", "MiB", 0),
     Row("lag p99, N replicas", "informer lag p99, N replicas", "s", 2),
     Row("restart ready under churn", "replica restarted under churn: ready", "s", 1),

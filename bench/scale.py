@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/scale.py [--nodes 1000 5000 15000] [--pods-per-node 30] [--samples 1000]
                                     [--churn-seconds 40] [--replicas 2] [--apiserver-memory-limit 9GiB] [--no-isolate]
-                                    [--no-snapshot-path] [--snapshot-rounds 3] [--json FILE] [--quick]
+                                    [--rounds 4] [--no-snapshot-path] [--snapshot-rounds 3] [--json FILE]
+                                    [--quick]
 
 For each size, in one run:
 
@@ -22,6 +23,9 @@ For each size, in one run:
    first admission that carries a prediction; RSS when ready, peak RSS, RSS per pod; seconds to the end of the
    exposure scan's first pass (every pod matched against its namespace's PDBs, in slices of the event loop at a
    fifth of its time: a start-up transient like the lists; the latencies below are measured after it).
+4.-6. take turns: ``--rounds`` windows each (default 4: a quarter of the samples and of the churn's seconds a
+   window, idle, ConfigMap churn, pod churn, idle, ...), each phase's figures over all its windows, so that the
+   ratios between phases are not also how the shared machine drifted in the minutes between them.
 4. Once kube-apiserver idles again (as after the load; its CPU during the probes is a row), latency p50/p99 of
    ``POST /preview`` (bearer token: a TokenReview and SubjectAccessReviews, their answers reused 10 s as in a
    cluster) and ``POST /mutate/pods`` (an AdmissionReview, as the API server sends it) for a pod that fits, one
@@ -80,7 +84,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 for extra in (ROOT, ROOT / "bench"):
@@ -181,21 +185,34 @@ def cpu_ticks(cpus: set[int], stat: str | None = None) -> dict[str, int]:
     return found
 
 
-class CpuShares:
-    """What a phase's wall time on some CPUs went to, per second (0..1 a CPU): stolen by the hypervisor, and the
-    kernel's interrupt work (irq + softirq: the loopback's packets)."""
+class PhaseUse:
+    """What one phase's windows cost besides the webhook, summed over its windows, per second of them:
+    kube-apiserver's CPU, and on the webhook's CPUs the time stolen by the hypervisor and the kernel's interrupt
+    work (irq + softirq: the loopback's packets)."""
 
-    def __init__(self, cpus: set[int]) -> None:
-        self.cpus = cpus
-        self.began = time.monotonic()
-        self.ticks = cpu_ticks(cpus)
+    def __init__(self, api_pid: int, cpus: set[int]) -> None:
+        self.api_pid, self.cpus = api_pid, cpus
+        self.seconds = self.api_cpu = 0.0
+        self.ticks = dict.fromkeys(_STAT_COLUMNS, 0)
 
-    def figures(self, prefix: str) -> Figures:
-        ticks, seconds = cpu_ticks(self.cpus), time.monotonic() - self.began
-        per_tick = 1 / os.sysconf("SC_CLK_TCK") / seconds if seconds > 0 else float("nan")
-        return {f"{prefix} steal": (ticks["steal"] - self.ticks["steal"]) * per_tick,
-                f"{prefix} interrupts": (ticks["irq"] + ticks["softirq"] - self.ticks["irq"] - self.ticks["softirq"])
-                * per_tick}
+    @contextlib.contextmanager
+    def window(self) -> Iterator[None]:
+        api_cpu, began, ticks = cpu_seconds(self.api_pid), time.monotonic(), cpu_ticks(self.cpus)
+        try:
+            yield
+        finally:
+            self.api_cpu += cpu_seconds(self.api_pid) - api_cpu
+            self.seconds += time.monotonic() - began
+            for column, value in cpu_ticks(self.cpus).items():
+                self.ticks[column] += value - ticks[column]
+
+    def api_cores(self) -> float:
+        return self.api_cpu / self.seconds if self.seconds > 0 else float("nan")
+
+    def webhook_cpu(self, prefix: str) -> Figures:
+        per_tick = 1 / os.sysconf("SC_CLK_TCK") / self.seconds if self.seconds > 0 else float("nan")
+        return {f"{prefix} steal": self.ticks["steal"] * per_tick,
+                f"{prefix} interrupts": (self.ticks["irq"] + self.ticks["softirq"]) * per_tick}
 
 
 def available_gib() -> float:
@@ -541,9 +558,25 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def latency_figures(prober: Prober, samples: int, until: Callable[[], bool] | None = None) -> Figures:
-    """p50/p99 per endpoint and pod kind: ``samples`` each, round-robin (or until ``until()`` says stop)."""
-    found: dict[tuple[str, str], list[float]] = {(e, k): [] for e in ("mutate", "preview") for k in KINDS}
+Latencies = dict[tuple[str, str], list[float]]  # (endpoint, pod kind) -> ms
+
+
+class Probing(Protocol):
+    """What ``latency_figures`` asks of a prober (``Prober``)."""
+
+    def warm_up(self, endpoint: str, kind: str) -> None: ...
+
+    def call(self, endpoint: str, kind: str) -> float: ...
+
+
+def latency_figures(prober: Probing, samples: int, until: Callable[[], bool] | None = None,
+                    found: Latencies | None = None) -> Figures:
+    """p50/p99 per endpoint and pod kind: ``samples`` each, round-robin (or until ``until()`` says stop). With
+    ``found`` (the latencies of a phase's earlier windows) this window's are added to it, and the percentiles are
+    over them all."""
+    found = {} if found is None else found
+    for key in ((e, k) for e in ("mutate", "preview") for k in KINDS):
+        found.setdefault(key, [])
     for endpoint, kind in found:  # warm-up: the first prediction of a kind builds its orderings
         prober.warm_up(endpoint, kind)
     rounds = 0
@@ -555,7 +588,7 @@ def latency_figures(prober: Prober, samples: int, until: Callable[[], bool] | No
     for (endpoint, kind), values in found.items():
         figures[f"{endpoint} {kind} p50"] = percentile(values, 50)
         figures[f"{endpoint} {kind} p99"] = percentile(values, 99)
-    figures["probe samples"] = rounds
+    figures["probe samples"] = len(found[("mutate", KINDS[0])])
     return figures
 
 
@@ -668,53 +701,87 @@ def run_churn(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds: 
     return process, finish
 
 
+@dataclass
+class ChurnPool:
+    """One churn phase's windows: the probes' latencies, the lags of the first replica and of the bare watch, and
+    each window's achieved rate, so the figures are over every window."""
+
+    latencies: Latencies
+    lags: list[float]
+    delivered: list[float]
+    achieved: list[float]
+    missing: int = 0
+    watches: int = 0
+    dropped: int = 0
+    errors: int = 0
+
+
 def churn_phase(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds: float, replicas: list[Replica],
-                workdir: Path, prefix: str, prober: Prober | None = None, samples: int = 0) -> Figures:
+                workdir: Path, prefix: str, prober: Prober | None = None, samples: int = 0,
+                pool: ChurnPool | None = None) -> Figures:
     """Churn at ``rate`` for ``seconds`` while (optionally) probing latencies; the lag of the first replica, and of
-    a bare watch beside it (the API server's own part)."""
+    a bare watch beside it (the API server's own part). With ``pool`` (a phase's earlier windows) the figures are
+    over its windows and this one."""
+    pool = ChurnPool({}, [], [], []) if pool is None else pool
     with LagPoller(replicas) as poller, BareWatch(loader, kubeconfig, workdir / f"{prefix}-watch.ndjson") as bare:
         process, finish = run_churn(loader, kubeconfig, nodes, rate, seconds, workdir / f"{prefix}.ndjson", prefix)
         figures: Figures = {}
         if prober is not None:
             prober.tolerate_missing, prober.missing = True, 0
             try:
-                figures = latency_figures(prober, samples, until=lambda: process.poll() is not None)
+                figures = latency_figures(prober, samples, until=lambda: process.poll() is not None,
+                                          found=pool.latencies)
             finally:
                 prober.tolerate_missing = False
-            figures["without prediction"] = prober.missing
+            pool.missing += prober.missing
+            figures["without prediction"] = pool.missing
         summary, records = finish()
         last = max((r["rv"] for r in records), default=0)
         deadline = time.monotonic() + 15  # let every replica catch up with the last write (or show it cannot)
         while time.monotonic() < deadline and any(
                 (poller.samples[id(r)][1] or [0])[-1] < last for r in replicas):
             time.sleep(LAG_POLL_SECONDS)
-    lags, delivered = poller.lags(replicas[0], records), bare.lags(records)
+    pool.lags += poller.lags(replicas[0], records)
+    pool.delivered += bare.lags(records)
+    pool.achieved.append(summary["achieved"])
+    pool.watches += bare.summary.get("watches", 0)
+    pool.dropped += summary["dropped"]
+    pool.errors += summary["errors"]
+    lags, delivered = pool.lags, pool.delivered
     figures.update({"bare watch lag p50": percentile(delivered, 50), "bare watch lag p99": percentile(delivered, 99),
-                    "bare watch lag max": max(delivered or [0]),
-                    "bare watch opened": bare.summary.get("watches", 0)})
-    figures.update({"churn target": rate, "churn achieved": summary["achieved"],
-                    "churn dropped": summary["dropped"], "churn errors": summary["errors"],
+                    "bare watch lag max": max(delivered or [0]), "bare watch opened": pool.watches})
+    # Windows of equal length: the phase's rate is their mean.
+    figures.update({"churn target": rate, "churn achieved": sum(pool.achieved) / len(pool.achieved),
+                    "churn dropped": pool.dropped, "churn errors": pool.errors,
                     "lag p50": percentile(lags, 50), "lag p99": percentile(lags, 99), "lag max": max(lags or [0])})
     return figures
 
 
 def unwatched_churn_phase(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds: float,
-                          workdir: Path, prober: Prober, samples: int) -> Figures:
+                          workdir: Path, prober: Prober, samples: int, pool: ChurnPool | None = None,
+                          prefix: str = "unwatched") -> Figures:
     """Latencies while the control plane churns ConfigMaps at ``rate`` (no replica watches them, the LagPoller's
     /metrics polls as under churn): what the webhook's p99s become with the API server, etcd and the load generator
     as busy next door as under the pod churn, none of its events reaching the webhook. On this 2-core machine they
     share the last-level cache and memory with the webhook's CPU; the pod churn's p99s over these are what the
-    webhook's own handling of 500 events/s costs its admissions."""
+    webhook's own handling of 500 events/s costs its admissions. With ``pool``, over its windows and this one (only
+    its latencies, achieved rates and admissions without prediction are used)."""
+    pool = ChurnPool({}, [], [], []) if pool is None else pool
     with LagPoller([prober.replica]):
-        process, finish = run_churn(loader, kubeconfig, nodes, rate, seconds, workdir / "unwatched.ndjson",
-                                    "unwatched", resource="configmaps")
+        # A prefix per window: scaleload keeps its last objects (its pool), and names them prefix-N.
+        process, finish = run_churn(loader, kubeconfig, nodes, rate, seconds, workdir / f"{prefix}.ndjson",
+                                    prefix, resource="configmaps")
         prober.tolerate_missing, prober.missing = True, 0
         try:
-            figures = latency_figures(prober, samples, until=lambda: process.poll() is not None)
+            figures = latency_figures(prober, samples, until=lambda: process.poll() is not None,
+                                      found=pool.latencies)
         finally:
             prober.tolerate_missing = False
+        pool.missing += prober.missing
         summary, _ = finish()
-    return {**{f"unwatched {k}": v for k, v in figures.items()}, "unwatched achieved": summary["achieved"]}
+    pool.achieved.append(summary["achieved"])
+    return {**{f"unwatched {k}": v for k, v in figures.items()}, "unwatched without prediction": pool.missing,
+            "unwatched achieved": sum(pool.achieved) / len(pool.achieved)}
 
 
 # ---- saturation ----------------------------------------------------------------------------------------------------
@@ -879,44 +946,56 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         # Idle means steady: the exposure scan's first pass (every pod matched against its namespace's PDBs) is a
         # start-up transient like the lists, timed in its own row.
         figures["exposure scanned"] = first.wait_first_exposure_scan()
-        phase("idle latencies")
-        # Idle means the control plane too: having served the lists (1.2 GB at 15,000 nodes), kube-apiserver could
-        # still be busy next door. Its CPU meanwhile is a row: 0.02 cores at every size of the run on f7e2b5c, so
-        # it was not why the idle p99s of one admission path spread over 3.4-6.2 ms in four runs before.
-        figures["apiserver settle before idle"] = settle(api_pid)
-        quiet_cpu = cpu_seconds(api_pid)
-        began = time.monotonic()
-        shares = CpuShares(webhook_cpus)
-        # An admission past its budget (allowed without a prediction) is counted, its latency kept, as under churn:
-        # at 15,000 nodes one idle preempt probe of hundreds did, and stopping there lost every later figure.
-        prober.tolerate_missing, prober.missing = True, 0
-        try:
-            figures.update(latency_figures(prober, args.samples))
-        finally:
-            prober.tolerate_missing = False
-        figures["apiserver CPU/s, idle"] = (cpu_seconds(api_pid) - quiet_cpu) / (time.monotonic() - began)
-        figures.update(shares.figures("webhook CPU, idle"))
-        figures["idle without prediction"] = prober.missing
-        print("idle latencies measured", flush=True)
+        # Idle, ConfigMap churn next door and pod churn take turns, ``--rounds`` windows each, and each phase's
+        # figures are over all its windows: the targets hold one phase's p99 against another's, and one window
+        # each, minutes apart, also measured how the shared machine drifted between them (the idle p99s of one
+        # admission path spread over 3.25-6.52 ms in eight runs at 15,000 nodes, the ConfigMap control's ratio
+        # to idle over x0.66-1.80).
+        idle, unwatched = PhaseUse(api_pid, webhook_cpus), PhaseUse(api_pid, webhook_cpus)
+        churned = PhaseUse(api_pid, webhook_cpus)
+        idle_found: Latencies = {}
+        idle_missing = 0
+        unwatched_pool, churn_pool = ChurnPool({}, [], [], []), ChurnPool({}, [], [], [])
+        rounds = args.rounds
+        window_samples, window_seconds = max(1, args.samples // rounds), args.churn_seconds / rounds
+        churn: Figures = {}
+        for turn in range(1, rounds + 1):
+            phase(f"idle latencies ({turn}/{rounds})")
+            # Idle means the control plane too: having served the lists (1.2 GB at 15,000 nodes) or a churn,
+            # kube-apiserver could still be busy next door. Its CPU meanwhile is a row (0.02 cores at every size
+            # of the run on f7e2b5c).
+            settled = settle(api_pid)
+            if turn == 1:
+                figures["apiserver settle before idle"] = settled
+            # An admission past its budget (allowed without a prediction) is counted, its latency kept, as under
+            # churn: at 15,000 nodes one idle preempt probe of hundreds did, and stopping there lost every later
+            # figure.
+            prober.tolerate_missing, prober.missing = True, 0
+            try:
+                with idle.window():
+                    figures.update(latency_figures(prober, window_samples, found=idle_found))
+            finally:
+                prober.tolerate_missing = False
+            idle_missing += prober.missing
 
-        phase("unwatched churn")
-        quiet_cpu = cpu_seconds(api_pid)
-        began = time.monotonic()
-        shares = CpuShares(webhook_cpus)
-        figures.update(unwatched_churn_phase(loader, kubeconfig, nodes, args.churn_rate, args.churn_seconds, workdir,
-                                             prober, args.samples))
-        figures["apiserver CPU/s, unwatched"] = (cpu_seconds(api_pid) - quiet_cpu) / (time.monotonic() - began)
-        figures.update(shares.figures("webhook CPU, unwatched"))
-        print(f"unwatched churn: {figures['unwatched achieved']:.0f} writes/s", flush=True)
+            phase(f"unwatched churn ({turn}/{rounds})")
+            with unwatched.window():
+                figures.update(unwatched_churn_phase(loader, kubeconfig, nodes, args.churn_rate, window_seconds,
+                                                     workdir, prober, window_samples, unwatched_pool,
+                                                     f"unwatched-{turn}"))
 
-        phase("churn")
-        quiet_cpu = cpu_seconds(api_pid)
-        began = time.monotonic()
-        shares = CpuShares(webhook_cpus)
-        churn = churn_phase(loader, kubeconfig, nodes, args.churn_rate, args.churn_seconds, [first], workdir,
-                            "churn-base", prober, args.samples)
-        figures["apiserver CPU/s, 1 replica"] = (cpu_seconds(api_pid) - quiet_cpu) / (time.monotonic() - began)
-        figures.update(shares.figures("webhook CPU, churn"))
+            phase(f"churn ({turn}/{rounds})")
+            with churned.window():
+                churn = churn_phase(loader, kubeconfig, nodes, args.churn_rate, window_seconds, [first], workdir,
+                                    f"churn-base-{turn}", prober, window_samples, churn_pool)
+        figures["latency rounds"] = rounds
+        figures["idle without prediction"] = idle_missing
+        figures["apiserver CPU/s, idle"] = idle.api_cores()
+        figures["apiserver CPU/s, unwatched"] = unwatched.api_cores()
+        figures["apiserver CPU/s, 1 replica"] = churned.api_cores()
+        for prefix, use in (("idle", idle), ("unwatched", unwatched), ("churn", churned)):
+            figures.update(use.webhook_cpu(f"webhook CPU, {prefix}"))
+        print(f"idle latencies measured; unwatched churn: {figures['unwatched achieved']:.0f} writes/s", flush=True)
         figures.update({f"churn {k}" if not k.startswith(("churn", "lag")) else k: v for k, v in churn.items()})
         print(f"churn at {args.churn_rate:g}/s: lag p99 {churn['lag p99']:.2f}s", flush=True)
         for kind in KINDS:
@@ -1198,6 +1277,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-isolate", dest="isolate", action="store_false",
                         help="keep the webhook on the same CPUs as the API server and the churn (see Cores)")
     parser.add_argument("--no-snapshot-path", dest="snapshot_path", action="store_false")
+    parser.add_argument("--rounds", type=int,
+                        help="windows each of the idle, ConfigMap churn and pod churn latencies, taking turns "
+                             "(default 4; 1 with --quick)")
     parser.add_argument("--snapshot-rounds", type=int, default=3,
                         help="starts of serve and of the cached plugin on the snapshot path (their median is shown)")
     parser.add_argument("--kube-bin", type=Path, help="etcd and kube-apiserver (default: $PREEMPTGUARD_KUBE_BIN)")
@@ -1211,6 +1293,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.samples, args.churn_seconds, args.sweep_seconds, args.snapshot_rounds = 50, 5.0, 4.0, 1
         args.max_churn_rate, args.saturation_seconds = 1000.0, 3.0
+    args.rounds = args.rounds or (1 if args.quick else 4)
     if args.report:
         saved = [figures for path in args.report for figures in json.loads(path.read_text(encoding="utf-8"))]
         missed = report(sorted(saved, key=lambda figures: figures["nodes"]))

@@ -44,8 +44,8 @@ def test_scale_bench_runs_end_to_end_on_a_small_cluster(tmp_path: Path) -> None:
         pytest.fail(str(exc), pytrace=False)
     out = tmp_path / "scale.json"
     run = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "scale.py"), "--nodes", "200", "--quick", "--replicas", "2",
-         "--kube-bin", str(kube_bin), "--workdir", str(tmp_path), "--json", str(out)],
+        [sys.executable, str(REPO / "bench" / "scale.py"), "--nodes", "200", "--quick", "--rounds", "2",
+         "--replicas", "2", "--kube-bin", str(kube_bin), "--workdir", str(tmp_path), "--json", str(out)],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=900)
     # Exit 1 also means a target missed on a busy machine; a failed step exits before the JSON is written.
     assert out.exists(), f"bench/scale.py failed ({run.returncode}):\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
@@ -58,6 +58,11 @@ def test_scale_bench_runs_end_to_end_on_a_small_cluster(tmp_path: Path) -> None:
     assert figures["churn achieved"] > 0 and figures["admissions/s at saturation"] > 0
     assert figures["unwatched achieved"] > 0
     assert figures["churn bare watch opened"] >= 1  # scaleload watch saw the churn's writes (lags_seen: inf if not)
+    # Two windows a phase, taking turns: the idle figures are over both windows' probes (25 rounds each of --quick's
+    # 50), the churn's lags over both windows' bare watches.
+    assert figures["latency rounds"] == 2
+    assert figures["probe samples"] == 50
+    assert figures["churn bare watch opened"] >= 2
     assert "measurement" in run.stdout and "200 nodes" in run.stdout
     # The churn targets' verdicts hold each p99 against 1.5 times its idle p99 (they once read the idle p99 alone).
     for kind in ("fit", "preempt", "unschedulable"):

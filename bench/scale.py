@@ -584,6 +584,10 @@ def latency_figures(prober: Probing, samples: int, until: Callable[[], bool] | N
         for (endpoint, kind), values in found.items():
             values.append(prober.call(endpoint, kind))
         rounds += 1
+    return latency_percentiles(found)
+
+
+def latency_percentiles(found: Latencies) -> Figures:
     figures: Figures = {}
     for (endpoint, kind), values in found.items():
         figures[f"{endpoint} {kind} p50"] = percentile(values, 50)
@@ -953,7 +957,9 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         # to idle over x0.66-1.80).
         idle, unwatched = PhaseUse(api_pid, webhook_cpus), PhaseUse(api_pid, webhook_cpus)
         churned = PhaseUse(api_pid, webhook_cpus)
+        # The idle windows pooled, and apart: the first (before any churn) and those a minute after a pod churn.
         idle_found: Latencies = {}
+        idle_apart: tuple[Latencies, Latencies] = ({}, {})
         idle_missing = 0
         unwatched_pool, churn_pool = ChurnPool({}, [], [], []), ChurnPool({}, [], [], [])
         rounds = args.rounds
@@ -971,12 +977,16 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
             # churn: at 15,000 nodes one idle preempt probe of hundreds did, and stopping there lost every later
             # figure.
             prober.tolerate_missing, prober.missing = True, 0
+            window: Latencies = {}
             try:
                 with idle.window():
-                    figures.update(latency_figures(prober, window_samples, found=idle_found))
+                    latency_figures(prober, window_samples, found=window)
             finally:
                 prober.tolerate_missing = False
             idle_missing += prober.missing
+            for key, values in window.items():
+                idle_found.setdefault(key, []).extend(values)
+                idle_apart[turn > 1].setdefault(key, []).extend(values)
 
             phase(f"unwatched churn ({turn}/{rounds})")
             with unwatched.window():
@@ -990,6 +1000,11 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
                                     f"churn-base-{turn}", prober, window_samples, churn_pool)
         figures["latency rounds"] = rounds
         figures["idle without prediction"] = idle_missing
+        figures.update(latency_percentiles(idle_found))
+        for name, found in zip(("first idle", "idle after churn"), idle_apart, strict=True):
+            if found:
+                figures.update({f"{name} {k}": v for k, v in latency_percentiles(found).items()
+                                if k.startswith("mutate")})
         figures["apiserver CPU/s, idle"] = idle.api_cores()
         figures["apiserver CPU/s, unwatched"] = unwatched.api_cores()
         figures["apiserver CPU/s, 1 replica"] = churned.api_cores()
@@ -1161,6 +1176,9 @@ ROWS: tuple[Row, ...] = (
           ({"fit": _under(5, "ms"), "preempt": _under(20, "ms"), "unschedulable": _under(20, "ms")}[k]
            if e == "mutate" and q == "p99" else None))
       for e in ("mutate", "preview") for k in KINDS for q in ("p50", "p99")),
+    *(Row(f"{name} mutate {k} p99", f"{label}: mutate {k} p99", "ms", 2)
+      for name, label in (("first idle", "idle, first window alone"), ("idle after churn", "idle, windows after churn"))
+      for k in KINDS),
     Row("idle without prediction", "idle: admissions past budget (no prediction)", digits=0),
     Row("churn achieved", "churn: pod writes/s achieved (target 500)", "/s", 0, grows=False),
     *(Row(f"churn {e} {k} p99", f"churn: {e} {k} p99", "ms", 2,

@@ -30,6 +30,8 @@ FIGURES = (
     "lag p50", "lag p99", "churn bare watch lag p99", "admissions/s at saturation",
     "apiserver CPU/s, idle", "apiserver CPU/s, 1 replica", "apiserver CPU/s, N replicas", "RSS per replica",
     *(f"webhook CPU, {phase} {what}" for phase in ("idle", "unwatched", "churn") for what in ("steal", "interrupts")),
+    *(f"{window} mutate {kind} p99" for window in ("first idle", "idle after churn")
+      for kind in ("fit", "preempt", "unschedulable")),
     "lag p99, N replicas",
     "restart ready under churn", "restart lag p99 once ready", "restart bare watch lag p99",
     "kube-apiserver RSS peak", "etcd RSS peak", "scaleload RSS peak",

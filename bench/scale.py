@@ -82,7 +82,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -710,10 +710,10 @@ class ChurnPool:
     """One churn phase's windows: the probes' latencies, the lags of the first replica and of the bare watch, and
     each window's achieved rate, so the figures are over every window."""
 
-    latencies: Latencies
-    lags: list[float]
-    delivered: list[float]
-    achieved: list[float]
+    latencies: Latencies = field(default_factory=dict)
+    lags: list[float] = field(default_factory=list)
+    delivered: list[float] = field(default_factory=list)
+    achieved: list[float] = field(default_factory=list)
     missing: int = 0
     watches: int = 0
     dropped: int = 0
@@ -726,7 +726,7 @@ def churn_phase(loader: Path, kubeconfig: Path, nodes: int, rate: float, seconds
     """Churn at ``rate`` for ``seconds`` while (optionally) probing latencies; the lag of the first replica, and of
     a bare watch beside it (the API server's own part). With ``pool`` (a phase's earlier windows) the figures are
     over its windows and this one."""
-    pool = ChurnPool({}, [], [], []) if pool is None else pool
+    pool = ChurnPool() if pool is None else pool
     with LagPoller(replicas) as poller, BareWatch(loader, kubeconfig, workdir / f"{prefix}-watch.ndjson") as bare:
         process, finish = run_churn(loader, kubeconfig, nodes, rate, seconds, workdir / f"{prefix}.ndjson", prefix)
         figures: Figures = {}
@@ -770,7 +770,7 @@ def unwatched_churn_phase(loader: Path, kubeconfig: Path, nodes: int, rate: floa
     share the last-level cache and memory with the webhook's CPU; the pod churn's p99s over these are what the
     webhook's own handling of 500 events/s costs its admissions. With ``pool``, over its windows and this one (only
     its latencies, achieved rates and admissions without prediction are used)."""
-    pool = ChurnPool({}, [], [], []) if pool is None else pool
+    pool = ChurnPool() if pool is None else pool
     with LagPoller([prober.replica]):
         # A prefix per window: scaleload keeps its last objects (its pool), and names them prefix-N.
         process, finish = run_churn(loader, kubeconfig, nodes, rate, seconds, workdir / f"{prefix}.ndjson",
@@ -961,7 +961,7 @@ def measure_size(args: argparse.Namespace, nodes: int, kube_bin: Path, workdir: 
         idle_found: Latencies = {}
         idle_apart: tuple[Latencies, Latencies] = ({}, {})
         idle_missing = 0
-        unwatched_pool, churn_pool = ChurnPool({}, [], [], []), ChurnPool({}, [], [], [])
+        unwatched_pool, churn_pool = ChurnPool(), ChurnPool()
         rounds = args.rounds
         window_samples, window_seconds = max(1, args.samples // rounds), args.churn_seconds / rounds
         churn: Figures = {}
